@@ -1,0 +1,1 @@
+//! Planwright actors.

@@ -1,0 +1,248 @@
+//! Durable thread storage: the [`Checkpointer`] trait and what it stores.
+//!
+//! A thread is a chain of checkpoints, one per superstep. A checkpoint's body is either a full
+//! **snapshot** of the state or a **delta**: the updates its superstep applied, in task order, on top
+//! of the parent's state. Reducers are deterministic, so replaying deltas onto the nearest earlier
+//! snapshot rebuilds any checkpoint exactly. The runtime writes a snapshot every few steps (or when
+//! the deltas since the last one outweigh it), so storage grows linearly with the steps of a thread
+//! instead of quadratically, as a full copy per step does when a list field keeps growing.
+//!
+//! Storage is deliberately dumb: bodies are opaque JSON bytes, so backends know nothing of graph
+//! types. What a backend must guarantee:
+//! - [`Checkpointer::put`] is a conditional write: it succeeds only if the record's parent is the
+//!   thread's current head (or the thread is new and the parent is `None`). This is what keeps two
+//!   writers, in one process or in two, from forking a thread's chain.
+//! - [`Checkpointer::put_writes`] saves a finished task's writes as they happen, idempotently, so a
+//!   crash mid-superstep does not redo the parallel tasks that had finished.
+//! - [`Checkpointer::prune`] rebases and deletes in one transaction: no reader ever sees a chain
+//!   whose oldest delta has lost its snapshot.
+
+use crate::ids::{CheckpointId, TaskId, ThreadId};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Whether a checkpoint body is a full state or the updates of one superstep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyKind {
+    /// `body` is the whole state, serialised as JSON.
+    Snapshot,
+    /// `body` is a JSON array of the superstep's updates, in task order, to apply to the parent.
+    Delta,
+}
+
+/// Where a checkpoint came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointSource {
+    /// The run's input, before any node ran.
+    Input,
+    /// The end of a superstep.
+    Loop,
+    /// `update_state`: written as if a named node had written it.
+    Update,
+    /// The first checkpoint of a thread forked from another thread's checkpoint.
+    Fork,
+}
+
+/// What a checkpoint says about itself, besides the state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    /// Supersteps run on this thread so far (the input checkpoint is step 0).
+    pub step: u64,
+    /// Where the checkpoint came from.
+    pub source: CheckpointSource,
+    /// The nodes whose updates the checkpoint holds, in task order.
+    pub nodes: Vec<String>,
+    /// Wall-clock creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Free-form extras (fork origin, run id, interrupt payloads, ...).
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+/// One stored checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointRecord {
+    /// The thread the checkpoint belongs to.
+    pub thread_id: ThreadId,
+    /// The checkpoint's id: its parent's id plus one (1 for a thread's first checkpoint).
+    pub id: CheckpointId,
+    /// The checkpoint this one follows; `None` for a thread's first.
+    pub parent: Option<CheckpointId>,
+    /// Fingerprint of the compiled graph that wrote it (see `CompiledGraph::fingerprint`).
+    pub graph_fingerprint: String,
+    /// Snapshot or delta.
+    pub kind: BodyKind,
+    /// JSON bytes: the state (snapshot) or an array of updates (delta).
+    pub body: Vec<u8>,
+    /// JSON bytes: the tasks to run next (empty array when the run ended).
+    pub next_tasks: Vec<u8>,
+    /// Step, source, nodes, timestamps.
+    pub metadata: CheckpointMetadata,
+}
+
+impl CheckpointRecord {
+    /// Bytes this record occupies in storage, counting body, next tasks and metadata.
+    pub fn stored_bytes(&self) -> usize {
+        self.body.len()
+            + self.next_tasks.len()
+            + serde_json::to_vec(&self.metadata).map(|v| v.len()).unwrap_or(0)
+    }
+}
+
+/// What kind of write a task saved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteKind {
+    /// The task finished; the payload is its update.
+    Update,
+    /// The task paused; the payload is the interrupt (id and value).
+    Interrupt,
+    /// The task failed for good; the payload is the error message.
+    Error,
+    /// A memoised result inside a task (`NodeContext::memo`), keyed by `key`.
+    Memo,
+    /// A resume value addressed to the task.
+    Resume,
+}
+
+/// A write saved by a task of the superstep that runs from checkpoint `checkpoint`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskWrite {
+    /// The task.
+    pub task: TaskId,
+    /// The node the task ran.
+    pub node: String,
+    /// What was written.
+    pub kind: WriteKind,
+    /// Distinguishes several writes of one kind by one task (memo keys); empty otherwise.
+    pub key: String,
+    /// JSON bytes.
+    pub payload: Vec<u8>,
+}
+
+/// A thread as listed by [`Checkpointer::list_threads`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSummary {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its newest checkpoint.
+    pub head: CheckpointId,
+    /// The head's metadata.
+    pub head_metadata: CheckpointMetadata,
+    /// Metadata set with [`Checkpointer::set_thread_metadata`] (`null` when never set).
+    pub metadata: serde_json::Value,
+}
+
+/// Errors from checkpoint storage.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The conditional write failed: another writer moved the thread's head.
+    #[error("thread `{thread}` was written concurrently: expected head {expected:?}, found {found:?}")]
+    Conflict {
+        /// The thread.
+        thread: ThreadId,
+        /// The parent the writer built on.
+        expected: Option<CheckpointId>,
+        /// The head actually stored.
+        found: Option<CheckpointId>,
+    },
+    /// No such thread or checkpoint.
+    #[error("no checkpoint {checkpoint:?} on thread `{thread}`")]
+    NotFound {
+        /// The thread.
+        thread: ThreadId,
+        /// The checkpoint asked for (`None`: the thread itself).
+        checkpoint: Option<CheckpointId>,
+    },
+    /// The connection string names no backend this build knows, or is malformed.
+    #[error("bad checkpoint URL `{url}`: {reason}")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Stored data could not be decoded.
+    #[error("corrupt checkpoint data on thread `{thread}`: {reason}")]
+    Corrupt {
+        /// The thread.
+        thread: ThreadId,
+        /// What could not be decoded.
+        reason: String,
+    },
+    /// The backend failed (I/O, SQL, connection).
+    #[error("checkpoint backend error: {0}")]
+    Backend(String),
+}
+
+/// Durable storage for thread checkpoints and task writes. See the module docs for the guarantees.
+#[async_trait]
+pub trait Checkpointer: Send + Sync + 'static {
+    /// A short name for reports (`memory`, `sqlite`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Stores `record` if its parent is the thread's current head; otherwise
+    /// [`CheckpointError::Conflict`]. Writing the first checkpoint of a thread that already exists
+    /// is a conflict too.
+    async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError>;
+
+    /// Stores several records, possibly of different threads, with the same per-record condition,
+    /// in as few transactions as the backend can. Results come back in input order.
+    async fn put_many(&self, records: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
+            out.push(self.put(record).await);
+        }
+        out
+    }
+
+    /// Saves task writes for the superstep running from `checkpoint`. Idempotent: saving a write
+    /// with the same (task, kind, key) again replaces it.
+    async fn put_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        writes: Vec<TaskWrite>,
+    ) -> Result<(), CheckpointError>;
+
+    /// The writes saved for the superstep running from `checkpoint`, ordered by task then key.
+    async fn get_writes(&self, thread: &ThreadId, checkpoint: CheckpointId) -> Result<Vec<TaskWrite>, CheckpointError>;
+
+    /// The thread's newest checkpoint id, or `None` if the thread has none.
+    async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError>;
+
+    /// One checkpoint.
+    async fn get(&self, thread: &ThreadId, id: CheckpointId) -> Result<CheckpointRecord, CheckpointError>;
+
+    /// The records needed to rebuild checkpoint `id` (the head when `None`): the nearest snapshot at
+    /// or before it, then every checkpoint after that snapshot up to `id`, oldest first. Empty when
+    /// the thread does not exist.
+    async fn load_chain(&self, thread: &ThreadId, id: Option<CheckpointId>) -> Result<Vec<CheckpointRecord>, CheckpointError>;
+
+    /// Metadata of a thread's checkpoints, newest first, at most `limit`, only those older than
+    /// `before` when given.
+    async fn list(
+        &self,
+        thread: &ThreadId,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>;
+
+    /// Threads whose id starts with `prefix`, ordered by id, at most `limit`, skipping `offset`.
+    async fn list_threads(&self, prefix: &str, limit: usize, offset: usize) -> Result<Vec<ThreadSummary>, CheckpointError>;
+
+    /// Sets free-form metadata on a thread (creating a thread entry with no checkpoints if needed).
+    async fn set_thread_metadata(&self, thread: &ThreadId, metadata: serde_json::Value) -> Result<(), CheckpointError>;
+
+    /// The metadata set on a thread (`None` if the thread is unknown).
+    async fn thread_metadata(&self, thread: &ThreadId) -> Result<Option<serde_json::Value>, CheckpointError>;
+
+    /// Deletes a thread, its checkpoints, writes and metadata. Deleting an unknown thread is not an error.
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError>;
+
+    /// In one transaction: replaces checkpoint `keep_from`'s body with `snapshot` (kind Snapshot),
+    /// then deletes every older checkpoint of the thread and their writes.
+    async fn prune(&self, thread: &ThreadId, keep_from: CheckpointId, snapshot: Vec<u8>) -> Result<(), CheckpointError>;
+}

@@ -1,0 +1,140 @@
+//! Typed identifiers.
+//!
+//! Every id that crosses a module boundary is a newtype, so a thread id can never be passed where a
+//! checkpoint id is expected. Ids that users choose (threads) are strings; ids the runtime mints
+//! (runs, checkpoints, tasks) are numbers or derived deterministically so a resumed run recomputes
+//! exactly the same task ids it saved writes under.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A conversation thread: the unit of durable state. May carry a namespace suffix such as
+/// `{conversation_id}:planner:v2`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ThreadId(String);
+
+impl ThreadId {
+    /// Wraps a user-chosen thread id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// Builds the namespaced id `{base}:{namespace}` (for example `c42:planner:v2`).
+    pub fn namespaced(base: &str, namespace: &str) -> Self {
+        Self(format!("{base}:{namespace}"))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The part before the first `:`: the conversation this thread belongs to.
+    pub fn base(&self) -> &str {
+        self.0.split(':').next().unwrap_or(&self.0)
+    }
+
+    /// The part after the first `:`, if any (for example `planner:v2`).
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.split_once(':').map(|(_, ns)| ns)
+    }
+}
+
+impl fmt::Display for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for ThreadId {
+    fn from(s: &str) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<String> for ThreadId {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// A checkpoint's position in its thread: 1 for the first checkpoint, then one more per superstep.
+/// Checkpoint ids are only unique within a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CheckpointId(pub u64);
+
+impl fmt::Display for CheckpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A node's index in its compiled graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// The index into the compiled graph's node table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One execution of a graph on a thread (a run starts, and ends finished, interrupted, failed or
+/// cancelled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub u64);
+
+static NEXT_RUN: AtomicU64 = AtomicU64::new(1);
+
+impl RunId {
+    /// A process-unique run id.
+    pub fn next() -> Self {
+        Self(NEXT_RUN.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run-{}", self.0)
+    }
+}
+
+/// A task within a superstep: `step.index`. Deterministic, so a resumed run finds the writes a
+/// task saved before a crash under the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskId {
+    /// The superstep (equals the id of the checkpoint the task runs from).
+    pub step: u64,
+    /// The task's position in its superstep's task list.
+    pub index: u32,
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.step, self.index)
+    }
+}
+
+/// A stable interrupt id: the task that raised it plus the interrupt's index within that task.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InterruptId(pub String);
+
+impl InterruptId {
+    /// The id of interrupt `n` raised by task `task` of thread step.
+    pub fn for_task(task: TaskId, node: &str) -> Self {
+        Self(format!("{node}@{task}"))
+    }
+}
+
+impl fmt::Display for InterruptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}

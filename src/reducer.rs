@@ -1,0 +1,114 @@
+//! Per-field reducers: how a written value combines with the current one.
+//!
+//! - `replace`: the write becomes the value. Two writes to one replace-field in the same superstep
+//!   are a [`MergeError::WriteConflict`] naming the field and both nodes: merging in task order
+//!   would hide that one node's write was lost.
+//! - `append`: the written items are appended (lists grow; parallel appends land in task order).
+//! - `merge`: map entries are inserted key by key; later writes win per key.
+//! - `custom(f)`: any `fn(&mut T, T)`; it must be deterministic, since checkpoints replay updates.
+
+use crate::state::State;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+
+/// What went wrong merging updates.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    /// Two tasks of one superstep wrote the same replace-field.
+    #[error("field `{field}` was written by both `{first}` and `{second}` in one superstep; use an append or merge reducer, or write it from one node")]
+    WriteConflict {
+        /// The field written twice.
+        field: &'static str,
+        /// The node whose write came first in task order.
+        first: String,
+        /// The node whose write came second.
+        second: String,
+    },
+}
+
+/// Tracks which replace-fields were written in the current superstep, and by whom.
+#[derive(Debug, Default)]
+pub struct MergeCtx {
+    writer: String,
+    written: Vec<(&'static str, String)>,
+}
+
+impl MergeCtx {
+    /// A fresh context for one superstep.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the node whose update is applied next.
+    pub fn set_writer(&mut self, node: &str) {
+        self.writer.clear();
+        self.writer.push_str(node);
+    }
+
+    /// Records a write to a replace-field, failing if another task already wrote it.
+    fn record_replace(&mut self, field: &'static str) -> Result<(), MergeError> {
+        if let Some((_, first)) = self.written.iter().find(|(f, _)| *f == field) {
+            return Err(MergeError::WriteConflict {
+                field,
+                first: first.clone(),
+                second: self.writer.clone(),
+            });
+        }
+        self.written.push((field, self.writer.clone()));
+        Ok(())
+    }
+}
+
+/// The `replace` reducer.
+pub fn replace<T>(slot: &mut T, value: T, field: &'static str, ctx: &mut MergeCtx) -> Result<(), MergeError> {
+    ctx.record_replace(field)?;
+    *slot = value;
+    Ok(())
+}
+
+/// The `append` reducer: for any collection that can be extended by itself.
+pub fn append<C: Extend<<C as IntoIterator>::Item> + IntoIterator>(slot: &mut C, value: C) {
+    slot.extend(value);
+}
+
+/// The `merge` reducer, for maps.
+pub fn merge<M: MapLike>(slot: &mut M, value: M) {
+    slot.merge_from(value);
+}
+
+/// A custom reducer that keeps the larger value.
+pub fn max<T: Ord>(slot: &mut T, value: T) {
+    if value > *slot {
+        *slot = value;
+    }
+}
+
+/// A custom reducer that adds the written value (counters written by parallel tasks).
+pub fn sum<T: std::ops::AddAssign>(slot: &mut T, value: T) {
+    *slot += value;
+}
+
+/// Maps the `merge` reducer works on.
+pub trait MapLike {
+    /// Inserts every entry of `other`, replacing existing keys.
+    fn merge_from(&mut self, other: Self);
+}
+
+impl<K: Ord, V> MapLike for BTreeMap<K, V> {
+    fn merge_from(&mut self, other: Self) {
+        self.extend(other);
+    }
+}
+
+impl<K: Eq + Hash, V, S: std::hash::BuildHasher> MapLike for HashMap<K, V, S> {
+    fn merge_from(&mut self, other: Self) {
+        self.extend(other);
+    }
+}
+
+/// Applies a single update outside any superstep (tests, `update_state`).
+pub fn apply_one<S: State>(state: &mut S, update: S::Update) -> Result<(), MergeError> {
+    let mut ctx = MergeCtx::new();
+    ctx.set_writer("update");
+    state.apply(update, &mut ctx)
+}
