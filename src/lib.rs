@@ -2,6 +2,17 @@
 #![warn(missing_docs)]
 
 pub mod checkpoint;
+pub mod events;
+pub mod graph;
 pub mod ids;
+pub mod node;
+pub mod policy;
 pub mod reducer;
 pub mod state;
+
+pub use events::{Interrupt, RunEvent, RunStatus};
+pub use graph::{CompiledGraph, GraphError, Route, Send, StateGraph, END, START};
+pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};
+pub use node::{NodeContext, NodeError};
+pub use policy::{NodeOptions, RetryPolicy};
+pub use state::{State, Update};

@@ -60,7 +60,12 @@ impl MergeCtx {
 }
 
 /// The `replace` reducer.
-pub fn replace<T>(slot: &mut T, value: T, field: &'static str, ctx: &mut MergeCtx) -> Result<(), MergeError> {
+pub fn replace<T>(
+    slot: &mut T,
+    value: T,
+    field: &'static str,
+    ctx: &mut MergeCtx,
+) -> Result<(), MergeError> {
     ctx.record_replace(field)?;
     *slot = value;
     Ok(())

@@ -16,20 +16,28 @@ use serde::Serialize;
 use std::fmt::Debug;
 
 /// A graph's state: cloneable, serialisable, with a typed partial update.
-pub trait State: Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static {
+pub trait State:
+    Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static
+{
     /// The partial update a node returns: every field optional.
     type Update: Update;
 
     /// Merges `update` into `self`, each field through its reducer. `ctx` detects two writes to the
     /// same replace-field within one superstep.
-    fn apply(&mut self, update: Self::Update, ctx: &mut MergeCtx) -> Result<(), crate::reducer::MergeError>;
+    fn apply(
+        &mut self,
+        update: Self::Update,
+        ctx: &mut MergeCtx,
+    ) -> Result<(), crate::reducer::MergeError>;
 
     /// The names of the state's fields, in declaration order (used by docs and error messages).
     fn field_names() -> &'static [&'static str];
 }
 
 /// A partial update to a [`State`].
-pub trait Update: Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static {
+pub trait Update:
+    Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static
+{
     /// True when the update writes no field at all.
     fn is_empty(&self) -> bool;
 

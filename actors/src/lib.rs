@@ -1,1 +1,3 @@
-//! Planwright actors.
+//! Node actors, tools, models and the two planners built on the Planwright runtime.
+
+pub mod tools;

@@ -87,7 +87,9 @@ impl CheckpointRecord {
     pub fn stored_bytes(&self) -> usize {
         self.body.len()
             + self.next_tasks.len()
-            + serde_json::to_vec(&self.metadata).map(|v| v.len()).unwrap_or(0)
+            + serde_json::to_vec(&self.metadata)
+                .map(|v| v.len())
+                .unwrap_or(0)
     }
 }
 
@@ -139,7 +141,9 @@ pub struct ThreadSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
     /// The conditional write failed: another writer moved the thread's head.
-    #[error("thread `{thread}` was written concurrently: expected head {expected:?}, found {found:?}")]
+    #[error(
+        "thread `{thread}` was written concurrently: expected head {expected:?}, found {found:?}"
+    )]
     Conflict {
         /// The thread.
         thread: ThreadId,
@@ -208,18 +212,30 @@ pub trait Checkpointer: Send + Sync + 'static {
     ) -> Result<(), CheckpointError>;
 
     /// The writes saved for the superstep running from `checkpoint`, ordered by task then key.
-    async fn get_writes(&self, thread: &ThreadId, checkpoint: CheckpointId) -> Result<Vec<TaskWrite>, CheckpointError>;
+    async fn get_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<TaskWrite>, CheckpointError>;
 
     /// The thread's newest checkpoint id, or `None` if the thread has none.
     async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError>;
 
     /// One checkpoint.
-    async fn get(&self, thread: &ThreadId, id: CheckpointId) -> Result<CheckpointRecord, CheckpointError>;
+    async fn get(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<CheckpointRecord, CheckpointError>;
 
     /// The records needed to rebuild checkpoint `id` (the head when `None`): the nearest snapshot at
     /// or before it, then every checkpoint after that snapshot up to `id`, oldest first. Empty when
     /// the thread does not exist.
-    async fn load_chain(&self, thread: &ThreadId, id: Option<CheckpointId>) -> Result<Vec<CheckpointRecord>, CheckpointError>;
+    async fn load_chain(
+        &self,
+        thread: &ThreadId,
+        id: Option<CheckpointId>,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError>;
 
     /// Metadata of a thread's checkpoints, newest first, at most `limit`, only those older than
     /// `before` when given.
@@ -231,18 +247,35 @@ pub trait Checkpointer: Send + Sync + 'static {
     ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>;
 
     /// Threads whose id starts with `prefix`, ordered by id, at most `limit`, skipping `offset`.
-    async fn list_threads(&self, prefix: &str, limit: usize, offset: usize) -> Result<Vec<ThreadSummary>, CheckpointError>;
+    async fn list_threads(
+        &self,
+        prefix: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<ThreadSummary>, CheckpointError>;
 
     /// Sets free-form metadata on a thread (creating a thread entry with no checkpoints if needed).
-    async fn set_thread_metadata(&self, thread: &ThreadId, metadata: serde_json::Value) -> Result<(), CheckpointError>;
+    async fn set_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<(), CheckpointError>;
 
     /// The metadata set on a thread (`None` if the thread is unknown).
-    async fn thread_metadata(&self, thread: &ThreadId) -> Result<Option<serde_json::Value>, CheckpointError>;
+    async fn thread_metadata(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, CheckpointError>;
 
     /// Deletes a thread, its checkpoints, writes and metadata. Deleting an unknown thread is not an error.
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError>;
 
     /// In one transaction: replaces checkpoint `keep_from`'s body with `snapshot` (kind Snapshot),
     /// then deletes every older checkpoint of the thread and their writes.
-    async fn prune(&self, thread: &ThreadId, keep_from: CheckpointId, snapshot: Vec<u8>) -> Result<(), CheckpointError>;
+    async fn prune(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+        snapshot: Vec<u8>,
+    ) -> Result<(), CheckpointError>;
 }

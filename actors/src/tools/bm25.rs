@@ -1,0 +1,161 @@
+//! BM25 ranking over a small in-memory corpus: the local search both planners use.
+//!
+//! Okapi BM25 with the usual defaults (k1 = 1.2, b = 0.75). Tokens are lower-cased alphanumeric runs;
+//! numbers stay tokens, so "12,000 clinics" matches a query for "clinics". Ties are broken by
+//! document order, so results are deterministic.
+
+use std::collections::HashMap;
+
+/// A document to index.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Document {
+    /// Unique id, cited in provenance.
+    pub id: String,
+    /// Title (indexed with the text).
+    pub title: String,
+    /// Body text.
+    pub text: String,
+}
+
+/// A ranked hit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// Index of the document in the corpus.
+    pub doc: usize,
+    /// Its BM25 score (> 0).
+    pub score: f64,
+}
+
+/// A BM25 index.
+#[derive(Clone, Debug, Default)]
+pub struct Bm25Index {
+    doc_len: Vec<f64>,
+    avg_len: f64,
+    postings: HashMap<String, Vec<(usize, u32)>>,
+}
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// Splits text into lower-case alphanumeric tokens.
+pub fn tokenize(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl Bm25Index {
+    /// Indexes documents given as (title, text) pairs, in order.
+    pub fn build<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut index = Self::default();
+        for (i, (title, text)) in docs.into_iter().enumerate() {
+            let mut counts: HashMap<String, u32> = HashMap::new();
+            let mut len = 0usize;
+            for tok in tokenize(title).into_iter().chain(tokenize(text)) {
+                *counts.entry(tok).or_default() += 1;
+                len += 1;
+            }
+            index.doc_len.push(len as f64);
+            let mut terms: Vec<_> = counts.into_iter().collect();
+            terms.sort();
+            for (term, tf) in terms {
+                index.postings.entry(term).or_default().push((i, tf));
+            }
+        }
+        let n = index.doc_len.len().max(1) as f64;
+        index.avg_len = index.doc_len.iter().sum::<f64>() / n;
+        index
+    }
+
+    /// Indexes [`Document`]s.
+    pub fn from_documents(docs: &[Document]) -> Self {
+        Self::build(docs.iter().map(|d| (d.title.as_str(), d.text.as_str())))
+    }
+
+    /// Number of indexed documents.
+    pub fn len(&self) -> usize {
+        self.doc_len.len()
+    }
+
+    /// True when nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.doc_len.is_empty()
+    }
+
+    /// The `limit` best documents for `query`, best first; documents matching no query term are
+    /// not returned.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        let n = self.doc_len.len() as f64;
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        let mut terms = tokenize(query);
+        terms.sort();
+        terms.dedup();
+        for term in terms {
+            let Some(posting) = self.postings.get(&term) else {
+                continue;
+            };
+            let df = posting.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, tf) in posting {
+                let tf = f64::from(tf);
+                let norm = 1.0 - B + B * self.doc_len[doc] / self.avg_len.max(1e-9);
+                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+            }
+        }
+        let mut hits: Vec<Hit> = scores
+            .into_iter()
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(doc, score)| Hit { doc, score })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+        hits.truncate(limit);
+        hits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Bm25Index {
+        Bm25Index::build([
+            (
+                "Dental clinics",
+                "There are 12,000 dental clinics in Germany.",
+            ),
+            ("Pricing", "Practice software costs 1,200 EUR per year."),
+            ("Weather", "It rains a lot in autumn."),
+        ])
+    }
+
+    #[test]
+    fn ranks_the_matching_document_first() {
+        let hits = corpus().search("how many dental clinics", 3);
+        assert_eq!(hits[0].doc, 0);
+        assert!(
+            hits.iter().all(|h| h.doc != 2),
+            "unrelated document returned: {hits:?}"
+        );
+    }
+
+    #[test]
+    fn no_match_gives_no_hits() {
+        assert!(corpus().search("quantum chromodynamics", 5).is_empty());
+    }
+
+    #[test]
+    fn limit_is_respected_and_order_is_stable() {
+        let index = Bm25Index::build([("a", "x y"), ("b", "x y"), ("c", "x y")]);
+        let hits = index.search("x", 2);
+        assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn tokenizer_keeps_numbers_and_lowercases() {
+        assert_eq!(
+            tokenize("12,000 Dental-Clinics"),
+            vec!["12", "000", "dental", "clinics"]
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Deterministic local tools the planners' nodes call.
+
+pub mod bm25;

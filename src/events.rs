@@ -1,0 +1,156 @@
+//! Typed run events, streamed to whoever watches a run.
+//!
+//! Events are cheap when nobody listens: an [`EventSink`] without a subscriber never builds them.
+//! When someone listens, the channel is unbounded on purpose: a slow reader must never stall a
+//! supervisor (that could deadlock a run against its own observer), and an event is never dropped.
+//! Every event serialises to one JSON object, so a stream is JSON lines.
+
+use crate::ids::{InterruptId, RunId, TaskId, ThreadId};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Reached END.
+    Finished,
+    /// Paused by one or more interrupts; resume to continue.
+    Interrupted,
+    /// Failed with an error.
+    Failed,
+    /// Cancelled by a caller.
+    Cancelled,
+}
+
+/// An interrupt raised by a task, waiting for a resume value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interrupt {
+    /// Stable id: resume with a map keyed by it when several are pending.
+    pub id: InterruptId,
+    /// The node that paused.
+    pub node: String,
+    /// What the node asked.
+    pub value: serde_json::Value,
+}
+
+/// One event of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The run began (or resumed) on a thread.
+    RunStarted {
+        /// The run.
+        run_id: RunId,
+        /// Its thread.
+        thread_id: ThreadId,
+        /// The superstep it starts from.
+        step: u64,
+    },
+    /// A task started on its node actor.
+    NodeStarted {
+        /// The node.
+        node: String,
+        /// The task.
+        task: TaskId,
+        /// Attempt number, from 1.
+        attempt: u32,
+    },
+    /// A task finished (successfully or not).
+    NodeFinished {
+        /// The node.
+        node: String,
+        /// The task.
+        task: TaskId,
+        /// Attempt number, from 1.
+        attempt: u32,
+        /// Time spent running, in microseconds.
+        duration_us: u64,
+        /// Time spent waiting in the node's mailbox and for a concurrency slot, in microseconds.
+        queued_us: u64,
+        /// The error, if the attempt failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A superstep's updates were merged.
+    StateUpdated {
+        /// The superstep that ended.
+        step: u64,
+        /// The nodes whose updates were merged, in task order.
+        nodes: Vec<String>,
+        /// The merged updates, in task order.
+        updates: Vec<serde_json::Value>,
+    },
+    /// A node emitted a custom event.
+    Custom {
+        /// The node.
+        node: String,
+        /// Its task.
+        task: TaskId,
+        /// What it emitted.
+        payload: serde_json::Value,
+    },
+    /// The run paused.
+    Interrupted {
+        /// The pending interrupts.
+        interrupts: Vec<Interrupt>,
+    },
+    /// An error (a failed attempt that will not be retried, or a run error).
+    Error {
+        /// The node, if a node failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        /// What went wrong.
+        message: String,
+    },
+    /// The run ended.
+    RunFinished {
+        /// How it ended.
+        status: RunStatus,
+        /// Supersteps run by this run.
+        steps: u64,
+        /// Node executions by this run.
+        node_executions: u64,
+    },
+}
+
+impl RunEvent {
+    /// The event as one JSON line (no trailing newline).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!("{{\"event\":\"error\",\"message\":\"unserialisable event: {e}\"}}")
+        })
+    }
+}
+
+/// Where a run sends its events. Cloned into every task's context.
+#[derive(Clone, Debug, Default)]
+pub struct EventSink {
+    tx: Option<mpsc::UnboundedSender<RunEvent>>,
+}
+
+impl EventSink {
+    /// A sink that discards events without building them.
+    pub fn disabled() -> Self {
+        Self { tx: None }
+    }
+
+    /// A sink and the receiver of its events.
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<RunEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx: Some(tx) }, rx)
+    }
+
+    /// True when someone listens.
+    pub fn is_enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Builds and sends an event, only if someone listens. A receiver that went away is not an
+    /// error: the run goes on.
+    pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(make());
+        }
+    }
+}

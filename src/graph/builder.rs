@@ -1,0 +1,161 @@
+//! The graph builder: declare nodes and edges, then `compile()` validates everything once.
+
+use super::compiled::{self, CompiledGraph};
+use super::error::GraphError;
+use super::route::Route;
+use crate::node::{FnNode, Node, NodeBody, NodeContext, NodeError};
+use crate::policy::NodeOptions;
+use crate::state::State;
+use std::future::Future;
+use std::sync::Arc;
+
+/// The entry pseudo-node.
+pub const START: &str = "__start__";
+/// The exit pseudo-node.
+pub const END: &str = "__end__";
+
+/// A router: a pure function from the state to a [`Route`].
+pub type Router<S> = Arc<dyn Fn(&S) -> Route + Send + Sync>;
+
+pub(crate) struct NodeDecl<S: State> {
+    pub name: String,
+    pub body: NodeBody<S>,
+    pub options: NodeOptions,
+}
+
+pub(crate) struct ConditionalDecl<S: State> {
+    pub from: String,
+    pub router: Router<S>,
+    /// (label, target node) pairs, in declaration order.
+    pub targets: Vec<(String, String)>,
+}
+
+/// A conditional edge target: `"node"` (label = node name) or `("label", "node")`.
+pub trait IntoTarget {
+    /// The (label, node) pair.
+    fn into_target(self) -> (String, String);
+}
+
+impl IntoTarget for &str {
+    fn into_target(self) -> (String, String) {
+        (self.to_string(), self.to_string())
+    }
+}
+
+impl IntoTarget for (&str, &str) {
+    fn into_target(self) -> (String, String) {
+        (self.0.to_string(), self.1.to_string())
+    }
+}
+
+/// Builds a graph over state `S`. Every method takes and returns `self`; `compile()` validates.
+pub struct StateGraph<S: State> {
+    pub(crate) name: String,
+    pub(crate) nodes: Vec<NodeDecl<S>>,
+    pub(crate) edges: Vec<(String, String)>,
+    pub(crate) conditionals: Vec<ConditionalDecl<S>>,
+    pub(crate) options: Vec<(String, NodeOptions)>,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
+    pub(crate) step_limit: u64,
+}
+
+impl<S: State> StateGraph<S> {
+    /// An empty graph named `name` (the name appears in diagrams and fingerprints).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            conditionals: Vec::new(),
+            options: Vec::new(),
+            interrupt_before: Vec::new(),
+            interrupt_after: Vec::new(),
+            step_limit: 1000,
+        }
+    }
+
+    /// Adds an async node: `|state: Arc<S>, ctx: NodeContext| async move { Ok(update) }`.
+    pub fn add_node<F, Fut>(self, name: &str, f: F) -> Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Update, NodeError>> + Send + 'static,
+    {
+        self.push_node(name, NodeBody::Async(Arc::new(FnNode(f))))
+    }
+
+    /// Adds a synchronous node, run inline on its actor (no task spawn). It must not block.
+    pub fn add_sync_node<F>(self, name: &str, f: F) -> Self
+    where
+        F: Fn(&S, &NodeContext) -> Result<S::Update, NodeError> + Send + Sync + 'static,
+    {
+        self.push_node(name, NodeBody::Sync(Arc::new(f)))
+    }
+
+    /// Adds a node implemented as a type.
+    pub fn add_node_impl(self, name: &str, node: impl Node<S>) -> Self {
+        self.push_node(name, NodeBody::Async(Arc::new(node)))
+    }
+
+    fn push_node(mut self, name: &str, body: NodeBody<S>) -> Self {
+        self.nodes.push(NodeDecl {
+            name: name.to_string(),
+            body,
+            options: NodeOptions::default(),
+        });
+        self
+    }
+
+    /// Sets a node's limits (timeout, retries, concurrency, mailbox).
+    pub fn node_options(mut self, name: &str, options: NodeOptions) -> Self {
+        self.options.push((name.to_string(), options));
+        self
+    }
+
+    /// Adds a plain edge. Use [`START`] and [`END`] for the pseudo-nodes.
+    pub fn add_edge(mut self, from: &str, to: &str) -> Self {
+        self.edges.push((from.to_string(), to.to_string()));
+        self
+    }
+
+    /// Adds a conditional edge: after `from` runs, `router` picks a label, mapped to a node by
+    /// `targets` (`"node"` or `("label", "node")`; use [`END`] to finish).
+    pub fn add_conditional_edges<R, I, T>(mut self, from: &str, router: R, targets: I) -> Self
+    where
+        R: Fn(&S) -> Route + Send + Sync + 'static,
+        I: IntoIterator<Item = T>,
+        T: IntoTarget,
+    {
+        self.conditionals.push(ConditionalDecl {
+            from: from.to_string(),
+            router: Arc::new(router),
+            targets: targets.into_iter().map(IntoTarget::into_target).collect(),
+        });
+        self
+    }
+
+    /// Pauses runs before these nodes run (for example plan approval).
+    pub fn interrupt_before<I: IntoIterator<Item = &'static str>>(mut self, nodes: I) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(str::to_string));
+        self
+    }
+
+    /// Pauses runs after these nodes run.
+    pub fn interrupt_after<I: IntoIterator<Item = &'static str>>(mut self, nodes: I) -> Self {
+        self.interrupt_after
+            .extend(nodes.into_iter().map(str::to_string));
+        self
+    }
+
+    /// Supersteps a run may take before it fails (default 1000).
+    pub fn step_limit(mut self, steps: u64) -> Self {
+        self.step_limit = steps;
+        self
+    }
+
+    /// Validates the graph and freezes it.
+    pub fn compile(self) -> Result<CompiledGraph<S>, GraphError> {
+        compiled::compile(self)
+    }
+}

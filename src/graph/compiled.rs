@@ -1,0 +1,353 @@
+//! The compiled, validated graph: node table, resolved edges, diagram and fingerprint.
+
+use super::builder::{Router, StateGraph, END, START};
+use super::error::GraphError;
+use super::mermaid;
+use crate::ids::NodeId;
+use crate::node::NodeBody;
+use crate::policy::NodeOptions;
+use crate::state::State;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// Where an edge leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A node.
+    Node(NodeId),
+    /// The end of the run.
+    End,
+}
+
+/// A conditional edge after compilation.
+pub struct CompiledRouter<S: State> {
+    /// The router function.
+    pub router: Router<S>,
+    /// Label → target, in declaration order.
+    pub labels: Vec<(String, Target)>,
+}
+
+impl<S: State> CompiledRouter<S> {
+    /// The target a label maps to.
+    pub fn resolve(&self, label: &str) -> Option<Target> {
+        self.labels
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, t)| *t)
+    }
+}
+
+/// One node of a compiled graph.
+pub struct CompiledNode<S: State> {
+    /// Its name.
+    pub name: Arc<str>,
+    /// What it runs.
+    pub body: NodeBody<S>,
+    /// Its limits.
+    pub options: NodeOptions,
+    /// Plain edges out of it.
+    pub edges: Vec<Target>,
+    /// Its conditional edge, if any.
+    pub router: Option<CompiledRouter<S>>,
+    /// Pause before it runs.
+    pub interrupt_before: bool,
+    /// Pause after it runs.
+    pub interrupt_after: bool,
+}
+
+pub(crate) struct GraphInner<S: State> {
+    pub name: String,
+    pub nodes: Vec<CompiledNode<S>>,
+    pub start_edges: Vec<Target>,
+    pub start_router: Option<CompiledRouter<S>>,
+    pub by_name: HashMap<String, NodeId>,
+    pub step_limit: u64,
+    pub mermaid: String,
+    pub fingerprint: String,
+}
+
+/// A validated graph, cheap to clone and share between engines and threads.
+pub struct CompiledGraph<S: State> {
+    pub(crate) inner: Arc<GraphInner<S>>,
+}
+
+impl<S: State> Clone for CompiledGraph<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The nodes, indexed by [`NodeId`].
+    pub fn nodes(&self) -> &[CompiledNode<S>] {
+        &self.inner.nodes
+    }
+
+    /// A node by id.
+    pub fn node(&self, id: NodeId) -> &CompiledNode<S> {
+        &self.inner.nodes[id.index()]
+    }
+
+    /// A node's id by name.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.inner.by_name.get(name).copied()
+    }
+
+    /// Plain edges out of START.
+    pub fn start_edges(&self) -> &[Target] {
+        &self.inner.start_edges
+    }
+
+    /// The conditional edge out of START, if any.
+    pub fn start_router(&self) -> Option<&CompiledRouter<S>> {
+        self.inner.start_router.as_ref()
+    }
+
+    /// Supersteps a run may take.
+    pub fn step_limit(&self) -> u64 {
+        self.inner.step_limit
+    }
+
+    /// The topology as a Mermaid flowchart: plain edges solid, conditional edges dashed and
+    /// labelled. Deterministic, so a checked-in copy can be diffed against it.
+    pub fn mermaid(&self) -> &str {
+        &self.inner.mermaid
+    }
+
+    /// A hash of the topology and the state's field names: a checkpoint written by a graph with
+    /// another fingerprint needs migrating.
+    pub fn fingerprint(&self) -> &str {
+        &self.inner.fingerprint
+    }
+}
+
+fn is_terminal(name: &str) -> bool {
+    name == START || name == END
+}
+
+pub(crate) fn compile<S: State>(g: StateGraph<S>) -> Result<CompiledGraph<S>, GraphError> {
+    if g.step_limit == 0 {
+        return Err(GraphError::ZeroStepLimit);
+    }
+    let mut by_name = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if is_terminal(&n.name) || n.name.is_empty() {
+            return Err(GraphError::ReservedName(n.name.clone()));
+        }
+        if by_name.insert(n.name.clone(), NodeId(i as u32)).is_some() {
+            return Err(GraphError::DuplicateNode(n.name.clone()));
+        }
+    }
+    let resolve = |from: &str, to: &str| -> Result<Target, GraphError> {
+        if from == END || to == START {
+            return Err(GraphError::BadTerminalEdge {
+                from: from.into(),
+                to: to.into(),
+            });
+        }
+        for name in [from, to] {
+            if !is_terminal(name) && !by_name.contains_key(name) {
+                return Err(GraphError::UnknownNode {
+                    from: from.into(),
+                    to: to.into(),
+                    missing: name.into(),
+                });
+            }
+        }
+        Ok(if to == END {
+            Target::End
+        } else {
+            Target::Node(by_name[to])
+        })
+    };
+
+    let mut edges: Vec<Vec<Target>> = vec![Vec::new(); g.nodes.len()];
+    let mut start_edges = Vec::new();
+    for (from, to) in &g.edges {
+        let t = resolve(from, to)?;
+        let list = if from == START {
+            &mut start_edges
+        } else {
+            &mut edges[by_name[from.as_str()].index()]
+        };
+        if !list.contains(&t) {
+            list.push(t);
+        }
+    }
+
+    let mut routers: Vec<Option<CompiledRouter<S>>> = (0..g.nodes.len()).map(|_| None).collect();
+    let mut start_router = None;
+    for c in g.conditionals {
+        if c.targets.is_empty() {
+            return Err(GraphError::NoTargets(c.from.clone()));
+        }
+        let mut labels: Vec<(String, Target)> = Vec::new();
+        for (label, to) in &c.targets {
+            if labels.iter().any(|(l, _)| l == label) {
+                return Err(GraphError::DuplicateLabel {
+                    node: c.from.clone(),
+                    label: label.clone(),
+                });
+            }
+            labels.push((label.clone(), resolve(&c.from, to)?));
+        }
+        let slot = if c.from == START {
+            &mut start_router
+        } else {
+            &mut routers[by_name[c.from.as_str()].index()]
+        };
+        if slot.is_some() {
+            return Err(GraphError::TwoRouters(c.from.clone()));
+        }
+        *slot = Some(CompiledRouter {
+            router: c.router,
+            labels,
+        });
+    }
+
+    let mut options: Vec<NodeOptions> = g.nodes.iter().map(|n| n.options.clone()).collect();
+    for (name, o) in g.options {
+        let id = by_name.get(&name).ok_or(GraphError::UnknownNodeIn {
+            what: "node_options",
+            name: name.clone(),
+        })?;
+        options[id.index()] = o;
+    }
+    let mut flags = vec![(false, false); g.nodes.len()];
+    for (what, list, after) in [
+        ("interrupt_before", &g.interrupt_before, false),
+        ("interrupt_after", &g.interrupt_after, true),
+    ] {
+        for name in list {
+            let id = by_name.get(name).ok_or(GraphError::UnknownNodeIn {
+                what,
+                name: name.clone(),
+            })?;
+            if after {
+                flags[id.index()].1 = true;
+            } else {
+                flags[id.index()].0 = true;
+            }
+        }
+    }
+
+    // Successor lists for reachability, with END as index n.
+    let n = g.nodes.len();
+    let succ = |targets: &mut dyn Iterator<Item = Target>| -> Vec<usize> {
+        targets
+            .map(|t| match t {
+                Target::Node(id) => id.index(),
+                Target::End => n,
+            })
+            .collect()
+    };
+    let mut adj: Vec<Vec<usize>> = (0..n)
+        .map(|i| {
+            let conditional = routers[i]
+                .iter()
+                .flat_map(|r| r.labels.iter().map(|(_, t)| *t));
+            succ(&mut edges[i].iter().copied().chain(conditional))
+        })
+        .collect();
+    adj.push(Vec::new());
+    let entry: Vec<usize> = succ(
+        &mut start_edges.iter().copied().chain(
+            start_router
+                .iter()
+                .flat_map(|r| r.labels.iter().map(|(_, t)| *t)),
+        ),
+    );
+    if entry.is_empty() {
+        return Err(GraphError::NoEntry);
+    }
+    let reached = bfs(&adj, &entry);
+    if let Some(i) = (0..n).find(|&i| !reached.contains(&i)) {
+        return Err(GraphError::Unreachable(g.nodes[i].name.clone()));
+    }
+    let mut reverse: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (from, tos) in adj.iter().enumerate() {
+        for &to in tos {
+            reverse[to].push(from);
+        }
+    }
+    let reaches_end = bfs(&reverse, &[n]);
+    if let Some(i) = (0..n).find(|&i| !reaches_end.contains(&i)) {
+        return Err(GraphError::CannotReachEnd(g.nodes[i].name.clone()));
+    }
+
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+    let diagram = mermaid::render(
+        &g.name,
+        &names,
+        &start_edges,
+        start_router.as_ref(),
+        &edges,
+        &routers,
+    );
+    let fingerprint = format!(
+        "{:016x}",
+        fnv1a(diagram.bytes().chain(S::field_names().join(",").bytes()))
+    );
+
+    let nodes = g
+        .nodes
+        .into_iter()
+        .zip(options)
+        .zip(edges)
+        .zip(routers)
+        .zip(flags)
+        .map(
+            |((((decl, options), edges), router), (before, after))| CompiledNode {
+                name: Arc::from(decl.name.as_str()),
+                body: decl.body,
+                options,
+                edges,
+                router,
+                interrupt_before: before,
+                interrupt_after: after,
+            },
+        )
+        .collect();
+    Ok(CompiledGraph {
+        inner: Arc::new(GraphInner {
+            name: g.name,
+            nodes,
+            start_edges,
+            start_router,
+            by_name,
+            step_limit: g.step_limit,
+            mermaid: diagram,
+            fingerprint,
+        }),
+    })
+}
+
+fn bfs(adj: &[Vec<usize>], from: &[usize]) -> HashSet<usize> {
+    let mut seen: HashSet<usize> = from.iter().copied().collect();
+    let mut queue: VecDeque<usize> = from.iter().copied().collect();
+    while let Some(i) = queue.pop_front() {
+        for &j in &adj[i] {
+            if seen.insert(j) {
+                queue.push_back(j);
+            }
+        }
+    }
+    seen
+}
+
+/// FNV-1a, 64 bit: a stable hash that does not change between Rust releases.
+pub(crate) fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

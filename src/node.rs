@@ -1,0 +1,187 @@
+//! Nodes: the units of work of a graph, and what they can see and do while they run.
+//!
+//! A node reads the state (as it stood at the start of its superstep, plus, for a dependency-driven
+//! task, the updates of the tasks it depends on) and returns an update. It never mutates shared
+//! state: the supervisor merges updates. A node can be an async function, a plain synchronous
+//! function (run inline on its node actor: the fast path for trivial nodes that do no I/O), or any
+//! type implementing [`Node`].
+
+use crate::events::{EventSink, RunEvent};
+use crate::ids::TaskId;
+use crate::state::State;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The boxed future an async node returns.
+pub type NodeFuture<U> = Pin<Box<dyn Future<Output = Result<U, NodeError>> + Send + 'static>>;
+
+/// Why a node did not return an update.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NodeError {
+    /// The node paused the run, asking for input; the payload is shown to whoever resumes it.
+    #[error("interrupted with {0}")]
+    Interrupt(serde_json::Value),
+    /// A failure worth retrying (a transient I/O or model error).
+    #[error("{0}")]
+    Retryable(String),
+    /// A failure that retrying will not fix.
+    #[error("{0}")]
+    Fatal(String),
+    /// The node ran longer than its timeout.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// The node panicked; its actor was restarted.
+    #[error("panicked: {0}")]
+    Panicked(String),
+    /// The run was cancelled while the node ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl NodeError {
+    /// A retryable failure from any displayable error.
+    pub fn retryable(e: impl std::fmt::Display) -> Self {
+        Self::Retryable(e.to_string())
+    }
+
+    /// A fatal failure from any displayable error.
+    pub fn fatal(e: impl std::fmt::Display) -> Self {
+        Self::Fatal(e.to_string())
+    }
+}
+
+/// What a running task knows besides the state: its identity, input, resume value, and channels to
+/// the outside (events, cancellation).
+#[derive(Clone)]
+pub struct NodeContext {
+    pub(crate) task: TaskId,
+    pub(crate) node: Arc<str>,
+    pub(crate) attempt: u32,
+    pub(crate) input: Option<Arc<serde_json::Value>>,
+    pub(crate) resume: Option<serde_json::Value>,
+    pub(crate) events: EventSink,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl NodeContext {
+    /// A context for calling a node directly (tests, or composing nodes inside another node).
+    pub fn detached(node: &str) -> Self {
+        Self {
+            task: TaskId { step: 0, index: 0 },
+            node: Arc::from(node),
+            attempt: 1,
+            input: None,
+            resume: None,
+            events: EventSink::disabled(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The same detached context carrying a fan-out input.
+    pub fn with_input(mut self, input: serde_json::Value) -> Self {
+        self.input = Some(Arc::new(input));
+        self
+    }
+
+    /// The same detached context carrying a resume value.
+    pub fn with_resume(mut self, value: serde_json::Value) -> Self {
+        self.resume = Some(value);
+        self
+    }
+
+    /// This task's id (stable across a crash and resume).
+    pub fn task_id(&self) -> TaskId {
+        self.task
+    }
+
+    /// The node being run.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// 1 for the first attempt, then 2, 3, ... under a retry policy.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The input of a fan-out task (`Send`), or `None` for a task triggered by an edge.
+    pub fn input(&self) -> Option<&serde_json::Value> {
+        self.input.as_deref()
+    }
+
+    /// Pauses the run with `payload` the first time; when the run is resumed, the node runs again
+    /// from its start and this call returns the resume value instead. Use it with `?`:
+    /// `let answer = ctx.interrupt(json!({"question": q}))?;`. Work done before the call is done
+    /// again on resume, so a node should pause before doing expensive work (see `docs/interrupts.md`).
+    pub fn interrupt(&self, payload: serde_json::Value) -> Result<serde_json::Value, NodeError> {
+        match &self.resume {
+            Some(value) => Ok(value.clone()),
+            None => Err(NodeError::Interrupt(payload)),
+        }
+    }
+
+    /// The resume value, if this task is being re-run after an interrupt.
+    pub fn resume_value(&self) -> Option<&serde_json::Value> {
+        self.resume.as_ref()
+    }
+
+    /// Emits a custom event into the run's event stream.
+    pub fn emit(&self, payload: serde_json::Value) {
+        self.events.emit(|| RunEvent::Custom {
+            node: self.node.to_string(),
+            task: self.task,
+            payload,
+        });
+    }
+
+    /// True once the run has been cancelled; long nodes should check it.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when the run is cancelled.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+}
+
+/// A node implemented as a type. Closures are adapted by the graph builder.
+pub trait Node<S: State>: Send + Sync + 'static {
+    /// Runs the node on a snapshot of the state.
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> NodeFuture<S::Update>;
+}
+
+type SyncFn<S> = dyn Fn(&S, &NodeContext) -> Result<<S as State>::Update, NodeError> + Send + Sync;
+
+/// How a node runs: inline on its actor (sync) or as a task under the node's concurrency limit.
+pub enum NodeBody<S: State> {
+    /// A synchronous function: runs inline on the node actor, no task spawn. Must not block.
+    Sync(Arc<SyncFn<S>>),
+    /// An async node: spawned as a task, bounded by the node's concurrency limit.
+    Async(Arc<dyn Node<S>>),
+}
+
+impl<S: State> Clone for NodeBody<S> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Sync(f) => Self::Sync(f.clone()),
+            Self::Async(n) => Self::Async(n.clone()),
+        }
+    }
+}
+
+/// Adapts an async closure into a [`Node`].
+pub struct FnNode<F>(pub F);
+
+impl<S, F, Fut> Node<S> for FnNode<F>
+where
+    S: State,
+    F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<S::Update, NodeError>> + Send + 'static,
+{
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> NodeFuture<S::Update> {
+        Box::pin((self.0)(state, ctx))
+    }
+}
