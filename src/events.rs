@@ -21,6 +21,8 @@ pub enum RunStatus {
     Failed,
     /// Cancelled by a caller.
     Cancelled,
+    /// Stopped at a superstep boundary by an engine shutdown; continuing the thread resumes it.
+    Suspended,
 }
 
 /// An interrupt raised by a task, waiting for a resume value.

@@ -8,6 +8,7 @@ pub mod ids;
 pub mod node;
 pub mod policy;
 pub mod reducer;
+pub mod runtime;
 pub mod state;
 
 pub use events::{Interrupt, RunEvent, RunStatus};
@@ -15,4 +16,5 @@ pub use graph::{CompiledGraph, GraphError, Route, Send, StateGraph, END, START};
 pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};
 pub use node::{NodeContext, NodeError};
 pub use policy::{NodeOptions, RetryPolicy};
+pub use runtime::{Durability, Engine, Resume, RunError, RunOptions, RunOutcome};
 pub use state::{State, Update};

@@ -1,0 +1,20 @@
+//! The runtime: the pure superstep machine, node actors, supervisors and the engine.
+
+mod engine;
+mod error;
+mod node_actor;
+mod persist;
+mod saved;
+mod shared;
+mod stats;
+pub mod superstep;
+mod supervisor;
+mod writer;
+
+pub use engine::{CheckpointInfo, Engine, EngineBuilder, Resume, ThreadState};
+pub use error::RunError;
+pub use persist::Durability;
+pub use shared::{
+    BusyPolicy, CheckpointCounters, MigrationHook, RunHandle, RunOptions, RunOutcome,
+};
+pub use stats::NodeStatsSnapshot;

@@ -1,0 +1,264 @@
+//! Turning supersteps into checkpoint records and checkpoint chains back into threads.
+//!
+//! The snapshot policy keeps storage linear in a thread's length: a step is stored as a delta
+//! (its updates) until the deltas written since the last snapshot outweigh that snapshot; then the
+//! whole state is stored once more. For a state that grows by a constant amount per step this
+//! spaces snapshots geometrically, so the total is a small multiple of the final state's size,
+//! where a full copy per step (LangGraph's savers) grows quadratically.
+
+use super::error::RunError;
+use super::saved::{SavedThread, SavedWrite};
+use super::superstep::TaskSpec;
+use crate::checkpoint::{
+    BodyKind, CheckpointMetadata, CheckpointRecord, CheckpointSource, Checkpointer, TaskWrite,
+    WriteKind,
+};
+use crate::events::Interrupt;
+use crate::graph::CompiledGraph;
+use crate::ids::{CheckpointId, TaskId, ThreadId};
+use crate::reducer::MergeCtx;
+use crate::state::State;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// When checkpoints are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Each superstep's checkpoint is stored before the next superstep starts.
+    #[default]
+    Sync,
+    /// Checkpoints are stored in the background, in order; the run waits for them when it ends.
+    Async,
+    /// Only the final (or paused) checkpoint is stored, when the run ends or pauses.
+    Exit,
+}
+
+/// Most deltas between two snapshots, whatever their size (bounds the replay on load).
+pub(crate) const MAX_DELTAS: u64 = 256;
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Builds the record of the checkpoint after a superstep. `updates_json` is the superstep's updates
+/// (a JSON array, task order); the state is the merged one. Decides snapshot versus delta.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn step_record<S: State>(
+    graph: &CompiledGraph<S>,
+    thread: &ThreadId,
+    saved: &mut SavedThread<S>,
+    source: CheckpointSource,
+    nodes: Vec<String>,
+    updates_json: Option<Vec<u8>>,
+    next: &[TaskSpec],
+    extra: serde_json::Value,
+) -> Result<CheckpointRecord, RunError> {
+    let (kind, body) = match updates_json {
+        Some(delta)
+            if saved.head.is_some()
+                && saved.deltas_since_snapshot < MAX_DELTAS
+                && saved.delta_bytes_since_snapshot + delta.len() as u64
+                    <= saved.snapshot_bytes.max(1024) =>
+        {
+            saved.deltas_since_snapshot += 1;
+            saved.delta_bytes_since_snapshot += delta.len() as u64;
+            (BodyKind::Delta, delta)
+        }
+        _ => {
+            let body = serde_json::to_vec(&*saved.state)?;
+            saved.deltas_since_snapshot = 0;
+            saved.delta_bytes_since_snapshot = 0;
+            saved.snapshot_bytes = body.len() as u64;
+            (BodyKind::Snapshot, body)
+        }
+    };
+    let id = CheckpointId(saved.head.map_or(1, |h| h.0 + 1));
+    let record = CheckpointRecord {
+        thread_id: thread.clone(),
+        id,
+        parent: saved.head,
+        graph_fingerprint: graph.fingerprint().to_string(),
+        kind,
+        body,
+        next_tasks: serde_json::to_vec(next)?,
+        metadata: CheckpointMetadata {
+            step: saved.step,
+            source,
+            nodes,
+            created_at_ms: now_ms(),
+            extra,
+        },
+    };
+    saved.head = Some(id);
+    Ok(record)
+}
+
+/// A task write of an update.
+pub(crate) fn update_write<S: State>(
+    task: &TaskSpec,
+    update: &S::Update,
+) -> Result<TaskWrite, RunError> {
+    Ok(TaskWrite {
+        task: task.id,
+        node: task.node.to_string(),
+        kind: WriteKind::Update,
+        key: String::new(),
+        payload: serde_json::to_vec(update)?,
+    })
+}
+
+/// A task write of an interrupt.
+pub(crate) fn interrupt_write(
+    task: &TaskSpec,
+    interrupt: &Interrupt,
+) -> Result<TaskWrite, RunError> {
+    Ok(TaskWrite {
+        task: task.id,
+        node: task.node.to_string(),
+        kind: WriteKind::Interrupt,
+        key: String::new(),
+        payload: serde_json::to_vec(interrupt)?,
+    })
+}
+
+/// A task write of a resume value.
+pub(crate) fn resume_write(
+    task: &TaskSpec,
+    value: &serde_json::Value,
+) -> Result<TaskWrite, RunError> {
+    Ok(TaskWrite {
+        task: task.id,
+        node: task.node.to_string(),
+        kind: WriteKind::Resume,
+        key: String::new(),
+        payload: serde_json::to_vec(value)?,
+    })
+}
+
+fn corrupt(thread: &ThreadId, what: impl std::fmt::Display) -> RunError {
+    RunError::Checkpoint(crate::checkpoint::CheckpointError::Corrupt {
+        thread: thread.clone(),
+        reason: what.to_string(),
+    })
+}
+
+/// What was loaded: the thread, plus resume values saved before a crash.
+pub(crate) struct Loaded<S: State> {
+    pub saved: SavedThread<S>,
+    pub resume: Vec<Option<serde_json::Value>>,
+    pub fingerprint: String,
+}
+
+/// Rebuilds a thread from storage at checkpoint `at` (the head when `None`); `None` if it has no
+/// checkpoint.
+pub(crate) async fn load<S: State>(
+    cp: &dyn Checkpointer,
+    graph: &CompiledGraph<S>,
+    thread: &ThreadId,
+    at: Option<CheckpointId>,
+) -> Result<Option<Loaded<S>>, RunError> {
+    let chain = cp.load_chain(thread, at).await?;
+    let Some(first) = chain.first() else {
+        return Ok(None);
+    };
+    if first.kind != BodyKind::Snapshot {
+        return Err(corrupt(
+            thread,
+            format!("chain starts at checkpoint {} with a delta", first.id),
+        ));
+    }
+    let mut saved = SavedThread::<S>::new();
+    saved.state = serde_json::from_slice::<S>(&first.body)
+        .map(std::sync::Arc::new)
+        .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", first.id)))?;
+    saved.snapshot_bytes = first.body.len() as u64;
+    for rec in &chain[1..] {
+        match rec.kind {
+            BodyKind::Snapshot => {
+                saved.state = serde_json::from_slice::<S>(&rec.body)
+                    .map(std::sync::Arc::new)
+                    .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", rec.id)))?;
+                saved.snapshot_bytes = rec.body.len() as u64;
+                saved.deltas_since_snapshot = 0;
+                saved.delta_bytes_since_snapshot = 0;
+            }
+            BodyKind::Delta => {
+                let updates: Vec<S::Update> = serde_json::from_slice(&rec.body)
+                    .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", rec.id)))?;
+                let mut ctx = MergeCtx::new();
+                for (i, u) in updates.into_iter().enumerate() {
+                    ctx.set_writer(rec.metadata.nodes.get(i).map(String::as_str).unwrap_or("?"));
+                    std::sync::Arc::make_mut(&mut saved.state).apply(u, &mut ctx)?;
+                }
+                saved.deltas_since_snapshot += 1;
+                saved.delta_bytes_since_snapshot += rec.body.len() as u64;
+            }
+        }
+    }
+    let head = chain.last().unwrap_or(first);
+    saved.head = Some(head.id);
+    saved.step = head.metadata.step;
+    saved.paused_before = head
+        .metadata
+        .extra
+        .get("paused_before")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    if let Some(p) = head.metadata.extra.get("pauses") {
+        saved.pauses = serde_json::from_value(p.clone()).unwrap_or_default();
+    }
+    let fingerprint = head.graph_fingerprint.clone();
+    let mut resume = Vec::new();
+    if fingerprint == graph.fingerprint() {
+        let mut tasks: Vec<TaskSpec> = serde_json::from_slice(&head.next_tasks)
+            .map_err(|e| corrupt(thread, format!("next tasks of {}: {e}", head.id)))?;
+        for t in &mut tasks {
+            t.node_id = graph.node_id(&t.node).ok_or_else(|| {
+                corrupt(
+                    thread,
+                    format!("task {} names unknown node `{}`", t.id, t.node),
+                )
+            })?;
+        }
+        saved.writes = vec![None; tasks.len()];
+        resume = vec![None; tasks.len()];
+        if at.is_none() && !tasks.is_empty() {
+            for w in cp.get_writes(thread, head.id).await? {
+                let Some(i) = task_index(&tasks, w.task) else {
+                    continue;
+                };
+                match w.kind {
+                    WriteKind::Update => {
+                        let u = serde_json::from_slice(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("write of task {}: {e}", w.task))
+                        })?;
+                        saved.writes[i] = Some(SavedWrite::Done(u));
+                    }
+                    WriteKind::Interrupt => {
+                        if !matches!(saved.writes[i], Some(SavedWrite::Done(_))) {
+                            let int = serde_json::from_slice(&w.payload).map_err(|e| {
+                                corrupt(thread, format!("interrupt of task {}: {e}", w.task))
+                            })?;
+                            saved.writes[i] = Some(SavedWrite::Interrupted(int));
+                        }
+                    }
+                    WriteKind::Resume => resume[i] = serde_json::from_slice(&w.payload).ok(),
+                    WriteKind::Error | WriteKind::Memo => {}
+                }
+            }
+        }
+        saved.tasks = tasks;
+    }
+    Ok(Some(Loaded {
+        saved,
+        resume,
+        fingerprint,
+    }))
+}
+
+fn task_index(tasks: &[TaskSpec], id: TaskId) -> Option<usize> {
+    tasks.iter().position(|t| t.id == id)
+}

@@ -1,0 +1,85 @@
+//! A thread as the supervisor resumes it: state, pending tasks, and what those tasks already did.
+//!
+//! Both the durable path (rebuilt from checkpoints and task writes) and the ephemeral path (kept
+//! in memory when no checkpointer is configured) produce a [`SavedThread`], so the supervisor has
+//! one way to start, continue and resume runs.
+
+use super::superstep::TaskSpec;
+use crate::events::Interrupt;
+use crate::ids::CheckpointId;
+use crate::state::State;
+
+/// What a pending task of the current superstep already produced.
+#[derive(Clone, Debug)]
+pub(crate) enum SavedWrite<S: State> {
+    /// It finished: reuse its update, do not run it again.
+    Done(S::Update),
+    /// It paused with this interrupt.
+    Interrupted(Interrupt),
+}
+
+/// A thread's resumable position.
+#[derive(Clone, Debug)]
+pub(crate) struct SavedThread<S: State> {
+    /// The state at the head checkpoint (shared with running tasks; copied on write).
+    pub state: std::sync::Arc<S>,
+    /// Supersteps run on the thread so far.
+    pub step: u64,
+    /// The head checkpoint (`None` for a thread with no checkpoint).
+    pub head: Option<CheckpointId>,
+    /// Tasks of the next superstep (empty: the thread is idle).
+    pub tasks: Vec<TaskSpec>,
+    /// Writes saved by those tasks, by task index.
+    pub writes: Vec<Option<SavedWrite<S>>>,
+    /// True when the run paused before `tasks` ran (an `interrupt_before`/`interrupt_after` node).
+    pub paused_before: bool,
+    /// The interrupts of such a pause.
+    pub pauses: Vec<Interrupt>,
+    /// Checkpoints since the last snapshot, and their body bytes (for the snapshot policy).
+    pub deltas_since_snapshot: u64,
+    /// Bytes of deltas written since the last snapshot.
+    pub delta_bytes_since_snapshot: u64,
+    /// Bytes of the last snapshot.
+    pub snapshot_bytes: u64,
+}
+
+impl<S: State> SavedThread<S> {
+    /// A brand-new thread.
+    pub fn new() -> Self {
+        Self {
+            state: std::sync::Arc::new(S::default()),
+            step: 0,
+            head: None,
+            tasks: Vec::new(),
+            writes: Vec::new(),
+            paused_before: false,
+            pauses: Vec::new(),
+            deltas_since_snapshot: 0,
+            delta_bytes_since_snapshot: 0,
+            snapshot_bytes: 0,
+        }
+    }
+
+    /// The interrupts pending on this thread.
+    pub fn interrupts(&self) -> Vec<Interrupt> {
+        if self.paused_before {
+            return self.pauses.clone();
+        }
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Some(SavedWrite::Interrupted(i)) => Some(i.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// True when a resume is expected.
+    pub fn is_interrupted(&self) -> bool {
+        self.paused_before
+            || self
+                .writes
+                .iter()
+                .any(|w| matches!(w, Some(SavedWrite::Interrupted(_))))
+    }
+}

@@ -1,0 +1,154 @@
+//! What every supervisor of an engine shares: the graph, the node actors, storage, the registry
+//! of active runs, and counters. Also the public types runs are described with.
+
+use super::error::RunError;
+use super::node_actor::NodeActor;
+use super::persist::Durability;
+use super::saved::SavedThread;
+use super::stats::NodeStats;
+use super::writer::AsyncWriter;
+use crate::checkpoint::Checkpointer;
+use crate::events::{Interrupt, RunEvent, RunStatus};
+use crate::graph::CompiledGraph;
+use crate::ids::{RunId, ThreadId};
+use crate::state::State;
+use dashmap::DashMap;
+use kameo::actor::ActorRef;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+/// What to do when a run is started on a thread that already has one running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BusyPolicy {
+    /// Fail with [`RunError::ThreadBusy`].
+    #[default]
+    Reject,
+    /// Wait until the running one ends, then start.
+    Enqueue,
+}
+
+/// Per-run options.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Reject or queue when the thread is busy.
+    pub on_busy: BusyPolicy,
+    /// Stream events to the run handle.
+    pub stream_events: bool,
+    /// Override the engine's durability for this run.
+    pub durability: Option<Durability>,
+}
+
+impl RunOptions {
+    /// Options that stream events.
+    pub fn streaming() -> Self {
+        Self {
+            stream_events: true,
+            ..Self::default()
+        }
+    }
+
+    /// Queue behind a running run instead of failing.
+    pub fn enqueue(mut self) -> Self {
+        self.on_busy = BusyPolicy::Enqueue;
+        self
+    }
+
+    /// Sets the durability of this run.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = Some(d);
+        self
+    }
+}
+
+/// How a run ended, with the state it left.
+#[derive(Clone, Debug)]
+pub struct RunOutcome<S: State> {
+    /// The run.
+    pub run_id: RunId,
+    /// Its thread.
+    pub thread_id: ThreadId,
+    /// Finished, interrupted, cancelled or suspended (failures are `Err`).
+    pub status: RunStatus,
+    /// The state when the run ended (for an interrupted run: before the paused superstep).
+    pub state: Arc<S>,
+    /// Pending interrupts (non-empty when `status` is `Interrupted`).
+    pub interrupts: Vec<Interrupt>,
+    /// Supersteps this run completed.
+    pub steps: u64,
+    /// Node attempts this run made.
+    pub node_executions: u64,
+}
+
+/// A started run: its events and its outcome.
+pub struct RunHandle<S: State> {
+    /// The run.
+    pub run_id: RunId,
+    /// Events, when the run was started with `stream_events`.
+    pub events: Option<mpsc::UnboundedReceiver<RunEvent>>,
+    pub(crate) outcome: oneshot::Receiver<Result<RunOutcome<S>, RunError>>,
+}
+
+impl<S: State> RunHandle<S> {
+    /// Waits for the run to end.
+    pub async fn wait(self) -> Result<RunOutcome<S>, RunError> {
+        self.outcome
+            .await
+            .map_err(|_| RunError::Internal("supervisor stopped without an outcome".into()))?
+    }
+}
+
+/// Counters of checkpoint traffic.
+#[derive(Debug, Default)]
+pub struct CheckpointCounters {
+    /// Checkpoint records stored.
+    pub records: AtomicU64,
+    /// Bytes of those records.
+    pub bytes: AtomicU64,
+    /// Task-write batches stored.
+    pub writes: AtomicU64,
+}
+
+impl CheckpointCounters {
+    pub(crate) fn record(&self, bytes: usize) {
+        self.records.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct ActiveRun<S: State> {
+    pub run_id: RunId,
+    pub cancel: CancellationToken,
+    pub supervisor: Option<ActorRef<super::supervisor::Supervisor<S>>>,
+    pub ended: watch::Sender<bool>,
+}
+
+/// A migration hook: given the state stored by a graph with another fingerprint (and that
+/// fingerprint), returns the state to start a fresh run from, or refuses with a reason.
+pub type MigrationHook<S> = Arc<dyn Fn(S, &str) -> Result<S, String> + Send + Sync>;
+
+pub(crate) struct Shared<S: State> {
+    pub graph: CompiledGraph<S>,
+    pub nodes: Vec<ActorRef<NodeActor<S>>>,
+    pub stats: Vec<Arc<NodeStats>>,
+    pub checkpointer: Option<Arc<dyn Checkpointer>>,
+    pub durability: Durability,
+    pub writer: Option<AsyncWriter>,
+    pub registry: DashMap<ThreadId, ActiveRun<S>>,
+    pub ephemeral: DashMap<ThreadId, SavedThread<S>>,
+    pub counters: CheckpointCounters,
+    pub migration: Option<MigrationHook<S>>,
+    pub shutting_down: AtomicBool,
+    pub total_node_executions: AtomicU64,
+}
+
+impl<S: State> Shared<S> {
+    /// Removes a run from the registry and wakes whoever queued behind it.
+    pub fn release(&self, thread: &ThreadId, run_id: RunId) {
+        if let Some((_, run)) = self.registry.remove_if(thread, |_, r| r.run_id == run_id) {
+            let _ = run.ended.send(true);
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The superstep as a pure state machine.
+//!
+//! Given the compiled graph, the state, and the tasks of a superstep with their updates, these
+//! functions say how the state changes and what runs next. Nothing here spawns, awaits or stores:
+//! the supervisor actor drives these functions and does the I/O, so every scheduling rule is tested
+//! without actors (see `tests/superstep_rules.rs`).
+//!
+//! Rules:
+//! - A superstep's updates merge in **task order**, never completion order, so runs are deterministic.
+//! - After the merge, every finished task contributes its node's next tasks, in task order: its
+//!   plain edges, then its router's answer evaluated on the merged state. A node triggered by
+//!   several plain edges or labels in one superstep runs once (that is the join); each `Send` is a
+//!   task of its own.
+//! - A [`Dag`](crate::graph::Dag) batch is one superstep whose tasks start as soon as their own
+//!   dependencies finish; a task sees the superstep's state plus its transitive dependencies'
+//!   updates, applied in task order.
+
+use super::error::RunError;
+use crate::graph::{CompiledGraph, CompiledRouter, Route, Target};
+use crate::ids::{NodeId, TaskId};
+use crate::reducer::MergeCtx;
+use crate::state::State;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A task of a superstep: which node runs, with what input, after which sibling tasks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// Deterministic id: `(step, index)`.
+    pub id: TaskId,
+    /// The node's name: the stable identity stored in checkpoints.
+    pub node: Arc<str>,
+    /// The node's index in this graph.
+    pub node_id: NodeId,
+    /// The fan-out input, for `Send` and dependency-driven tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Arc<serde_json::Value>>,
+    /// Indexes (within the superstep) of the tasks that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u32>,
+    /// At most this many tasks of this task's dependency batch run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_limit: Option<u32>,
+    /// The first index of this task's dependency batch (tasks sharing it share the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+}
+
+struct NextBuilder<'g, S: State> {
+    graph: &'g CompiledGraph<S>,
+    step: u64,
+    triggered: Vec<bool>,
+    tasks: Vec<TaskSpec>,
+}
+
+impl<S: State> NextBuilder<'_, S> {
+    fn push(
+        &mut self,
+        node_id: NodeId,
+        input: Option<Arc<serde_json::Value>>,
+        after: Vec<u32>,
+        batch: Option<(u32, Option<u32>)>,
+    ) {
+        let index = self.tasks.len() as u32;
+        self.tasks.push(TaskSpec {
+            id: TaskId {
+                step: self.step,
+                index,
+            },
+            node: self.graph.node(node_id).name.clone(),
+            node_id,
+            input,
+            after,
+            batch: batch.map(|b| b.0),
+            batch_limit: batch.and_then(|b| b.1),
+        });
+    }
+
+    fn trigger(&mut self, target: Target) {
+        if let Target::Node(id) = target {
+            if !self.triggered[id.index()] {
+                self.triggered[id.index()] = true;
+                self.push(id, None, Vec::new(), None);
+            }
+        }
+    }
+
+    fn follow(
+        &mut self,
+        from: &str,
+        edges: &[Target],
+        router: Option<&CompiledRouter<S>>,
+        state: &S,
+    ) -> Result<(), RunError> {
+        for &t in edges {
+            self.trigger(t);
+        }
+        let Some(router) = router else { return Ok(()) };
+        let resolve = |label: &str| {
+            router.resolve(label).ok_or_else(|| RunError::UnknownLabel {
+                node: from.to_string(),
+                label: label.to_string(),
+                targets: router
+                    .labels
+                    .iter()
+                    .map(|(l, _)| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        };
+        let send_target = |node: &str| -> Result<NodeId, RunError> {
+            match router.labels.iter().find(|(label, t)| {
+                label == node
+                    || matches!(t, Target::Node(id) if &*self.graph.node(*id).name == node)
+            }) {
+                Some((_, Target::Node(id))) => Ok(*id),
+                _ => Err(RunError::UnknownSendTarget {
+                    node: from.to_string(),
+                    target: node.to_string(),
+                }),
+            }
+        };
+        match (router.router)(state) {
+            Route::To(label) => self.trigger(resolve(&label)?),
+            Route::Many(labels) => {
+                for label in labels {
+                    self.trigger(resolve(&label)?);
+                }
+            }
+            Route::Send(sends) => {
+                for s in sends {
+                    let id = send_target(&s.node)?;
+                    self.push(id, Some(Arc::new(s.input)), Vec::new(), None);
+                }
+            }
+            Route::Dag(dag) => {
+                let base = self.tasks.len() as u32;
+                let limit = dag.max_parallel.map(|m| m.max(1) as u32);
+                let keys: Vec<&str> = dag.tasks.iter().map(|t| t.key.as_str()).collect();
+                for (i, k) in keys.iter().enumerate() {
+                    if keys[..i].contains(k) {
+                        return Err(RunError::BadDag {
+                            node: from.into(),
+                            reason: format!("key `{k}` appears twice"),
+                        });
+                    }
+                }
+                let mut resolved = Vec::with_capacity(dag.tasks.len());
+                for t in &dag.tasks {
+                    let mut after = Vec::with_capacity(t.after.len());
+                    for dep in &t.after {
+                        let pos =
+                            keys.iter()
+                                .position(|k| k == dep)
+                                .ok_or_else(|| RunError::BadDag {
+                                    node: from.into(),
+                                    reason: format!(
+                                        "task `{}` waits for unknown key `{dep}`",
+                                        t.key
+                                    ),
+                                })?;
+                        after.push(pos);
+                    }
+                    resolved.push(after);
+                }
+                if let Some(cycle) = find_cycle(&resolved) {
+                    let path: Vec<&str> = cycle.iter().map(|&i| keys[i]).collect();
+                    return Err(RunError::BadDag {
+                        node: from.into(),
+                        reason: format!("dependency cycle {}", path.join(" -> ")),
+                    });
+                }
+                for (t, after) in dag.tasks.into_iter().zip(resolved) {
+                    let id = send_target(&t.node)?;
+                    let after = after.into_iter().map(|p| base + p as u32).collect();
+                    self.push(id, Some(Arc::new(t.input)), after, Some((base, limit)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Finds a cycle in a dependency list (`deps[i]` = what `i` waits for); returns its path, closed.
+fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
+    // 0 = unvisited, 1 = on the stack, 2 = done.
+    let mut mark = vec![0u8; deps.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    fn visit(
+        i: usize,
+        deps: &[Vec<usize>],
+        mark: &mut [u8],
+        stack: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        mark[i] = 1;
+        stack.push(i);
+        for &d in &deps[i] {
+            if mark[d] == 1 {
+                let start = stack.iter().position(|&s| s == d).unwrap_or(0);
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(d);
+                return Some(cycle);
+            }
+            if mark[d] == 0 {
+                if let Some(c) = visit(d, deps, mark, stack) {
+                    return Some(c);
+                }
+            }
+        }
+        stack.pop();
+        mark[i] = 2;
+        None
+    }
+    (0..deps.len()).find_map(|i| {
+        if mark[i] == 0 {
+            visit(i, deps, &mut mark, &mut stack)
+        } else {
+            None
+        }
+    })
+}
+
+/// The tasks of the first superstep (`step`), from START's edges and router.
+pub fn start_tasks<S: State>(
+    graph: &CompiledGraph<S>,
+    state: &S,
+    step: u64,
+) -> Result<Vec<TaskSpec>, RunError> {
+    let mut b = NextBuilder {
+        graph,
+        step,
+        triggered: vec![false; graph.nodes().len()],
+        tasks: Vec::new(),
+    };
+    b.follow(
+        crate::graph::START,
+        graph.start_edges(),
+        graph.start_router(),
+        state,
+    )?;
+    Ok(b.tasks)
+}
+
+/// Merges a superstep's updates into `state` in task order. `updates[i]` belongs to `tasks[i]`.
+pub fn merge<S: State>(
+    state: &mut S,
+    tasks: &[TaskSpec],
+    updates: Vec<S::Update>,
+) -> Result<(), RunError> {
+    let mut ctx = MergeCtx::new();
+    for (task, update) in tasks.iter().zip(updates) {
+        ctx.set_writer(&task.node);
+        state.apply(update, &mut ctx)?;
+    }
+    Ok(())
+}
+
+/// The tasks of superstep `step`, given the tasks that just finished and the merged state.
+pub fn next_tasks<S: State>(
+    graph: &CompiledGraph<S>,
+    state: &S,
+    finished: &[TaskSpec],
+    step: u64,
+) -> Result<Vec<TaskSpec>, RunError> {
+    let mut b = NextBuilder {
+        graph,
+        step,
+        triggered: vec![false; graph.nodes().len()],
+        tasks: Vec::new(),
+    };
+    for task in finished {
+        let node = graph.node(task.node_id);
+        b.follow(&node.name, &node.edges, node.router.as_ref(), state)?;
+    }
+    Ok(b.tasks)
+}
+
+/// True when every dependency of `tasks[i]` is done.
+pub fn is_ready(tasks: &[TaskSpec], done: &[bool], i: usize) -> bool {
+    tasks[i]
+        .after
+        .iter()
+        .all(|&d| done.get(d as usize).copied().unwrap_or(false))
+}
+
+/// The state a dependency-driven task sees: `base` plus the updates of its transitive
+/// dependencies, in task order.
+pub fn dag_view<S: State>(
+    base: &S,
+    tasks: &[TaskSpec],
+    updates: &[Option<S::Update>],
+    i: usize,
+) -> Result<S, RunError> {
+    let mut needed = vec![false; tasks.len()];
+    let mut stack: Vec<usize> = tasks[i].after.iter().map(|&d| d as usize).collect();
+    while let Some(d) = stack.pop() {
+        if d < needed.len() && !needed[d] {
+            needed[d] = true;
+            stack.extend(tasks[d].after.iter().map(|&x| x as usize));
+        }
+    }
+    let mut view = base.clone();
+    let mut ctx = MergeCtx::new();
+    for (j, need) in needed.iter().enumerate() {
+        if *need {
+            if let Some(u) = &updates[j] {
+                ctx.set_writer(&tasks[j].node);
+                view.apply(u.clone(), &mut ctx)?;
+            }
+        }
+    }
+    Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_cycle;
+
+    #[test]
+    fn finds_a_cycle_and_its_path() {
+        let deps = vec![vec![], vec![2], vec![3], vec![1]];
+        let cycle = find_cycle(&deps).unwrap();
+        assert_eq!(cycle.first(), cycle.last());
+        assert_eq!(cycle.len(), 4);
+    }
+
+    #[test]
+    fn no_cycle_in_a_diamond() {
+        let deps = vec![vec![], vec![0], vec![0], vec![1, 2]];
+        assert!(find_cycle(&deps).is_none());
+    }
+}

@@ -1,0 +1,703 @@
+//! The supervisor actor: one per running conversation.
+//!
+//! It owns the conversation's state, dispatches each superstep's tasks to the node actors, collects
+//! their results, and drives the pure functions of [`superstep`](super::superstep) to merge updates
+//! and pick what runs next. It is the only place a run does I/O (checkpoints, events).
+//!
+//! Deadlock freedom: the supervisor waits on exactly one thing, space in a node actor's bounded
+//! mailbox. Node actors never wait on supervisors (results go into the supervisor's unbounded
+//! mailbox, which holds at most one message per task it dispatched plus control messages), and a
+//! node actor drains its mailbox independently of every supervisor. So no cycle of waits exists.
+
+use super::error::RunError;
+use super::node_actor::{RunTask, TaskDone, TaskReply};
+use super::persist::{self, Durability};
+use super::saved::{SavedThread, SavedWrite};
+use super::shared::{RunOutcome, Shared};
+use super::superstep::{self, TaskSpec};
+use super::writer::WriterMsg;
+use crate::checkpoint::CheckpointSource;
+use crate::events::{EventSink, Interrupt, RunEvent, RunStatus};
+use crate::ids::{CheckpointId, InterruptId, RunId, ThreadId};
+use crate::node::{NodeContext, NodeError};
+use crate::state::State;
+use kameo::actor::{Actor, ActorRef};
+use kameo::message::{Context, Message};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Waiting,
+    Running,
+    RetryWait,
+    Done,
+    Interrupted,
+}
+
+/// Starts the current superstep.
+pub(crate) struct Kick;
+/// Re-dispatches task `0` after its backoff.
+pub(crate) struct Retry(pub u32);
+/// Cancels the run.
+pub(crate) struct Cancel;
+/// Stops the run at the next superstep boundary (engine shutdown).
+pub(crate) struct Drain;
+
+pub(crate) struct SupervisorArgs<S: State> {
+    pub shared: Arc<Shared<S>>,
+    pub thread: ThreadId,
+    pub run_id: RunId,
+    pub saved: SavedThread<S>,
+    pub resume: Vec<Option<serde_json::Value>>,
+    pub persisted_head: Option<CheckpointId>,
+    pub durability: Durability,
+    pub events: EventSink,
+    pub cancel: CancellationToken,
+    pub outcome: oneshot::Sender<Result<RunOutcome<S>, RunError>>,
+}
+
+pub(crate) struct Supervisor<S: State> {
+    sh: Arc<Shared<S>>,
+    thread: ThreadId,
+    run_id: RunId,
+    saved: SavedThread<S>,
+    resume: Vec<Option<serde_json::Value>>,
+    persisted_head: Option<CheckpointId>,
+    durability: Durability,
+    slots: Vec<Slot>,
+    attempts: Vec<u32>,
+    updates: Vec<Option<S::Update>>,
+    interrupts: Vec<Option<Interrupt>>,
+    running: usize,
+    events: EventSink,
+    cancel: CancellationToken,
+    outcome: Option<oneshot::Sender<Result<RunOutcome<S>, RunError>>>,
+    recent: VecDeque<Arc<str>>,
+    steps_run: u64,
+    node_executions: u64,
+    rng: SmallRng,
+    draining: bool,
+    pauses: Vec<Interrupt>,
+    me: Option<ActorRef<Self>>,
+}
+
+impl<S: State> Actor for Supervisor<S> {
+    type Args = SupervisorArgs<S>;
+    type Error = kameo::error::Infallible;
+
+    fn name() -> &'static str {
+        "Supervisor"
+    }
+
+    async fn on_start(a: Self::Args, me: ActorRef<Self>) -> Result<Self, Self::Error> {
+        let mut s = Self {
+            sh: a.shared,
+            thread: a.thread,
+            run_id: a.run_id,
+            saved: a.saved,
+            resume: a.resume,
+            persisted_head: a.persisted_head,
+            durability: a.durability,
+            slots: Vec::new(),
+            attempts: Vec::new(),
+            updates: Vec::new(),
+            interrupts: Vec::new(),
+            running: 0,
+            events: a.events,
+            cancel: a.cancel,
+            outcome: Some(a.outcome),
+            recent: VecDeque::with_capacity(8),
+            steps_run: 0,
+            node_executions: 0,
+            rng: SmallRng::seed_from_u64(a.run_id.0),
+            draining: false,
+            pauses: Vec::new(),
+            me: Some(me),
+        };
+        s.reset_step();
+        Ok(s)
+    }
+}
+
+impl<S: State> Supervisor<S> {
+    /// Sets up bookkeeping for `saved.tasks`, reusing saved writes.
+    fn reset_step(&mut self) {
+        let n = self.saved.tasks.len();
+        self.slots = vec![Slot::Waiting; n];
+        self.attempts = vec![0; n];
+        self.updates = (0..n).map(|_| None).collect();
+        self.interrupts = vec![None; n];
+        if self.resume.len() != n {
+            self.resume.resize(n, None);
+        }
+        for (i, w) in std::mem::take(&mut self.saved.writes)
+            .into_iter()
+            .enumerate()
+            .take(n)
+        {
+            match w {
+                Some(SavedWrite::Done(u)) => {
+                    self.updates[i] = Some(u);
+                    self.slots[i] = Slot::Done;
+                }
+                Some(SavedWrite::Interrupted(int)) if self.resume[i].is_none() => {
+                    self.interrupts[i] = Some(int);
+                    self.slots[i] = Slot::Interrupted;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn durable(&self) -> bool {
+        self.sh.checkpointer.is_some() && self.durability != Durability::Exit
+    }
+
+    /// Dispatches every waiting task whose dependencies are done and whose batch has room.
+    async fn pump(&mut self) -> Result<(), RunError> {
+        let n = self.saved.tasks.len();
+        for i in 0..n {
+            if self.slots[i] != Slot::Waiting || self.cancel.is_cancelled() {
+                continue;
+            }
+            let spec = &self.saved.tasks[i];
+            let deps_done = spec
+                .after
+                .iter()
+                .all(|&d| self.slots.get(d as usize) == Some(&Slot::Done));
+            if !deps_done {
+                continue;
+            }
+            if let (Some(batch), Some(limit)) = (spec.batch, spec.batch_limit) {
+                let busy = (0..n)
+                    .filter(|&j| {
+                        self.saved.tasks[j].batch == Some(batch)
+                            && matches!(self.slots[j], Slot::Running | Slot::RetryWait)
+                    })
+                    .count();
+                if busy >= limit as usize {
+                    continue;
+                }
+            }
+            self.dispatch(i).await?;
+        }
+        Ok(())
+    }
+
+    async fn dispatch(&mut self, i: usize) -> Result<(), RunError> {
+        let spec = &self.saved.tasks[i];
+        let state = if spec.after.is_empty() {
+            self.saved.state.clone()
+        } else {
+            Arc::new(superstep::dag_view(
+                &*self.saved.state,
+                &self.saved.tasks,
+                &self.updates,
+                i,
+            )?)
+        };
+        self.attempts[i] += 1;
+        let attempt = self.attempts[i];
+        let ctx = NodeContext {
+            task: spec.id,
+            node: spec.node.clone(),
+            attempt,
+            input: spec.input.clone(),
+            resume: self.resume[i].clone(),
+            events: self.events.clone(),
+            cancel: self.cancel.clone(),
+        };
+        let me = self
+            .me
+            .clone()
+            .ok_or_else(|| RunError::Internal("supervisor has no self reference".into()))?;
+        let reply = TaskReply::<S> {
+            tx: Some(Box::new(move |done| {
+                let _ = me.tell(done).try_send();
+            })),
+            index: i as u32,
+            attempt,
+        };
+        self.events.emit(|| RunEvent::NodeStarted {
+            node: spec.node.to_string(),
+            task: spec.id,
+            attempt,
+        });
+        let node = spec.node_id.index();
+        self.slots[i] = Slot::Running;
+        self.running += 1;
+        self.sh.stats[node].enqueued();
+        let msg = RunTask {
+            state,
+            ctx,
+            enqueued: tokio::time::Instant::now(),
+            reply,
+        };
+        if self.sh.nodes[node].tell(msg).send().await.is_err() {
+            self.sh.stats[node].dequeued();
+            return Err(RunError::Internal(format!(
+                "node actor `{}` is not running",
+                self.saved.tasks[i].node
+            )));
+        }
+        Ok(())
+    }
+
+    fn quiescent(&self) -> bool {
+        self.running == 0 && !self.slots.contains(&Slot::RetryWait)
+    }
+
+    async fn on_done(&mut self, done: TaskDone<S>) -> Result<(), RunError> {
+        let i = done.index as usize;
+        if i >= self.slots.len()
+            || self.slots[i] != Slot::Running
+            || self.attempts[i] != done.attempt
+        {
+            return Ok(()); // a late result from a cancelled or superseded attempt
+        }
+        self.running -= 1;
+        self.node_executions += 1;
+        self.sh
+            .total_node_executions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let spec = self.saved.tasks[i].clone();
+        self.events.emit(|| RunEvent::NodeFinished {
+            node: spec.node.to_string(),
+            task: spec.id,
+            attempt: done.attempt,
+            duration_us: done.ran.as_micros() as u64,
+            queued_us: done.queued.as_micros() as u64,
+            error: done.result.as_ref().err().map(|e| e.to_string()),
+        });
+        match done.result {
+            Ok(update) => {
+                if self.saved.tasks.len() > 1 && self.durable() {
+                    let w = persist::update_write::<S>(&spec, &update)?;
+                    self.save_writes(vec![w]).await?;
+                }
+                self.updates[i] = Some(update);
+                self.slots[i] = Slot::Done;
+            }
+            Err(NodeError::Interrupt(value)) => {
+                let int = Interrupt {
+                    id: InterruptId::for_task(spec.id, &spec.node),
+                    node: spec.node.to_string(),
+                    value,
+                };
+                if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
+                    let w = persist::interrupt_write(&spec, &int)?;
+                    self.save_writes(vec![w]).await?;
+                }
+                self.interrupts[i] = Some(int);
+                self.slots[i] = Slot::Interrupted;
+            }
+            Err(NodeError::Cancelled) => return Err(RunError::Cancelled),
+            Err(e) => {
+                let policy = &self.sh.graph.node(spec.node_id).options.retry;
+                if policy.should_retry(&e, done.attempt) {
+                    let wait = policy.backoff(done.attempt, self.rng.random::<f64>());
+                    self.slots[i] = Slot::RetryWait;
+                    let me = self.me.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(wait).await;
+                        if let Some(me) = me {
+                            let _ = me.tell(Retry(i as u32)).try_send();
+                        }
+                    });
+                } else {
+                    self.events.emit(|| RunEvent::Error {
+                        node: Some(spec.node.to_string()),
+                        message: e.to_string(),
+                    });
+                    return Err(RunError::NodeFailed {
+                        node: spec.node.to_string(),
+                        attempts: done.attempt,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        self.advance().await
+    }
+
+    /// Dispatches what became ready; ends the superstep when nothing runs or waits.
+    async fn advance(&mut self) -> Result<(), RunError> {
+        loop {
+            self.pump().await?;
+            if !self.quiescent() {
+                return Ok(());
+            }
+            if self.slots.contains(&Slot::Interrupted) || self.slots.contains(&Slot::Waiting) {
+                // Everything that could run has run; the rest waits on an interrupt.
+                return self
+                    .pause(self.interrupts.iter().flatten().cloned().collect())
+                    .await;
+            }
+            if !self.end_step().await? {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn save_writes(
+        &mut self,
+        writes: Vec<crate::checkpoint::TaskWrite>,
+    ) -> Result<(), RunError> {
+        let (Some(cp), Some(head)) = (&self.sh.checkpointer, self.saved.head) else {
+            return Ok(());
+        };
+        self.sh
+            .counters
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match (&self.sh.writer, self.durability) {
+            (Some(w), Durability::Async) => {
+                w.send(WriterMsg::Writes(self.thread.clone(), head, writes))
+            }
+            _ => Ok(cp.put_writes(&self.thread, head, writes).await?),
+        }
+    }
+
+    async fn put_record(
+        &mut self,
+        record: crate::checkpoint::CheckpointRecord,
+    ) -> Result<(), RunError> {
+        let Some(cp) = &self.sh.checkpointer else {
+            return Ok(());
+        };
+        self.sh.counters.record(record.stored_bytes());
+        self.persisted_head = Some(record.id);
+        match (&self.sh.writer, self.durability) {
+            (Some(w), Durability::Async) => w.send(WriterMsg::Put(record)),
+            _ => Ok(cp.put(record).await?),
+        }
+    }
+
+    /// Merges the finished superstep and sets up the next. Returns true if a next superstep began
+    /// (so the caller pumps again), false if the run ended.
+    async fn end_step(&mut self) -> Result<bool, RunError> {
+        let tasks = std::mem::take(&mut self.saved.tasks);
+        let updates: Vec<S::Update> = std::mem::take(&mut self.updates)
+            .into_iter()
+            .flatten()
+            .collect();
+        if updates.len() != tasks.len() {
+            return Err(RunError::Internal(
+                "superstep ended with a task that produced no update".into(),
+            ));
+        }
+        let delta = if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
+            Some(serde_json::to_vec(&updates)?)
+        } else {
+            None
+        };
+        if self.events.is_enabled() {
+            let values = updates
+                .iter()
+                .map(|u| serde_json::to_value(u).unwrap_or_default())
+                .collect();
+            let nodes = tasks.iter().map(|t| t.node.to_string()).collect();
+            self.events.emit(|| RunEvent::StateUpdated {
+                step: self.saved.step + 1,
+                nodes,
+                updates: values,
+            });
+        }
+        superstep::merge(Arc::make_mut(&mut self.saved.state), &tasks, updates)?;
+        self.saved.step += 1;
+        self.steps_run += 1;
+        for t in &tasks {
+            if self.recent.len() == 8 {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(t.node.clone());
+        }
+        let next =
+            superstep::next_tasks(&self.sh.graph, &self.saved.state, &tasks, self.saved.step)?;
+        let graph = &self.sh.graph;
+        let pause_after: Vec<&TaskSpec> = tasks
+            .iter()
+            .filter(|t| graph.node(t.node_id).interrupt_after)
+            .collect();
+        let pause_before: Vec<&TaskSpec> = next
+            .iter()
+            .filter(|t| graph.node(t.node_id).interrupt_before)
+            .collect();
+        let pauses: Vec<Interrupt> = if !next.is_empty() && !pause_after.is_empty() {
+            pause_after
+                .iter()
+                .map(|t| Interrupt {
+                    id: InterruptId(format!("after:{}", t.id)),
+                    node: t.node.to_string(),
+                    value: serde_json::Value::Null,
+                })
+                .collect()
+        } else {
+            pause_before
+                .iter()
+                .map(|t| Interrupt {
+                    id: InterruptId(format!("before:{}", t.id)),
+                    node: t.node.to_string(),
+                    value: serde_json::Value::Null,
+                })
+                .collect()
+        };
+        if self.durable() {
+            let extra = if pauses.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!({ "paused_before": true, "pauses": pauses })
+            };
+            let nodes = tasks.iter().map(|t| t.node.to_string()).collect();
+            let rec = persist::step_record(
+                &self.sh.graph,
+                &self.thread,
+                &mut self.saved,
+                CheckpointSource::Loop,
+                nodes,
+                delta,
+                &next,
+                extra,
+            )?;
+            self.put_record(rec).await?;
+        } else {
+            self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));
+        }
+        self.saved.tasks = next;
+        self.saved.writes = Vec::new();
+        self.resume = Vec::new();
+        self.reset_step();
+        if self.saved.tasks.is_empty() {
+            self.finish(Ok(RunStatus::Finished)).await;
+            return Ok(false);
+        }
+        if self.steps_run >= self.sh.graph.step_limit() {
+            return Err(RunError::StepLimit {
+                limit: self.sh.graph.step_limit(),
+                last_nodes: self.recent.iter().map(|n| n.to_string()).collect(),
+            });
+        }
+        if !pauses.is_empty() {
+            self.saved.paused_before = true;
+            self.pause(pauses).await?;
+            return Ok(false);
+        }
+        if self.draining {
+            self.finish(Ok(RunStatus::Suspended)).await;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    async fn pause(&mut self, interrupts: Vec<Interrupt>) -> Result<(), RunError> {
+        self.pauses = interrupts.clone();
+        self.events.emit(|| RunEvent::Interrupted {
+            interrupts: interrupts.clone(),
+        });
+        self.finish(Ok(RunStatus::Interrupted)).await;
+        Ok(())
+    }
+
+    /// Ends the run: final durability work, thread bookkeeping, events, outcome.
+    async fn finish(&mut self, result: Result<RunStatus, RunError>) {
+        let Some(outcome_tx) = self.outcome.take() else {
+            return;
+        };
+        self.cancel.cancel();
+        let result = match result {
+            Ok(status) => self.persist_end(status).await.map(|_| status),
+            Err(e) => Err(e),
+        };
+        // Remember the thread's position for ephemeral engines and the pending writes for resume.
+        let mut writes = Vec::with_capacity(self.saved.tasks.len());
+        for i in 0..self.saved.tasks.len() {
+            writes.push(match (&self.updates.get(i), &self.interrupts.get(i)) {
+                (Some(Some(u)), _) => Some(SavedWrite::Done(u.clone())),
+                (_, Some(Some(int))) => Some(SavedWrite::Interrupted(int.clone())),
+                _ => None,
+            });
+        }
+        self.saved.writes = writes;
+        if self.sh.checkpointer.is_none() {
+            self.sh
+                .ephemeral
+                .insert(self.thread.clone(), self.saved.clone());
+        }
+        let status = match &result {
+            Ok(s) => *s,
+            Err(RunError::Cancelled) => RunStatus::Cancelled,
+            Err(_) => RunStatus::Failed,
+        };
+        if let Err(e) = &result {
+            self.events.emit(|| RunEvent::Error {
+                node: None,
+                message: e.to_string(),
+            });
+        }
+        self.events.emit(|| RunEvent::RunFinished {
+            status,
+            steps: self.steps_run,
+            node_executions: self.node_executions,
+        });
+        let interrupts: Vec<Interrupt> = if status == RunStatus::Interrupted {
+            self.pauses.clone()
+        } else {
+            Vec::new()
+        };
+        if self.saved.paused_before {
+            self.saved.pauses = self.pauses.clone();
+        }
+        let outcome = result.map(|status| RunOutcome {
+            run_id: self.run_id,
+            thread_id: self.thread.clone(),
+            status,
+            state: self.saved.state.clone(),
+            interrupts,
+            steps: self.steps_run,
+            node_executions: self.node_executions,
+        });
+        self.sh.release(&self.thread, self.run_id);
+        self.me = None;
+        let _ = outcome_tx.send(outcome);
+    }
+
+    async fn persist_end(&mut self, status: RunStatus) -> Result<(), RunError> {
+        let Some(cp) = self.sh.checkpointer.clone() else {
+            return Ok(());
+        };
+        match self.durability {
+            Durability::Async => {
+                if let Some(w) = &self.sh.writer {
+                    w.flush(&self.thread).await?;
+                }
+            }
+            Durability::Exit => {
+                if self.persisted_head != self.saved.head {
+                    self.saved.head = self.persisted_head;
+                    let extra = if self.saved.paused_before {
+                        serde_json::json!({"paused_before": true})
+                    } else {
+                        serde_json::Value::Null
+                    };
+                    let tasks = self.saved.tasks.clone();
+                    let nodes = self
+                        .recent
+                        .back()
+                        .map(|n| vec![n.to_string()])
+                        .unwrap_or_default();
+                    let rec = persist::step_record(
+                        &self.sh.graph,
+                        &self.thread,
+                        &mut self.saved,
+                        CheckpointSource::Loop,
+                        nodes,
+                        None,
+                        &tasks,
+                        extra,
+                    )?;
+                    self.sh.counters.record(rec.stored_bytes());
+                    self.persisted_head = Some(rec.id);
+                    cp.put(rec).await?;
+                }
+                if status == RunStatus::Interrupted {
+                    let mut writes = Vec::new();
+                    for (i, t) in self.saved.tasks.iter().enumerate() {
+                        if let Some(u) = &self.updates[i] {
+                            writes.push(persist::update_write::<S>(t, u)?);
+                        }
+                        if let Some(int) = &self.interrupts[i] {
+                            writes.push(persist::interrupt_write(t, int)?);
+                        }
+                    }
+                    if let (false, Some(head)) = (writes.is_empty(), self.saved.head) {
+                        cp.put_writes(&self.thread, head, writes).await?;
+                    }
+                }
+            }
+            Durability::Sync => {}
+        }
+        Ok(())
+    }
+
+    async fn handle_result(&mut self, r: Result<(), RunError>) {
+        if let Err(e) = r {
+            self.finish(Err(e)).await;
+        }
+    }
+}
+
+impl<S: State> Message<Kick> for Supervisor<S> {
+    type Reply = ();
+
+    async fn handle(&mut self, _: Kick, ctx: &mut Context<Self, ()>) {
+        self.events.emit(|| RunEvent::RunStarted {
+            run_id: self.run_id,
+            thread_id: self.thread.clone(),
+            step: self.saved.step,
+        });
+        let r = if self.saved.tasks.is_empty() {
+            self.finish(Ok(RunStatus::Finished)).await;
+            Ok(())
+        } else {
+            self.advance().await
+        };
+        self.handle_result(r).await;
+        if self.outcome.is_none() {
+            ctx.stop();
+        }
+    }
+}
+
+impl<S: State> Message<TaskDone<S>> for Supervisor<S> {
+    type Reply = ();
+
+    async fn handle(&mut self, done: TaskDone<S>, ctx: &mut Context<Self, ()>) {
+        if self.outcome.is_none() {
+            return;
+        }
+        let r = self.on_done(done).await;
+        self.handle_result(r).await;
+        if self.outcome.is_none() {
+            ctx.stop();
+        }
+    }
+}
+
+impl<S: State> Message<Retry> for Supervisor<S> {
+    type Reply = ();
+
+    async fn handle(&mut self, Retry(i): Retry, ctx: &mut Context<Self, ()>) {
+        let i = i as usize;
+        if self.outcome.is_none() || self.slots.get(i) != Some(&Slot::RetryWait) {
+            return;
+        }
+        self.slots[i] = Slot::Waiting;
+        let r = self.advance().await;
+        self.handle_result(r).await;
+        if self.outcome.is_none() {
+            ctx.stop();
+        }
+    }
+}
+
+impl<S: State> Message<Cancel> for Supervisor<S> {
+    type Reply = ();
+
+    async fn handle(&mut self, _: Cancel, ctx: &mut Context<Self, ()>) {
+        self.finish(Err(RunError::Cancelled)).await;
+        ctx.stop();
+    }
+}
+
+impl<S: State> Message<Drain> for Supervisor<S> {
+    type Reply = ();
+
+    async fn handle(&mut self, _: Drain, _: &mut Context<Self, ()>) {
+        self.draining = true;
+    }
+}
