@@ -63,6 +63,25 @@ pub struct NodeContext {
     pub(crate) resume: Option<serde_json::Value>,
     pub(crate) events: EventSink,
     pub(crate) cancel: CancellationToken,
+    /// The run's `tracing` span: node spans are its children.
+    pub(crate) span: tracing::Span,
+    /// Results memoised by this task, from earlier attempts and from this one.
+    pub(crate) memos: Arc<Memos>,
+}
+
+/// What a task memoised with [`NodeContext::memo`]: results saved by earlier attempts of the same
+/// task (before an interrupt, a retry, or a crash), and the ones this attempt computed.
+#[derive(Debug, Default)]
+pub(crate) struct Memos {
+    pub saved: std::collections::BTreeMap<String, serde_json::Value>,
+    pub fresh: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+}
+
+impl Memos {
+    /// Takes the results this attempt computed.
+    pub fn take_fresh(&self) -> Vec<(String, serde_json::Value)> {
+        std::mem::take(&mut *self.fresh.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl NodeContext {
@@ -76,6 +95,8 @@ impl NodeContext {
             resume: None,
             events: EventSink::disabled(),
             cancel: CancellationToken::new(),
+            span: tracing::Span::none(),
+            memos: Arc::default(),
         }
     }
 
@@ -89,6 +110,11 @@ impl NodeContext {
     pub fn with_resume(mut self, value: serde_json::Value) -> Self {
         self.resume = Some(value);
         self
+    }
+
+    /// A `tracing` span for this task, a child of its run's span.
+    pub(crate) fn task_span(&self) -> tracing::Span {
+        tracing::info_span!(parent: &self.span, "node", node = %self.node, task = %self.task, attempt = self.attempt)
     }
 
     /// This task's id (stable across a crash and resume).
@@ -113,13 +139,83 @@ impl NodeContext {
 
     /// Pauses the run with `payload` the first time; when the run is resumed, the node runs again
     /// from its start and this call returns the resume value instead. Use it with `?`:
-    /// `let answer = ctx.interrupt(json!({"question": q}))?;`. Work done before the call is done
-    /// again on resume, so a node should pause before doing expensive work (see `docs/interrupts.md`).
+    /// `let answer = ctx.interrupt(json!({"question": q}))?;`. Wrap work that must not be redone
+    /// on resume in [`NodeContext::memo`] (see `docs/interrupts.md`).
     pub fn interrupt(&self, payload: serde_json::Value) -> Result<serde_json::Value, NodeError> {
         match &self.resume {
             Some(value) => Ok(value.clone()),
             None => Err(NodeError::Interrupt(payload)),
         }
+    }
+
+    /// Runs `work` once per task: its result is saved with the task's writes when the task
+    /// pauses (or fails and is retried), and a later attempt of the same task (after a resume, a
+    /// retry, or a crash and continue) gets the saved result instead of running `work` again.
+    /// Keys must be unique within the node. The result must round-trip through JSON.
+    pub async fn memo<T, F, Fut>(&self, key: &str, work: F) -> Result<T, NodeError>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, NodeError>>,
+    {
+        if let Some(v) = self.memo_lookup(key)? {
+            return Ok(v);
+        }
+        let value = work().await?;
+        self.memo_record(key, &value)?;
+        Ok(value)
+    }
+
+    /// [`NodeContext::memo`] for synchronous work.
+    pub fn memo_sync<T, F>(&self, key: &str, work: F) -> Result<T, NodeError>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Result<T, NodeError>,
+    {
+        if let Some(v) = self.memo_lookup(key)? {
+            return Ok(v);
+        }
+        let value = work()?;
+        self.memo_record(key, &value)?;
+        Ok(value)
+    }
+
+    fn memo_lookup<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, NodeError> {
+        let fresh = self.memos.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        let found = fresh
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .or_else(|| self.memos.saved.get(key));
+        found
+            .map(|v| {
+                serde_json::from_value(v.clone()).map_err(|e| {
+                    NodeError::Fatal(format!(
+                        "memo `{key}` of `{}` does not decode: {e}",
+                        self.node
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    fn memo_record<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<(), NodeError> {
+        let v = serde_json::to_value(value).map_err(|e| {
+            NodeError::Fatal(format!(
+                "memo `{key}` of `{}` does not encode: {e}",
+                self.node
+            ))
+        })?;
+        self.memos
+            .fresh
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key.to_string(), v));
+        Ok(())
     }
 
     /// The resume value, if this task is being re-run after an interrupt.

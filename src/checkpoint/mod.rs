@@ -17,6 +17,18 @@
 //! - [`Checkpointer::prune`] rebases and deletes in one transaction: no reader ever sees a chain
 //!   whose oldest delta has lost its snapshot.
 
+mod codec;
+mod memory;
+pub mod migrate;
+mod postgres;
+mod sqlite;
+mod url;
+
+pub use memory::MemoryCheckpointer;
+pub use postgres::PostgresCheckpointer;
+pub use sqlite::SqliteCheckpointer;
+pub use url::connect;
+
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

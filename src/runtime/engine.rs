@@ -94,6 +94,12 @@ impl<S: State> EngineBuilder<S> {
         self
     }
 
+    /// Stores threads in `cp` when given; without, threads live in memory only.
+    pub fn maybe_checkpointer(mut self, cp: Option<Arc<dyn Checkpointer>>) -> Self {
+        self.checkpointer = cp;
+        self
+    }
+
     /// Sets the default durability (default `sync`).
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
@@ -348,7 +354,7 @@ impl<S: State> Engine<S> {
                     (EventSink::disabled(), None)
                 };
                 let (tx, outcome) = oneshot::channel();
-                let args = SupervisorArgs {
+                let args = Box::new(SupervisorArgs {
                     shared: self.sh.clone(),
                     thread: thread.clone(),
                     run_id,
@@ -359,7 +365,7 @@ impl<S: State> Engine<S> {
                     events,
                     cancel,
                     outcome: tx,
-                };
+                });
                 let sup = Supervisor::spawn_with_mailbox(args, mailbox::unbounded());
                 if let Some(mut run) = self.sh.registry.get_mut(&thread) {
                     run.supervisor = Some(sup.clone());
@@ -683,8 +689,16 @@ impl<S: State> Engine<S> {
             saved.tasks =
                 super::superstep::next_tasks(&self.sh.graph, &saved.state, &[as_task], saved.step)?;
             saved.writes = vec![None; saved.tasks.len()];
-            saved.paused_before = false;
-            saved.pauses.clear();
+            // Nodes that pause before running pause after an edit too, as they would after a
+            // superstep: the edit is what the approver reviews.
+            let pauses = super::superstep::pauses_before(&self.sh.graph, &saved.tasks);
+            saved.paused_before = !pauses.is_empty();
+            let extra = if pauses.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!({ "paused_before": true, "pauses": pauses })
+            };
+            saved.pauses = pauses;
             let tasks = saved.tasks.clone();
             let rec = persist::step_record(
                 &self.sh.graph,
@@ -694,7 +708,7 @@ impl<S: State> Engine<S> {
                 vec![as_node.to_string()],
                 Some(delta),
                 &tasks,
-                serde_json::Value::Null,
+                extra,
             )?;
             let id = rec.id;
             self.put(rec).await?;

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// What a finished attempt reports to its supervisor.
 pub(crate) struct TaskDone<S: State> {
@@ -148,7 +149,7 @@ impl<S: State> Message<RunTask<S>> for NodeActor<S> {
                 let result = if node_ctx.is_cancelled() {
                     Err(NodeError::Cancelled)
                 } else {
-                    f(&state, &node_ctx)
+                    node_ctx.task_span().in_scope(|| f(&state, &node_ctx))
                 };
                 let ran = start.elapsed();
                 let queued = start.saturating_duration_since(enqueued);
@@ -171,7 +172,8 @@ impl<S: State> Message<RunTask<S>> for NodeActor<S> {
                 };
                 let start = Instant::now();
                 let queued = start.saturating_duration_since(enqueued);
-                let fut = n.run(state, node_ctx.clone());
+                let span = node_ctx.task_span();
+                let fut = n.run(state, node_ctx.clone()).instrument(span);
                 let timeout = node.options.timeout;
                 let stats = self.stats.clone();
                 let me = ctx.actor_ref().clone();

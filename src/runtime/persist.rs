@@ -124,6 +124,25 @@ pub(crate) fn interrupt_write(
     })
 }
 
+/// Task writes of memoised results.
+pub(crate) fn memo_writes(
+    task: &TaskSpec,
+    memos: &[(String, serde_json::Value)],
+) -> Result<Vec<TaskWrite>, RunError> {
+    memos
+        .iter()
+        .map(|(key, v)| {
+            Ok(TaskWrite {
+                task: task.id,
+                node: task.node.to_string(),
+                kind: WriteKind::Memo,
+                key: key.clone(),
+                payload: serde_json::to_vec(v)?,
+            })
+        })
+        .collect()
+}
+
 /// A task write of a resume value.
 pub(crate) fn resume_write(
     task: &TaskSpec,
@@ -246,7 +265,16 @@ pub(crate) async fn load<S: State>(
                         }
                     }
                     WriteKind::Resume => resume[i] = serde_json::from_slice(&w.payload).ok(),
-                    WriteKind::Error | WriteKind::Memo => {}
+                    WriteKind::Memo => {
+                        let v = serde_json::from_slice(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("memo of task {}: {e}", w.task))
+                        })?;
+                        if saved.memos.len() < tasks.len() {
+                            saved.memos.resize(tasks.len(), Default::default());
+                        }
+                        saved.memos[i].insert(w.key, v);
+                    }
+                    WriteKind::Error => {}
                 }
             }
         }

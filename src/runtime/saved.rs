@@ -31,6 +31,8 @@ pub(crate) struct SavedThread<S: State> {
     pub tasks: Vec<TaskSpec>,
     /// Writes saved by those tasks, by task index.
     pub writes: Vec<Option<SavedWrite<S>>>,
+    /// Results memoised by those tasks (`NodeContext::memo`), by task index.
+    pub memos: Vec<std::collections::BTreeMap<String, serde_json::Value>>,
     /// True when the run paused before `tasks` ran (an `interrupt_before`/`interrupt_after` node).
     pub paused_before: bool,
     /// The interrupts of such a pause.
@@ -52,6 +54,7 @@ impl<S: State> SavedThread<S> {
             head: None,
             tasks: Vec::new(),
             writes: Vec::new(),
+            memos: Vec::new(),
             paused_before: false,
             pauses: Vec::new(),
             deltas_since_snapshot: 0,

@@ -16,8 +16,9 @@
 //!   updates, applied in task order.
 
 use super::error::RunError;
+use crate::events::Interrupt;
 use crate::graph::{CompiledGraph, CompiledRouter, Route, Target};
-use crate::ids::{NodeId, TaskId};
+use crate::ids::{InterruptId, NodeId, TaskId};
 use crate::reducer::MergeCtx;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
@@ -273,6 +274,18 @@ pub fn next_tasks<S: State>(
         b.follow(&node.name, &node.edges, node.router.as_ref(), state)?;
     }
     Ok(b.tasks)
+}
+
+/// The pauses that `interrupt_before` asks for ahead of `next`: one per task whose node pauses.
+pub fn pauses_before<S: State>(graph: &CompiledGraph<S>, next: &[TaskSpec]) -> Vec<Interrupt> {
+    next.iter()
+        .filter(|t| graph.node(t.node_id).interrupt_before)
+        .map(|t| Interrupt {
+            id: InterruptId(format!("before:{}", t.id)),
+            node: t.node.to_string(),
+            value: serde_json::Value::Null,
+        })
+        .collect()
 }
 
 /// True when every dependency of `tasks[i]` is done.

@@ -19,7 +19,7 @@ use super::writer::WriterMsg;
 use crate::checkpoint::CheckpointSource;
 use crate::events::{EventSink, Interrupt, RunEvent, RunStatus};
 use crate::ids::{CheckpointId, InterruptId, RunId, ThreadId};
-use crate::node::{NodeContext, NodeError};
+use crate::node::{Memos, NodeContext, NodeError};
 use crate::state::State;
 use kameo::actor::{Actor, ActorRef};
 use kameo::message::{Context, Message};
@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
@@ -61,7 +62,25 @@ pub(crate) struct SupervisorArgs<S: State> {
     pub outcome: oneshot::Sender<Result<RunOutcome<S>, RunError>>,
 }
 
-pub(crate) struct Supervisor<S: State> {
+/// The supervisor actor. Its fields live in one heap block so that the actor's task, which every
+/// live conversation has, stays small (see docs/PERFORMANCE.md, memory per conversation).
+pub(crate) struct Supervisor<S: State>(Box<Run<S>>);
+
+impl<S: State> std::ops::Deref for Supervisor<S> {
+    type Target = Run<S>;
+    fn deref(&self) -> &Run<S> {
+        &self.0
+    }
+}
+
+impl<S: State> std::ops::DerefMut for Supervisor<S> {
+    fn deref_mut(&mut self) -> &mut Run<S> {
+        &mut self.0
+    }
+}
+
+/// A run's bookkeeping, owned by its supervisor.
+pub(crate) struct Run<S: State> {
     sh: Arc<Shared<S>>,
     thread: ThreadId,
     run_id: RunId,
@@ -73,6 +92,8 @@ pub(crate) struct Supervisor<S: State> {
     attempts: Vec<u32>,
     updates: Vec<Option<S::Update>>,
     interrupts: Vec<Option<Interrupt>>,
+    /// The memo store handed to each task's context, to collect what the task memoised.
+    memo_stores: Vec<Option<Arc<Memos>>>,
     running: usize,
     events: EventSink,
     cancel: CancellationToken,
@@ -83,11 +104,12 @@ pub(crate) struct Supervisor<S: State> {
     rng: SmallRng,
     draining: bool,
     pauses: Vec<Interrupt>,
-    me: Option<ActorRef<Self>>,
+    me: Option<ActorRef<Supervisor<S>>>,
+    span: tracing::Span,
 }
 
 impl<S: State> Actor for Supervisor<S> {
-    type Args = SupervisorArgs<S>;
+    type Args = Box<SupervisorArgs<S>>;
     type Error = kameo::error::Infallible;
 
     fn name() -> &'static str {
@@ -95,7 +117,9 @@ impl<S: State> Actor for Supervisor<S> {
     }
 
     async fn on_start(a: Self::Args, me: ActorRef<Self>) -> Result<Self, Self::Error> {
-        let mut s = Self {
+        let a = *a;
+        let span = tracing::info_span!("run", graph = %a.shared.graph.name(), thread = %a.thread, run_id = a.run_id.0);
+        let mut s = Self(Box::new(Run {
             sh: a.shared,
             thread: a.thread,
             run_id: a.run_id,
@@ -107,6 +131,7 @@ impl<S: State> Actor for Supervisor<S> {
             attempts: Vec::new(),
             updates: Vec::new(),
             interrupts: Vec::new(),
+            memo_stores: Vec::new(),
             running: 0,
             events: a.events,
             cancel: a.cancel,
@@ -118,13 +143,14 @@ impl<S: State> Actor for Supervisor<S> {
             draining: false,
             pauses: Vec::new(),
             me: Some(me),
-        };
+            span,
+        }));
         s.reset_step();
         Ok(s)
     }
 }
 
-impl<S: State> Supervisor<S> {
+impl<S: State> Run<S> {
     /// Sets up bookkeeping for `saved.tasks`, reusing saved writes.
     fn reset_step(&mut self) {
         let n = self.saved.tasks.len();
@@ -132,6 +158,10 @@ impl<S: State> Supervisor<S> {
         self.attempts = vec![0; n];
         self.updates = (0..n).map(|_| None).collect();
         self.interrupts = vec![None; n];
+        self.memo_stores = vec![None; n];
+        if self.saved.memos.len() < n {
+            self.saved.memos.resize(n, Default::default());
+        }
         if self.resume.len() != n {
             self.resume.resize(n, None);
         }
@@ -203,6 +233,11 @@ impl<S: State> Supervisor<S> {
         };
         self.attempts[i] += 1;
         let attempt = self.attempts[i];
+        let memos = Arc::new(Memos {
+            saved: self.saved.memos.get(i).cloned().unwrap_or_default(),
+            fresh: Default::default(),
+        });
+        self.memo_stores[i] = Some(memos.clone());
         let ctx = NodeContext {
             task: spec.id,
             node: spec.node.clone(),
@@ -211,6 +246,8 @@ impl<S: State> Supervisor<S> {
             resume: self.resume[i].clone(),
             events: self.events.clone(),
             cancel: self.cancel.clone(),
+            span: self.span.clone(),
+            memos,
         };
         let me = self
             .me
@@ -266,6 +303,13 @@ impl<S: State> Supervisor<S> {
             .total_node_executions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let spec = self.saved.tasks[i].clone();
+        let fresh_memos = self.memo_stores[i]
+            .take()
+            .map(|m| m.take_fresh())
+            .unwrap_or_default();
+        if let Some(kept) = self.saved.memos.get_mut(i) {
+            kept.extend(fresh_memos.iter().cloned());
+        }
         self.events.emit(|| RunEvent::NodeFinished {
             node: spec.node.to_string(),
             task: spec.id,
@@ -290,8 +334,11 @@ impl<S: State> Supervisor<S> {
                     value,
                 };
                 if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
-                    let w = persist::interrupt_write(&spec, &int)?;
-                    self.save_writes(vec![w]).await?;
+                    // What the task memoised before it paused is saved with the pause, so a
+                    // resume (in this process or another) does not redo it.
+                    let mut writes = persist::memo_writes(&spec, &fresh_memos)?;
+                    writes.push(persist::interrupt_write(&spec, &int)?);
+                    self.save_writes(writes).await?;
                 }
                 self.interrupts[i] = Some(int);
                 self.slots[i] = Slot::Interrupted;
@@ -424,10 +471,6 @@ impl<S: State> Supervisor<S> {
             .iter()
             .filter(|t| graph.node(t.node_id).interrupt_after)
             .collect();
-        let pause_before: Vec<&TaskSpec> = next
-            .iter()
-            .filter(|t| graph.node(t.node_id).interrupt_before)
-            .collect();
         let pauses: Vec<Interrupt> = if !next.is_empty() && !pause_after.is_empty() {
             pause_after
                 .iter()
@@ -438,14 +481,7 @@ impl<S: State> Supervisor<S> {
                 })
                 .collect()
         } else {
-            pause_before
-                .iter()
-                .map(|t| Interrupt {
-                    id: InterruptId(format!("before:{}", t.id)),
-                    node: t.node.to_string(),
-                    value: serde_json::Value::Null,
-                })
-                .collect()
+            superstep::pauses_before(graph, &next)
         };
         if self.durable() {
             let extra = if pauses.is_empty() {
@@ -470,6 +506,7 @@ impl<S: State> Supervisor<S> {
         }
         self.saved.tasks = next;
         self.saved.writes = Vec::new();
+        self.saved.memos = Vec::new();
         self.resume = Vec::new();
         self.reset_step();
         if self.saved.tasks.is_empty() {
@@ -635,6 +672,13 @@ impl<S: State> Message<Kick> for Supervisor<S> {
     type Reply = ();
 
     async fn handle(&mut self, _: Kick, ctx: &mut Context<Self, ()>) {
+        let span = self.span.clone();
+        async move { self.kick(ctx).await }.instrument(span).await
+    }
+}
+
+impl<S: State> Supervisor<S> {
+    async fn kick(&mut self, ctx: &mut Context<Self, ()>) {
         self.events.emit(|| RunEvent::RunStarted {
             run_id: self.run_id,
             thread_id: self.thread.clone(),
@@ -660,8 +704,13 @@ impl<S: State> Message<TaskDone<S>> for Supervisor<S> {
         if self.outcome.is_none() {
             return;
         }
-        let r = self.on_done(done).await;
-        self.handle_result(r).await;
+        let span = self.span.clone();
+        async {
+            let r = self.on_done(done).await;
+            self.handle_result(r).await;
+        }
+        .instrument(span)
+        .await;
         if self.outcome.is_none() {
             ctx.stop();
         }
@@ -677,8 +726,13 @@ impl<S: State> Message<Retry> for Supervisor<S> {
             return;
         }
         self.slots[i] = Slot::Waiting;
-        let r = self.advance().await;
-        self.handle_result(r).await;
+        let span = self.span.clone();
+        async {
+            let r = self.advance().await;
+            self.handle_result(r).await;
+        }
+        .instrument(span)
+        .await;
         if self.outcome.is_none() {
             ctx.stop();
         }

@@ -25,38 +25,58 @@ pub(crate) struct AsyncWriter {
 }
 
 impl AsyncWriter {
+    /// Starts the writer on a thread of its own (with a single-threaded runtime), so that a
+    /// backend whose writes run inline (SQLite) overlaps with the runs instead of taking turns
+    /// with them on the caller's workers.
     pub fn spawn(cp: Arc<dyn Checkpointer>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<WriterMsg>();
-        tokio::spawn(async move {
-            let mut errors: HashMap<ThreadId, RunError> = HashMap::new();
-            let mut batch = Vec::new();
-            while rx.recv_many(&mut batch, 256).await > 0 {
-                let mut puts = Vec::new();
-                for msg in batch.drain(..) {
-                    match msg {
-                        WriterMsg::Put(r) => puts.push(r),
-                        other => {
-                            flush_puts(&*cp, &mut puts, &mut errors).await;
-                            match other {
-                                WriterMsg::Writes(t, c, w) => {
-                                    if let Err(e) = cp.put_writes(&t, c, w).await {
-                                        errors.entry(t).or_insert(e.into());
-                                    }
-                                }
-                                WriterMsg::Flush(t, reply) => {
-                                    let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
-                                }
-                                WriterMsg::Put(_) => {}
-                            }
-                        }
-                    }
-                }
-                flush_puts(&*cp, &mut puts, &mut errors).await;
-            }
-        });
+        let (tx, rx) = mpsc::unbounded_channel::<WriterMsg>();
+        let started = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|rt| {
+                std::thread::Builder::new()
+                    .name("planwright-checkpoint-writer".into())
+                    .spawn(move || rt.block_on(run(cp, rx)))
+            });
+        if let Err(e) = started {
+            // Without the thread, every queued write fails the run it belongs to when it flushes.
+            tracing::error!(error = %e, "cannot start the checkpoint writer thread");
+        }
         Self { tx }
     }
+}
 
+/// The writer loop: batches the records queued at each wake-up into one `put_many`, saves task
+/// writes in order, and answers flushes after everything queued before them is stored.
+async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMsg>) {
+    let mut errors: HashMap<ThreadId, RunError> = HashMap::new();
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 256).await > 0 {
+        let mut puts = Vec::new();
+        for msg in batch.drain(..) {
+            match msg {
+                WriterMsg::Put(r) => puts.push(r),
+                other => {
+                    flush_puts(&*cp, &mut puts, &mut errors).await;
+                    match other {
+                        WriterMsg::Writes(t, c, w) => {
+                            if let Err(e) = cp.put_writes(&t, c, w).await {
+                                errors.entry(t).or_insert(e.into());
+                            }
+                        }
+                        WriterMsg::Flush(t, reply) => {
+                            let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
+                        }
+                        WriterMsg::Put(_) => {}
+                    }
+                }
+            }
+        }
+        flush_puts(&*cp, &mut puts, &mut errors).await;
+    }
+}
+
+impl AsyncWriter {
     pub fn send(&self, msg: WriterMsg) -> Result<(), RunError> {
         self.tx
             .send(msg)

@@ -1,0 +1,263 @@
+//! The in-process checkpointer: fast, for tests and for engines that want history and interrupts
+//! without a file. Everything is lost with the process.
+//!
+//! One mutex guards the whole store; every operation is a short critical section with no await
+//! inside, so it never blocks a tokio worker for long.
+
+use super::{
+    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
+};
+use crate::ids::{CheckpointId, ThreadId};
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+#[derive(Default)]
+struct ThreadData {
+    checkpoints: BTreeMap<CheckpointId, CheckpointRecord>,
+    /// Task writes by the checkpoint their superstep runs from.
+    writes: HashMap<CheckpointId, Vec<TaskWrite>>,
+    metadata: Option<serde_json::Value>,
+}
+
+impl ThreadData {
+    fn head(&self) -> Option<CheckpointId> {
+        self.checkpoints.keys().next_back().copied()
+    }
+}
+
+/// Checkpoints kept in process memory (`memory:`).
+#[derive(Default)]
+pub struct MemoryCheckpointer {
+    threads: Mutex<BTreeMap<ThreadId, ThreadData>>,
+}
+
+impl MemoryCheckpointer {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<ThreadId, ThreadData>> {
+        // A panic while holding the lock cannot leave a half-applied change: every mutation below
+        // is a single insert or remove. So a poisoned lock is still consistent.
+        self.threads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn put_one(
+    threads: &mut BTreeMap<ThreadId, ThreadData>,
+    record: CheckpointRecord,
+) -> Result<(), CheckpointError> {
+    let data = threads.entry(record.thread_id.clone()).or_default();
+    let head = data.head();
+    if head != record.parent || record.parent.is_some_and(|p| p >= record.id) {
+        return Err(CheckpointError::Conflict {
+            thread: record.thread_id.clone(),
+            expected: record.parent,
+            found: head,
+        });
+    }
+    data.checkpoints.insert(record.id, record);
+    Ok(())
+}
+
+fn sort_writes(writes: &mut [TaskWrite]) {
+    writes.sort_by(|a, b| (a.task, &a.key).cmp(&(b.task, &b.key)));
+}
+
+#[async_trait]
+impl Checkpointer for MemoryCheckpointer {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
+        put_one(&mut self.lock(), record)
+    }
+
+    async fn put_many(&self, records: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
+        let mut threads = self.lock();
+        records
+            .into_iter()
+            .map(|r| put_one(&mut threads, r))
+            .collect()
+    }
+
+    async fn put_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        writes: Vec<TaskWrite>,
+    ) -> Result<(), CheckpointError> {
+        let mut threads = self.lock();
+        let list = threads
+            .entry(thread.clone())
+            .or_default()
+            .writes
+            .entry(checkpoint)
+            .or_default();
+        for w in writes {
+            match list
+                .iter_mut()
+                .find(|x| x.task == w.task && x.kind == w.kind && x.key == w.key)
+            {
+                Some(existing) => *existing = w,
+                None => list.push(w),
+            }
+        }
+        sort_writes(list);
+        Ok(())
+    }
+
+    async fn get_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<TaskWrite>, CheckpointError> {
+        Ok(self
+            .lock()
+            .get(thread)
+            .and_then(|d| d.writes.get(&checkpoint).cloned())
+            .unwrap_or_default())
+    }
+
+    async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
+        Ok(self.lock().get(thread).and_then(ThreadData::head))
+    }
+
+    async fn get(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<CheckpointRecord, CheckpointError> {
+        self.lock()
+            .get(thread)
+            .and_then(|d| d.checkpoints.get(&id).cloned())
+            .ok_or_else(|| CheckpointError::NotFound {
+                thread: thread.clone(),
+                checkpoint: Some(id),
+            })
+    }
+
+    async fn load_chain(
+        &self,
+        thread: &ThreadId,
+        id: Option<CheckpointId>,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        let threads = self.lock();
+        let Some(data) = threads.get(thread) else {
+            return Ok(Vec::new());
+        };
+        let Some(target) = id.or_else(|| data.head()) else {
+            return Ok(Vec::new());
+        };
+        if !data.checkpoints.contains_key(&target) {
+            return Err(CheckpointError::NotFound {
+                thread: thread.clone(),
+                checkpoint: Some(target),
+            });
+        }
+        let mut chain: Vec<CheckpointRecord> = Vec::new();
+        for (_, r) in data.checkpoints.range(..=target).rev() {
+            chain.push(r.clone());
+            if r.kind == super::BodyKind::Snapshot {
+                break;
+            }
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    async fn list(
+        &self,
+        thread: &ThreadId,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>
+    {
+        let threads = self.lock();
+        let Some(data) = threads.get(thread) else {
+            return Ok(Vec::new());
+        };
+        Ok(data
+            .checkpoints
+            .values()
+            .rev()
+            .filter(|r| before.is_none_or(|b| r.id < b))
+            .take(limit)
+            .map(|r| (r.id, r.parent, r.metadata.clone()))
+            .collect())
+    }
+
+    async fn list_threads(
+        &self,
+        prefix: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<ThreadSummary>, CheckpointError> {
+        Ok(self
+            .lock()
+            .iter()
+            .filter(|(t, _)| t.as_str().starts_with(prefix))
+            .filter_map(|(t, d)| {
+                let head = d.checkpoints.values().next_back()?;
+                Some(ThreadSummary {
+                    thread_id: t.clone(),
+                    head: head.id,
+                    head_metadata: head.metadata.clone(),
+                    metadata: d.metadata.clone().unwrap_or(serde_json::Value::Null),
+                })
+            })
+            .skip(offset)
+            .take(limit)
+            .collect())
+    }
+
+    async fn set_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<(), CheckpointError> {
+        self.lock().entry(thread.clone()).or_default().metadata = Some(metadata);
+        Ok(())
+    }
+
+    async fn thread_metadata(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
+        Ok(self
+            .lock()
+            .get(thread)
+            .map(|d| d.metadata.clone().unwrap_or(serde_json::Value::Null)))
+    }
+
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError> {
+        self.lock().remove(thread);
+        Ok(())
+    }
+
+    async fn prune(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+        snapshot: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        let mut threads = self.lock();
+        let data = threads
+            .get_mut(thread)
+            .filter(|d| d.checkpoints.contains_key(&keep_from))
+            .ok_or_else(|| CheckpointError::NotFound {
+                thread: thread.clone(),
+                checkpoint: Some(keep_from),
+            })?;
+        if let Some(r) = data.checkpoints.get_mut(&keep_from) {
+            r.kind = super::BodyKind::Snapshot;
+            r.body = snapshot;
+        }
+        data.checkpoints = data.checkpoints.split_off(&keep_from);
+        data.writes.retain(|id, _| *id >= keep_from);
+        Ok(())
+    }
+}

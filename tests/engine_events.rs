@@ -1,0 +1,169 @@
+//! The event stream of a run (typed, JSON lines) and interrupts on an in-memory engine.
+
+mod support;
+
+use planwright::graph::{Route, Send, StateGraph, END, START};
+use planwright::runtime::Resume;
+use planwright::{Engine, NodeContext, RunError, RunEvent, RunOptions, RunStatus, ThreadId};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use support::*;
+
+#[tokio::test]
+async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
+    let graph = StateGraph::<Walk>::new("events")
+        .add_sync_node("a", |_: &Walk, ctx: &NodeContext| {
+            ctx.emit(json!({"progress": 0.5}));
+            Ok(WalkUpdate::default().trace(vec!["a".into()]))
+        })
+        .add_sync_node("b", |_: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default().count(7))
+        })
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", END)
+        .compile()
+        .unwrap();
+    let engine = Engine::new(graph).await;
+    let mut h = engine
+        .start(
+            ThreadId::new("t"),
+            WalkUpdate::default(),
+            RunOptions::streaming(),
+        )
+        .await
+        .unwrap();
+    let mut rx = h.events.take().unwrap();
+    let out = h.wait().await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(&e.to_json_line()).unwrap();
+            v["event"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "node_started",
+            "custom",
+            "node_finished",
+            "state_updated",
+            "node_started",
+            "node_finished",
+            "state_updated",
+            "run_finished"
+        ]
+    );
+    assert!(
+        matches!(&events[2], RunEvent::Custom { node, payload, .. } if node == "a" && payload["progress"] == 0.5)
+    );
+    assert!(
+        matches!(&events[7], RunEvent::StateUpdated { nodes, updates, .. } if nodes == &["b"] && updates[0]["count"] == 7)
+    );
+    assert!(matches!(
+        events.last(),
+        Some(RunEvent::RunFinished {
+            status: RunStatus::Finished,
+            steps: 2,
+            node_executions: 2
+        })
+    ));
+    assert_eq!(out.state.count, 7);
+    // Every line round-trips.
+    for e in &events {
+        let back: RunEvent = serde_json::from_str(&e.to_json_line()).unwrap();
+        assert_eq!(&back, e);
+    }
+}
+
+/// `split` sends two `ask` tasks; each asks a question; `join` records the answers.
+fn asking_graph() -> StateGraph<Walk> {
+    StateGraph::new("asking")
+        .add_sync_node("split", |_: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default())
+        })
+        .add_conditional_edges(
+            "split",
+            |_: &Walk| {
+                Route::Send(vec![
+                    Send::new("ask", json!("x")),
+                    Send::new("ask", json!("y")),
+                ])
+            },
+            ["ask"],
+        )
+        .add_node("ask", |_s: Arc<Walk>, ctx: NodeContext| async move {
+            let q = ctx.input().cloned().unwrap_or_default();
+            let answer = ctx.interrupt(json!({ "question": q }))?;
+            Ok(WalkUpdate::default().trace(vec![format!(
+                "{}={}",
+                q.as_str().unwrap_or("?"),
+                answer
+            )]))
+        })
+        .add_sync_node("join", |s: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default().count(s.trace.len() as u64))
+        })
+        .add_edge(START, "split")
+        .add_edge("ask", "join")
+        .add_edge("join", END)
+}
+
+#[tokio::test]
+async fn parallel_interrupts_get_distinct_ids_and_resume_by_id() {
+    let engine = Engine::new(asking_graph().compile().unwrap()).await;
+    let thread = ThreadId::new("t");
+    let out = engine
+        .run(thread.clone(), WalkUpdate::default(), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Interrupted);
+    assert_eq!(out.interrupts.len(), 2);
+    assert_ne!(out.interrupts[0].id, out.interrupts[1].id);
+    assert_eq!(out.interrupts[0].value, json!({"question": "x"}));
+
+    // One value for two pending interrupts is ambiguous: an error, and nothing changes.
+    let err = engine
+        .resume(
+            thread.clone(),
+            Resume::Value(json!(1)),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RunError::BadResume { .. }), "{err}");
+    // An unknown id is an error naming it.
+    let mut bad = BTreeMap::new();
+    bad.insert("nope".to_string(), json!(1));
+    bad.insert(out.interrupts[0].id.0.clone(), json!(1));
+    let err = engine
+        .resume(thread.clone(), Resume::ById(bad), RunOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+
+    let mut answers = BTreeMap::new();
+    answers.insert(out.interrupts[0].id.0.clone(), json!("X"));
+    answers.insert(out.interrupts[1].id.0.clone(), json!("Y"));
+    let done = engine
+        .resume(thread.clone(), Resume::ById(answers), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Finished);
+    assert_eq!(done.state.trace, ["x=\"X\"", "y=\"Y\""]);
+    assert_eq!(done.state.count, 2);
+
+    // The thread is no longer interrupted.
+    let err = engine
+        .resume(thread, Resume::Value(json!(1)), RunOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RunError::NotInterrupted(_)), "{err}");
+}

@@ -1,0 +1,381 @@
+//! The one conformance suite every checkpointer backend passes (`tests/checkpoint_conformance.rs`).
+//! Each check uses thread ids under a unique prefix, so backends shared between runs (PostgreSQL)
+//! need no cleanup between them.
+
+use planwright::checkpoint::{
+    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource,
+    Checkpointer, TaskWrite, WriteKind,
+};
+use planwright::{CheckpointId, TaskId, ThreadId};
+use std::sync::Arc;
+
+/// A record of `thread` with id `id` on `parent`, body `body`.
+pub fn rec(
+    thread: &ThreadId,
+    id: u64,
+    parent: Option<u64>,
+    kind: BodyKind,
+    body: &str,
+) -> CheckpointRecord {
+    CheckpointRecord {
+        thread_id: thread.clone(),
+        id: CheckpointId(id),
+        parent: parent.map(CheckpointId),
+        graph_fingerprint: "fp".into(),
+        kind,
+        body: body.as_bytes().to_vec(),
+        next_tasks: b"[]".to_vec(),
+        metadata: CheckpointMetadata {
+            step: id,
+            source: CheckpointSource::Loop,
+            nodes: vec![format!("n{id}")],
+            created_at_ms: 1_700_000_000_000 + id,
+            extra: serde_json::json!({"id": id}),
+        },
+    }
+}
+
+fn write(step: u64, index: u32, kind: WriteKind, key: &str, payload: &str) -> TaskWrite {
+    TaskWrite {
+        task: TaskId { step, index },
+        node: format!("node{index}"),
+        kind,
+        key: key.into(),
+        payload: payload.as_bytes().to_vec(),
+    }
+}
+
+fn ids(chain: &[CheckpointRecord]) -> Vec<u64> {
+    chain.iter().map(|r| r.id.0).collect()
+}
+
+/// Runs every check against `cp`. `prefix` must be unique to this run.
+pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
+    conditional_put(&*cp, prefix).await;
+    chains_and_get(&*cp, prefix).await;
+    writes_are_idempotent_and_ordered(&*cp, prefix).await;
+    listing(&*cp, prefix).await;
+    metadata_delete_and_prune(&*cp, prefix).await;
+    big_bodies(&*cp, prefix).await;
+    concurrent_writers(cp.clone(), prefix).await;
+    batches(&*cp, prefix).await;
+}
+
+async fn conditional_put(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/put"));
+    assert_eq!(cp.head(&t).await.unwrap(), None);
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    // A second "first" checkpoint would fork the thread.
+    let err = cp
+        .put(rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckpointError::Conflict {
+                found: Some(CheckpointId(1)),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    cp.put(rec(&t, 2, Some(1), BodyKind::Delta, "[1]"))
+        .await
+        .unwrap();
+    // Building on an old parent is a conflict naming the real head; nothing is stored.
+    let err = cp
+        .put(rec(&t, 3, Some(1), BodyKind::Delta, "[2]"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckpointError::Conflict {
+                expected: Some(CheckpointId(1)),
+                found: Some(CheckpointId(2)),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(2)));
+    assert!(matches!(
+        cp.get(&t, CheckpointId(3)).await.unwrap_err(),
+        CheckpointError::NotFound { .. }
+    ));
+}
+
+async fn chains_and_get(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/chain"));
+    let kinds = [
+        BodyKind::Snapshot,
+        BodyKind::Delta,
+        BodyKind::Delta,
+        BodyKind::Snapshot,
+        BodyKind::Delta,
+    ];
+    for (i, k) in kinds.iter().enumerate() {
+        let id = i as u64 + 1;
+        cp.put(rec(
+            &t,
+            id,
+            (id > 1).then(|| id - 1),
+            *k,
+            &format!("body{id}"),
+        ))
+        .await
+        .unwrap();
+    }
+    assert_eq!(ids(&cp.load_chain(&t, None).await.unwrap()), [4, 5]);
+    assert_eq!(
+        ids(&cp.load_chain(&t, Some(CheckpointId(3))).await.unwrap()),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        ids(&cp.load_chain(&t, Some(CheckpointId(4))).await.unwrap()),
+        [4]
+    );
+    assert!(matches!(
+        cp.load_chain(&t, Some(CheckpointId(9))).await.unwrap_err(),
+        CheckpointError::NotFound { .. }
+    ));
+    let nobody = ThreadId::new(format!("{prefix}/nobody"));
+    assert!(cp.load_chain(&nobody, None).await.unwrap().is_empty());
+    let got = cp.get(&t, CheckpointId(2)).await.unwrap();
+    assert_eq!(
+        got,
+        rec(&t, 2, Some(1), BodyKind::Delta, "body2"),
+        "round trip"
+    );
+}
+
+async fn writes_are_idempotent_and_ordered(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/writes"));
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    cp.put_writes(
+        &t,
+        CheckpointId(1),
+        vec![write(2, 1, WriteKind::Update, "", "b")],
+    )
+    .await
+    .unwrap();
+    cp.put_writes(
+        &t,
+        CheckpointId(1),
+        vec![
+            write(2, 0, WriteKind::Update, "", "a"),
+            write(2, 1, WriteKind::Update, "", "b2"),
+            write(2, 0, WriteKind::Memo, "k", "m"),
+        ],
+    )
+    .await
+    .unwrap();
+    let got = cp.get_writes(&t, CheckpointId(1)).await.unwrap();
+    let summary: Vec<(u32, WriteKind, &str, &[u8])> = got
+        .iter()
+        .map(|w| (w.task.index, w.kind, w.key.as_str(), w.payload.as_slice()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (0, WriteKind::Update, "", &b"a"[..]),
+            (0, WriteKind::Memo, "k", &b"m"[..]),
+            (1, WriteKind::Update, "", &b"b2"[..]),
+        ]
+    );
+    assert!(cp.get_writes(&t, CheckpointId(2)).await.unwrap().is_empty());
+}
+
+async fn listing(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/list/a"));
+    for id in 1..=5 {
+        let kind = if id == 1 {
+            BodyKind::Snapshot
+        } else {
+            BodyKind::Delta
+        };
+        cp.put(rec(&t, id, (id > 1).then(|| id - 1), kind, "x"))
+            .await
+            .unwrap();
+    }
+    let all = cp.list(&t, None, 100).await.unwrap();
+    assert_eq!(
+        all.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>(),
+        [5, 4, 3, 2, 1]
+    );
+    assert_eq!(all[0].1, Some(CheckpointId(4)));
+    assert_eq!(all[0].2.nodes, ["n5"]);
+    let page = cp.list(&t, Some(CheckpointId(4)), 2).await.unwrap();
+    assert_eq!(
+        page.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>(),
+        [3, 2]
+    );
+    for name in ["b", "c"] {
+        let other = ThreadId::new(format!("{prefix}/list/{name}"));
+        cp.put(rec(&other, 1, None, BodyKind::Snapshot, "x"))
+            .await
+            .unwrap();
+    }
+    // A thread with metadata but no checkpoint is not listed.
+    cp.set_thread_metadata(
+        &ThreadId::new(format!("{prefix}/list/d")),
+        serde_json::json!(1),
+    )
+    .await
+    .unwrap();
+    let threads = cp
+        .list_threads(&format!("{prefix}/list/"), 10, 0)
+        .await
+        .unwrap();
+    let names: Vec<&str> = threads.iter().map(|s| s.thread_id.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("{prefix}/list/a"),
+            format!("{prefix}/list/b"),
+            format!("{prefix}/list/c")
+        ]
+    );
+    assert_eq!(threads[0].head, CheckpointId(5));
+    assert_eq!(threads[0].head_metadata.step, 5);
+    let page = cp
+        .list_threads(&format!("{prefix}/list/"), 1, 1)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].thread_id.as_str(), format!("{prefix}/list/b"));
+    // A prefix is literal, not a pattern.
+    assert!(cp
+        .list_threads(&format!("{prefix}/list/%"), 10, 0)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn metadata_delete_and_prune(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/meta"));
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), None);
+    cp.set_thread_metadata(&t, serde_json::json!({"owner": "ann"}))
+        .await
+        .unwrap();
+    for id in 1..=6 {
+        let kind = if id == 1 {
+            BodyKind::Snapshot
+        } else {
+            BodyKind::Delta
+        };
+        cp.put(rec(
+            &t,
+            id,
+            (id > 1).then(|| id - 1),
+            kind,
+            &format!("b{id}"),
+        ))
+        .await
+        .unwrap();
+        cp.put_writes(
+            &t,
+            CheckpointId(id),
+            vec![write(id + 1, 0, WriteKind::Update, "", "w")],
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        cp.thread_metadata(&t).await.unwrap(),
+        Some(serde_json::json!({"owner": "ann"})),
+        "metadata survives checkpoints"
+    );
+    cp.prune(&t, CheckpointId(4), b"snap4".to_vec())
+        .await
+        .unwrap();
+    let chain = cp.load_chain(&t, None).await.unwrap();
+    assert_eq!(ids(&chain), [4, 5, 6]);
+    assert_eq!(chain[0].kind, BodyKind::Snapshot);
+    assert_eq!(chain[0].body, b"snap4");
+    assert_eq!(cp.list(&t, None, 100).await.unwrap().len(), 3);
+    assert!(cp.get_writes(&t, CheckpointId(3)).await.unwrap().is_empty());
+    assert_eq!(cp.get_writes(&t, CheckpointId(4)).await.unwrap().len(), 1);
+    assert!(matches!(
+        cp.prune(&t, CheckpointId(2), vec![]).await.unwrap_err(),
+        CheckpointError::NotFound { .. }
+    ));
+    cp.delete_thread(&t).await.unwrap();
+    assert_eq!(cp.head(&t).await.unwrap(), None);
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), None);
+    assert!(cp.get_writes(&t, CheckpointId(4)).await.unwrap().is_empty());
+    cp.delete_thread(&t).await.unwrap();
+    // The id can start over after a delete.
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, "again"))
+        .await
+        .unwrap();
+}
+
+async fn big_bodies(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/big"));
+    let body: String = (0..5_000_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, &body))
+        .await
+        .unwrap();
+    assert_eq!(
+        cp.get(&t, CheckpointId(1)).await.unwrap().body.len(),
+        5_000_000
+    );
+}
+
+async fn concurrent_writers(cp: Arc<dyn Checkpointer>, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/race"));
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    let attempts = (0..16).map(|i| {
+        let cp = cp.clone();
+        let t = t.clone();
+        tokio::spawn(async move {
+            cp.put(rec(&t, 2, Some(1), BodyKind::Delta, &format!("w{i}")))
+                .await
+        })
+    });
+    let results = futures::future::join_all(attempts).await;
+    let won = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+    let conflicts = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Err(CheckpointError::Conflict { .. }))))
+        .count();
+    assert_eq!(
+        (won, conflicts),
+        (1, 15),
+        "exactly one writer extends a parent"
+    );
+    assert_eq!(cp.list(&t, None, 10).await.unwrap().len(), 2);
+}
+
+async fn batches(cp: &dyn Checkpointer, prefix: &str) {
+    let a = ThreadId::new(format!("{prefix}/batch/a"));
+    let b = ThreadId::new(format!("{prefix}/batch/b"));
+    cp.put(rec(&b, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    let results = cp
+        .put_many(vec![
+            rec(&a, 1, None, BodyKind::Snapshot, "{}"),
+            rec(&b, 1, None, BodyKind::Snapshot, "{}"),
+            rec(&a, 2, Some(1), BodyKind::Delta, "[]"),
+        ])
+        .await;
+    assert!(results[0].is_ok());
+    assert!(matches!(results[1], Err(CheckpointError::Conflict { .. })));
+    assert!(
+        results[2].is_ok(),
+        "a batch may extend its own earlier record"
+    );
+    assert_eq!(cp.head(&a).await.unwrap(), Some(CheckpointId(2)));
+    assert_eq!(cp.head(&b).await.unwrap(), Some(CheckpointId(1)));
+}
