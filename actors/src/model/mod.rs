@@ -1,0 +1,162 @@
+//! Models: one chat interface with structured output, and its providers.
+//!
+//! Planners never talk to a provider directly: each has a small policy trait (what it asks) with
+//! an offline implementation and one that drives any [`ChatModel`]. Providers: [`OpenAiModel`]
+//! (any OpenAI-compatible server over HTTP), [`SimulatedModel`] (seeded latency, errors and
+//! malformed output around the offline answers, for load tests) and [`ScriptedModel`] (queued
+//! answers, for tests). [`ask`] turns a chat reply into a typed value: it parses the JSON, checks
+//! it against the request's JSON schema, and retries once with the error fed back before giving up
+//! with [`ModelError::Malformed`].
+
+mod error;
+mod openai;
+mod schema;
+mod scripted;
+mod simulated;
+mod spec;
+mod stats;
+
+pub use error::ModelError;
+pub use openai::{OpenAiConfig, OpenAiModel};
+pub use schema::validate;
+pub use scripted::ScriptedModel;
+pub use simulated::{SimConfig, SimulatedModel};
+pub use spec::ModelSpec;
+pub use stats::{CountedModel, ModelStats, ModelStatsSnapshot};
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Who says a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The asker.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who says it.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+}
+
+/// A structured chat request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The call kind (`create_plan`, `decide`, ...): for statistics, scripts and the simulator.
+    pub call: String,
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// JSON Schema of the answer (an object schema).
+    pub schema: serde_json::Value,
+    /// The structured input the prompt was built from. HTTP providers ignore it; the simulator
+    /// hands it to the offline responder.
+    pub input: serde_json::Value,
+}
+
+/// Tokens a call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+    fn add(self, o: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+        }
+    }
+}
+
+/// A raw chat reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatReply {
+    /// The answer text (JSON when the request had a schema).
+    pub content: String,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// A chat model.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// A short name for reports.
+    fn name(&self) -> &str;
+    /// One chat completion.
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError>;
+}
+
+/// An offline answer for one call kind: the JSON the offline policy answers to a request.
+pub type Responder =
+    Arc<dyn Fn(&ChatRequest) -> Result<serde_json::Value, ModelError> + Send + Sync>;
+
+/// Sends `req`, parses the reply as JSON and checks it against `req.schema`. An answer that does
+/// not parse or does not match is retried once with the problem fed back to the model; a second
+/// failure is [`ModelError::Malformed`]. Usage sums both attempts.
+pub async fn ask<T: serde::de::DeserializeOwned>(
+    model: &dyn ChatModel,
+    req: ChatRequest,
+) -> Result<(T, Usage), ModelError> {
+    let mut req = req;
+    let first = model.chat(&req).await?;
+    let problem = match decode::<T>(&first.content, &req.schema) {
+        Ok(v) => return Ok((v, first.usage)),
+        Err(problem) => problem,
+    };
+    req.messages.push(ChatMessage {
+        role: Role::Assistant,
+        content: first.content,
+    });
+    req.messages.push(ChatMessage::user(format!(
+        "Your answer was not valid: {problem}. Answer again with JSON that matches the schema exactly."
+    )));
+    let second = model.chat(&req).await?;
+    let usage = first.usage + second.usage;
+    decode::<T>(&second.content, &req.schema)
+        .map(|v| (v, usage))
+        .map_err(|detail| ModelError::Malformed {
+            call: req.call.clone(),
+            detail,
+        })
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    content: &str,
+    schema: &serde_json::Value,
+) -> Result<T, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(content.trim()).map_err(|e| format!("not JSON ({e})"))?;
+    validate(&value, schema).map_err(|errors| errors.join("; "))?;
+    serde_json::from_value(value).map_err(|e| format!("does not fit the answer type ({e})"))
+}

@@ -1,0 +1,306 @@
+//! A client for OpenAI-compatible chat completion servers (OpenAI, vLLM, llama.cpp server,
+//! Ollama): JSON-schema structured output, a per-request timeout, retries with exponential
+//! backoff and jitter on 429 and 5xx (honouring `Retry-After`, in seconds or as an HTTP date) and
+//! on transport failures, no retry on other 4xx, and a concurrency limit per provider.
+
+use super::{ChatModel, ChatReply, ChatRequest, ModelError, Usage};
+use rand::Rng;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// Settings of the HTTP provider.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenAiConfig {
+    /// Base URL, up to and including `/v1`.
+    pub base_url: String,
+    /// Bearer token (`None` for local servers that need none).
+    pub api_key: Option<String>,
+    /// Model name.
+    pub model: String,
+    /// Limit for one request, including reading the answer.
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff; doubles each retry, with jitter, capped at 30 s.
+    pub initial_backoff: Duration,
+    /// Requests in flight at once.
+    pub max_concurrency: usize,
+}
+
+impl OpenAiConfig {
+    /// Defaults for `model` at `base_url`.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            timeout: Duration::from_secs(60),
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_concurrency: 16,
+        }
+    }
+
+    /// From `OPENAI_BASE_URL` (default `https://api.openai.com/v1`), `OPENAI_API_KEY` and
+    /// `PLANWRIGHT_MODEL` (required).
+    pub fn from_env() -> Result<Self, ModelError> {
+        let model = std::env::var("PLANWRIGHT_MODEL")
+            .ok()
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                ModelError::Config(
+                "set PLANWRIGHT_MODEL to the model name (and OPENAI_BASE_URL for a local server)"
+                    .into(),
+            )
+            })?;
+        let base = std::env::var("OPENAI_BASE_URL")
+            .unwrap_or_else(|_| "https://api.openai.com/v1".to_string());
+        let mut cfg = Self::new(base, model);
+        cfg.api_key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty());
+        Ok(cfg)
+    }
+}
+
+/// The HTTP provider.
+pub struct OpenAiModel {
+    cfg: OpenAiConfig,
+    client: reqwest::Client,
+    limit: Semaphore,
+    name: String,
+}
+
+impl OpenAiModel {
+    /// A client for `cfg`.
+    pub fn new(cfg: OpenAiConfig) -> Result<Self, ModelError> {
+        if !(cfg.base_url.starts_with("http://") || cfg.base_url.starts_with("https://")) {
+            return Err(ModelError::Config(format!(
+                "OPENAI_BASE_URL `{}` is not an http(s) URL",
+                cfg.base_url
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ModelError::Config(format!("HTTP client: {e}")))?;
+        Ok(Self {
+            name: format!("openai:{}", cfg.model),
+            limit: Semaphore::new(cfg.max_concurrency.max(1)),
+            client,
+            cfg,
+        })
+    }
+
+    fn body(&self, req: &ChatRequest) -> Value {
+        json!({
+            "model": self.cfg.model,
+            "messages": req.messages,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name(&req.call), "schema": req.schema, "strict": true}
+            }
+        })
+    }
+
+    /// One attempt: the reply, or an error with the wait a retry should respect.
+    async fn attempt(&self, body: &Value) -> Result<ChatReply, ModelError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.cfg.base_url.trim_end_matches('/')
+        );
+        let mut request = self.client.post(url).json(body);
+        if let Some(key) = &self.cfg.api_key {
+            request = request.bearer_auth(key);
+        }
+        let exchange = async {
+            let resp = request.send().await.map_err(transport)?;
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let text = resp.text().await.map_err(transport)?;
+            Ok::<_, ModelError>((status, retry_after, text))
+        };
+        let (status, retry_after, text) = tokio::time::timeout(self.cfg.timeout, exchange)
+            .await
+            .map_err(|_| ModelError::Timeout(self.cfg.timeout))??;
+        match status {
+            200..=299 => parse_reply(&text),
+            429 => Err(ModelError::RateLimited { retry_after }),
+            _ => Err(ModelError::Server {
+                status,
+                body: text.chars().take(300).collect(),
+            }),
+        }
+    }
+
+    fn backoff(&self, retry: u32, error: &ModelError) -> Duration {
+        let base = self
+            .cfg
+            .initial_backoff
+            .saturating_mul(1u32 << retry.min(16))
+            .min(Duration::from_secs(30));
+        let jittered = base.mul_f64(0.5 + rand::rng().random::<f64>() * 0.5);
+        match error {
+            ModelError::RateLimited {
+                retry_after: Some(after),
+            } => jittered.max(*after),
+            _ => jittered,
+        }
+    }
+}
+
+fn transport(e: reqwest::Error) -> ModelError {
+    ModelError::Transport(e.to_string())
+}
+
+fn schema_name(call: &str) -> String {
+    let name: String = call
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "answer".into()
+    } else {
+        name
+    }
+}
+
+/// `Retry-After` as seconds or as an HTTP date.
+pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
+    if let Ok(secs) = v.trim().parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(v.trim()).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+fn parse_reply(text: &str) -> Result<ChatReply, ModelError> {
+    let bad = |what: &str| ModelError::Server {
+        status: 200,
+        body: format!(
+            "unexpected response ({what}): {}",
+            text.chars().take(200).collect::<String>()
+        ),
+    };
+    let v: Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
+    let message = &v["choices"][0]["message"];
+    if let Some(reason) = message["refusal"].as_str() {
+        return Err(ModelError::Refused {
+            reason: reason.to_string(),
+        });
+    }
+    let content = message["content"]
+        .as_str()
+        .ok_or_else(|| bad("no choices[0].message.content"))?;
+    Ok(ChatReply {
+        content: content.to_string(),
+        usage: Usage {
+            prompt_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        },
+    })
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let _permit =
+            self.limit.acquire().await.map_err(|_| {
+                ModelError::Config("the provider's concurrency limiter closed".into())
+            })?;
+        let body = self.body(req);
+        let mut retry = 0;
+        loop {
+            match self.attempt(&body).await {
+                Ok(reply) => return Ok(reply),
+                Err(e) if e.is_transient() && retry < self.cfg.max_retries => {
+                    let wait = self.backoff(retry, &e);
+                    tracing::debug!(call = %req.call, error = %e, ?wait, "retrying model call");
+                    tokio::time::sleep(wait).await;
+                    retry += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        let later = std::time::SystemTime::now() + Duration::from_secs(120);
+        let d = parse_retry_after(&httpdate::fmt_http_date(later)).unwrap();
+        assert!(
+            d > Duration::from_secs(100) && d <= Duration::from_secs(120),
+            "{d:?}"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_honours_retry_after() {
+        let mut cfg = OpenAiConfig::new("http://x", "m");
+        cfg.initial_backoff = Duration::from_millis(100);
+        let m = OpenAiModel::new(cfg).unwrap();
+        let server = ModelError::Server {
+            status: 500,
+            body: String::new(),
+        };
+        for retry in 0..4 {
+            let full = Duration::from_millis(100 << retry);
+            let d = m.backoff(retry, &server);
+            assert!(d >= full / 2 && d <= full, "retry {retry}: {d:?}");
+        }
+        let limited = ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(7)),
+        };
+        assert!(m.backoff(0, &limited) >= Duration::from_secs(7));
+        assert!(m.backoff(40, &server) <= Duration::from_secs(30), "capped");
+    }
+
+    #[test]
+    fn replies_refusals_and_junk() {
+        let ok = parse_reply(r#"{"choices":[{"message":{"content":"{\"a\":1}"}}],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#).unwrap();
+        assert_eq!(ok.content, "{\"a\":1}");
+        assert_eq!(
+            ok.usage,
+            Usage {
+                prompt_tokens: 7,
+                completion_tokens: 3
+            }
+        );
+        let refused = parse_reply(r#"{"choices":[{"message":{"content":null,"refusal":"no"}}]}"#)
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            ModelError::Refused {
+                reason: "no".into()
+            }
+        );
+        assert!(matches!(
+            parse_reply("<html>").unwrap_err(),
+            ModelError::Server { status: 200, .. }
+        ));
+    }
+}

@@ -1,0 +1,218 @@
+//! A simulated model for load tests: answers come from the offline responders, so planners still
+//! make progress, wrapped in a seeded latency distribution (lognormal, fitted to a p50 and a p99),
+//! an error rate and a malformed-output rate. Latency uses tokio's clock, so tests run it under
+//! paused time; the same seed gives the same sequence of latencies and faults.
+
+use super::scripted::estimate_tokens;
+use super::{ChatModel, ChatReply, ChatRequest, ModelError, Responder, Usage};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The simulator's settings: `sim:p50=200ms,p99=900ms,errors=0.01,malformed=0.0,seed=7`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Median latency (default 200 ms).
+    pub p50: Duration,
+    /// 99th percentile latency (default 4.5 × p50).
+    pub p99: Duration,
+    /// Share of calls that fail, as rate limits, 503s and timeouts in turn (default 0).
+    pub errors: f64,
+    /// Share of calls whose answer is not valid JSON (default 0).
+    pub malformed: f64,
+    /// Random seed (default 1).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            p50: Duration::from_millis(200),
+            p99: Duration::from_millis(900),
+            errors: 0.0,
+            malformed: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+fn parse_duration(key: &str, v: &str) -> Result<Duration, ModelError> {
+    let bad = || {
+        ModelError::Config(format!(
+            "`{key}={v}`: expected a duration like 200ms or 1.5s"
+        ))
+    };
+    let (num, unit) = match v.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => v.split_at(i),
+        None => (v, "ms"),
+    };
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    if !(n.is_finite() && n >= 0.0) {
+        return Err(bad());
+    }
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "us" | "µs" => n / 1e6,
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_rate(key: &str, v: &str) -> Result<f64, ModelError> {
+    match v.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(ModelError::Config(format!(
+            "`{key}={v}`: expected a rate between 0 and 1"
+        ))),
+    }
+}
+
+impl std::str::FromStr for SimConfig {
+    type Err = ModelError;
+
+    /// Parses `p50=…,p99=…,errors=…,malformed=…,seed=…` (with or without the `sim:` prefix); every
+    /// key is optional.
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        let body = s
+            .strip_prefix("sim:")
+            .or_else(|| s.strip_prefix("sim"))
+            .unwrap_or(s);
+        let mut cfg = SimConfig::default();
+        let mut p99_given = false;
+        for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| ModelError::Config(format!("`{part}`: expected key=value")))?;
+            match k {
+                "p50" => cfg.p50 = parse_duration(k, v)?,
+                "p99" => {
+                    cfg.p99 = parse_duration(k, v)?;
+                    p99_given = true;
+                }
+                "errors" => cfg.errors = parse_rate(k, v)?,
+                "malformed" => cfg.malformed = parse_rate(k, v)?,
+                "seed" => {
+                    cfg.seed = v.parse().map_err(|_| {
+                        ModelError::Config(format!("`seed={v}`: expected an unsigned integer"))
+                    })?
+                }
+                other => {
+                    return Err(ModelError::Config(format!(
+                        "unknown simulator setting `{other}` (known: p50, p99, errors, malformed, seed)"
+                    )))
+                }
+            }
+        }
+        if !p99_given {
+            cfg.p99 = cfg.p50.mul_f64(4.5);
+        }
+        if cfg.p99 < cfg.p50 {
+            return Err(ModelError::Config(format!(
+                "p99 ({:?}) is below p50 ({:?})",
+                cfg.p99, cfg.p50
+            )));
+        }
+        Ok(cfg)
+    }
+}
+
+/// The simulated provider.
+pub struct SimulatedModel {
+    cfg: SimConfig,
+    responders: HashMap<String, Responder>,
+    rng: Mutex<SmallRng>,
+}
+
+impl SimulatedModel {
+    /// A simulator answering with `responders` (by call kind).
+    pub fn new(cfg: SimConfig, responders: HashMap<String, Responder>) -> Self {
+        let rng = SmallRng::seed_from_u64(cfg.seed);
+        Self {
+            cfg,
+            responders,
+            rng: Mutex::new(rng),
+        }
+    }
+
+    /// One draw: (latency, fault) where fault is 0 none, 1 error, 2 malformed.
+    fn draw(&self) -> (Duration, u8, u64) {
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        // Lognormal: ln L ~ N(mu, sigma) with exp(mu) = p50 and exp(mu + 2.326 sigma) = p99.
+        let p50 = self.cfg.p50.as_secs_f64();
+        let p99 = self.cfg.p99.as_secs_f64();
+        let latency = if p50 <= 0.0 {
+            0.0
+        } else {
+            let sigma = (p99 / p50).ln().max(0.0) / 2.326_348;
+            let (u1, u2): (f64, f64) = (rng.random::<f64>().max(f64::MIN_POSITIVE), rng.random());
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            p50 * (sigma * z).exp()
+        };
+        let roll: f64 = rng.random();
+        let fault = if roll < self.cfg.errors {
+            1
+        } else if roll < self.cfg.errors + self.cfg.malformed {
+            2
+        } else {
+            0
+        };
+        (
+            Duration::from_secs_f64(latency.min(3600.0)),
+            fault,
+            rng.random(),
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for SimulatedModel {
+    fn name(&self) -> &str {
+        "sim"
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let (latency, fault, pick) = self.draw();
+        tokio::time::sleep(latency).await;
+        match fault {
+            1 => {
+                return Err(match pick % 3 {
+                    0 => ModelError::RateLimited {
+                        retry_after: Some(Duration::from_millis(100)),
+                    },
+                    1 => ModelError::Server {
+                        status: 503,
+                        body: "simulated outage".into(),
+                    },
+                    _ => ModelError::Timeout(latency),
+                })
+            }
+            2 => {
+                return Ok(ChatReply {
+                    content: "{\"simulated\": malformed".into(),
+                    usage: Usage {
+                        prompt_tokens: estimate_tokens(req),
+                        completion_tokens: 6,
+                    },
+                })
+            }
+            _ => {}
+        }
+        let responder = self.responders.get(&req.call).ok_or_else(|| {
+            ModelError::Config(format!(
+                "the simulator has no offline responder for `{}`",
+                req.call
+            ))
+        })?;
+        let content = responder(req)?.to_string();
+        Ok(ChatReply {
+            usage: Usage {
+                prompt_tokens: estimate_tokens(req),
+                completion_tokens: (content.len() as u64).div_ceil(4),
+            },
+            content,
+        })
+    }
+}
