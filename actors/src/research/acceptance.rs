@@ -1,0 +1,57 @@
+//! Deterministic acceptance checks: did a step's result meet its criteria?
+
+use super::notes::Note;
+use super::state::Criterion;
+
+/// Checks `criteria` against the notes a step used; returns each criterion that failed, named.
+pub fn check(criteria: &[Criterion], sources: &[String], notes: &[Note]) -> Vec<String> {
+    let used: Vec<&Note> = sources
+        .iter()
+        .filter_map(|id| notes.iter().find(|n| &n.id == id))
+        .collect();
+    let mut unmet = Vec::new();
+    for c in criteria {
+        match c {
+            Criterion::MinSources(n) => {
+                if used.len() < *n as usize {
+                    unmet.push(format!(
+                        "min_sources: used {} note(s), needs at least {n}",
+                        used.len()
+                    ));
+                }
+            }
+            Criterion::Covers(terms) => {
+                for t in terms {
+                    if !used.iter().any(|n| n.mentions(t)) {
+                        unmet.push(format!("covers: no note used mentions `{t}`"));
+                    }
+                }
+            }
+        }
+    }
+    unmet
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_each_unmet_criterion() {
+        let notes = vec![Note {
+            id: "a".into(),
+            title: "Cost".into(),
+            text: "Licences cost money.".into(),
+            tags: vec![],
+        }];
+        let criteria = vec![
+            Criterion::MinSources(2),
+            Criterion::Covers(vec!["cost".into(), "risk".into()]),
+        ];
+        let unmet = check(&criteria, &["a".into()], &notes);
+        assert_eq!(unmet.len(), 2, "{unmet:?}");
+        assert!(unmet[0].contains("needs at least 2"));
+        assert!(unmet[1].contains("`risk`"));
+        assert!(check(&criteria[1..1], &[], &notes).is_empty());
+    }
+}

@@ -1,0 +1,211 @@
+//! The `research` subcommand: parse and check every input before any model call (exit 2 on a bad
+//! one), run the planner on a thread, print the plan, progress and brief, or one JSON object.
+//!
+//! Exit codes: 0 for `ok`, `needs_review` and `interrupted`; 1 for `failed` or a run error; 2 for
+//! bad input (blank goal, unreadable or malformed notes, malformed constraints, a bad resume
+//! value or one for a thread that is unknown or not paused, an unknown model or checkpoint URL).
+
+use super::graph::GraphOptions;
+use super::input::{initial_update, ResearchInput};
+use super::nodes::review::parse_review;
+use super::notes::parse_notes;
+use super::policy::{responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy};
+use super::runner::{self, Start};
+use super::{output_json, render, ResearchState};
+use crate::model::{ModelError, ModelSpec};
+use planwright::checkpoint::{CheckpointError, Checkpointer};
+use planwright::{Engine, ThreadId};
+use serde_json::{json, Value};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Options of the `research` command.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ResearchArgs {
+    /// The research goal.
+    #[arg(long)]
+    pub goal: Option<String>,
+    /// A JSON array of notes `{"id", "title", "text", "tags"?}` (default: the bundled corpus).
+    #[arg(long)]
+    pub notes: Option<std::path::PathBuf>,
+    /// A JSON object of constraints, e.g. `{"max_steps": 4, "required_sections": ["cost"]}`.
+    #[arg(long)]
+    pub constraints: Option<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Checkpointer URL (`memory:`, `sqlite:PATH`, `postgres://...`): the run is saved in `--thread`.
+    #[arg(long)]
+    pub checkpoint: Option<String>,
+    /// Thread id (default: a new one).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Answer a paused thread: `{"action": "approve"}`, `{"action": "deny", "reason": ...}` or
+    /// `{"action": "edit", "plan": [...]}`.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// The model: `offline` (default), `sim:p50=200ms,p99=900ms,errors=0.01,malformed=0,seed=1`
+    /// (the simulator around the offline answers) or `openai` (an OpenAI-compatible server:
+    /// `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `PLANWRIGHT_MODEL`).
+    #[arg(long, default_value = "offline")]
+    pub model: String,
+}
+
+fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("research: {msg}");
+    ExitCode::from(2)
+}
+
+/// The policy a `--model` value names.
+pub fn policy_for(model: &str) -> Result<Arc<dyn ResearchPolicy>, String> {
+    let spec: ModelSpec = model.parse().map_err(|e: ModelError| e.to_string())?;
+    match spec.build(responders()).map_err(|e| e.to_string())? {
+        None => Ok(Arc::new(OfflineResearchPolicy)),
+        Some(chat) => Ok(Arc::new(ChatResearchPolicy::new(chat))),
+    }
+}
+
+/// Opens the checkpointer a `--checkpoint` URL names. A malformed URL is bad input (exit 2); a
+/// backend that cannot be reached is a run error (exit 1).
+pub async fn checkpointer_for(
+    url: Option<&str>,
+) -> Result<Option<Arc<dyn Checkpointer>>, (ExitCode, String)> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    match planwright::checkpoint::connect(url).await {
+        Ok(cp) => Ok(Some(cp)),
+        Err(e @ CheckpointError::BadUrl { .. }) => Err((ExitCode::from(2), e.to_string())),
+        Err(e) => Err((ExitCode::from(1), format!("cannot open {url}: {e}"))),
+    }
+}
+
+struct Prepared {
+    start: Start,
+    policy: Arc<dyn ResearchPolicy>,
+}
+
+fn prepare(args: &ResearchArgs) -> Result<Prepared, String> {
+    let policy = policy_for(&args.model)?;
+    let start = if let Some(raw) = &args.resume {
+        if args.thread.is_none() {
+            return Err("--resume needs --thread ID (the paused thread)".into());
+        }
+        let value: Value =
+            serde_json::from_str(raw).map_err(|e| format!("--resume is not JSON: {e}"))?;
+        parse_review(&value).map_err(|e| e.to_string())?;
+        Start::Resume(value)
+    } else {
+        let goal = args.goal.clone().unwrap_or_default();
+        let constraints = match &args.constraints {
+            Some(raw) => serde_json::from_str(raw)
+                .map_err(|e| format!("malformed constraints: not JSON: {e}"))?,
+            None => Value::Null,
+        };
+        let source_notes = match &args.notes {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read notes file {}: {e}", path.display()))?;
+                Some(parse_notes(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+            }
+            None => None,
+        };
+        let update = initial_update(ResearchInput {
+            input: goal,
+            constraints,
+            source_notes,
+        })
+        .map_err(|e| e.to_string())?;
+        Start::Input(Box::new(update))
+    };
+    Ok(Prepared { start, policy })
+}
+
+fn exit_for(status: &str) -> ExitCode {
+    if status == super::state::status::FAILED {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs the command.
+pub async fn run(args: ResearchArgs) -> ExitCode {
+    let prepared = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) => return bad_input(e),
+    };
+    let graph = match super::graph(prepared.policy, GraphOptions::default()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("research: cannot build the graph: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let checkpointer = match checkpointer_for(args.checkpoint.as_deref()).await {
+        Ok(cp) => cp,
+        Err((code, msg)) => {
+            eprintln!("research: {msg}");
+            return code;
+        }
+    };
+    let durable = checkpointer.is_some();
+    let mut builder = Engine::builder(graph);
+    if let Some(cp) = checkpointer {
+        builder = builder.checkpointer(cp);
+    }
+    let engine: Engine<ResearchState> = builder.build().await;
+    let thread = ThreadId::new(args.thread.clone().unwrap_or_else(|| {
+        format!(
+            "research-{}",
+            super::clock::Clock::now_ms(&super::clock::SystemClock)
+        )
+    }));
+    let quiet = args.json;
+    let outcome = runner::run(&engine, thread, prepared.start, |ev| {
+        if !quiet {
+            if let Some(line) = render::progress(ev) {
+                println!("{line}");
+            }
+        }
+    })
+    .await;
+    engine.shutdown().await;
+    let run = match outcome {
+        Ok(r) => r,
+        Err(
+            e @ (runner::RunnerError::BadResume(_)
+            | runner::RunnerError::UnknownThread(_)
+            | runner::RunnerError::NotPaused(_)),
+        ) => return bad_input(e),
+        Err(e) => {
+            eprintln!("research: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        let mut out = output_json(&run.state, &run.status);
+        out["thread_id"] = json!(run.thread.to_string());
+        if run.status == "interrupted" {
+            out["interrupt"] = run.interrupt.clone().unwrap_or(Value::Null);
+        }
+        println!("{out}");
+    } else if run.status == "interrupted" {
+        let payload = run.interrupt.unwrap_or(Value::Null);
+        if let Some(err) = payload.get("error").and_then(Value::as_str) {
+            eprintln!("research: {err}");
+        }
+        println!(
+            "Paused for approval on thread {}.\nPlan:\n{}Answer with --thread {} --resume '{{\"action\": \"approve\"}}' (or deny / edit).",
+            run.thread,
+            render::plan_table(&run.state.plan),
+            run.thread
+        );
+        if !durable {
+            eprintln!("research: no --checkpoint given, so this paused thread is not saved");
+        }
+    } else {
+        print!("{}", render::result(&run.state, &run.status));
+    }
+    exit_for(&run.status)
+}

@@ -1,0 +1,155 @@
+//! The research planner's topology: the seed's nodes and edges, plus the edges its failure cases
+//! need (an empty goal or a model error stops before validation; an edited plan is validated
+//! again).
+
+use super::clock::{Clock, SystemClock};
+use super::nodes::{assess, execute, finish, planning, prepare, review, Env};
+use super::policy::ResearchPolicy;
+use super::routes;
+use super::state::ResearchState;
+use planwright::graph::{StateGraph, END, START};
+use planwright::{CompiledGraph, GraphError, NodeOptions, RetryPolicy};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the graph is built: clock, simulated step latency, model retries.
+#[derive(Clone)]
+pub struct GraphOptions {
+    /// Timestamps for `execution_history` (default: wall clock).
+    pub clock: Arc<dyn Clock>,
+    /// Sleep this long in each step before running its tool (default zero; tests and demos use it
+    /// to make parallel execution visible).
+    pub step_latency: Duration,
+    /// Retries of model-calling nodes on transient errors (default 3 attempts, 200 ms backoff).
+    pub model_retry: RetryPolicy,
+}
+
+impl Default for GraphOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            step_latency: Duration::ZERO,
+            model_retry: RetryPolicy::exponential(3, Duration::from_millis(200)),
+        }
+    }
+}
+
+/// The graph's name (in diagrams and fingerprints).
+pub const NAME: &str = "research-planner";
+
+/// Builds the research planner over `policy`.
+pub fn build(
+    policy: Arc<dyn ResearchPolicy>,
+    options: GraphOptions,
+) -> Result<CompiledGraph<ResearchState>, GraphError> {
+    let env = Arc::new(Env {
+        policy,
+        clock: options.clock.clone(),
+        step_latency: options.step_latency,
+        model_attempts: options.model_retry.max_attempts,
+    });
+    let model = NodeOptions::default().retry(options.model_retry.clone());
+    let e1 = env.clone();
+    let e2 = env.clone();
+    let e3 = env.clone();
+    let e4 = env.clone();
+    let e5 = env;
+    StateGraph::<ResearchState>::new(NAME)
+        .add_sync_node("prepare_input", prepare::prepare_input)
+        .add_node("create_plan", move |s, ctx| {
+            planning::create_plan(e1.clone(), s, ctx)
+        })
+        .add_sync_node("validate_plan", planning::validate_plan)
+        .add_node("repair_plan", move |s, ctx| {
+            planning::repair_plan(e2.clone(), s, ctx)
+        })
+        .add_sync_node("review_plan", review::review_plan)
+        .add_sync_node("select_next_step", execute::select_next_step)
+        .add_node("execute_step", move |s, ctx| {
+            execute::execute_step(e3.clone(), s, ctx)
+        })
+        .add_sync_node("assess_progress", assess::assess_progress)
+        .add_node("replan", move |s, ctx| planning::replan(e4.clone(), s, ctx))
+        .add_node("synthesize_report", move |s, ctx| {
+            finish::synthesize_report(e5.clone(), s, ctx)
+        })
+        .add_sync_node("mark_needs_review", finish::mark_needs_review)
+        .node_options("create_plan", model.clone())
+        .node_options("repair_plan", model.clone())
+        .node_options("replan", model.clone())
+        .node_options("synthesize_report", model)
+        .add_edge(START, "prepare_input")
+        .add_conditional_edges(
+            "prepare_input",
+            routes::after_prepare,
+            [
+                ("plan", "create_plan"),
+                ("needs_review", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "create_plan",
+            routes::after_model_call,
+            [
+                ("validate", "validate_plan"),
+                ("failed", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "validate_plan",
+            routes::after_validate,
+            [
+                ("valid", "review_plan"),
+                ("repair", "repair_plan"),
+                ("needs_review", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "repair_plan",
+            routes::after_model_call,
+            [
+                ("validate", "validate_plan"),
+                ("failed", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "review_plan",
+            routes::after_review,
+            [
+                ("approved", "select_next_step"),
+                ("edited", "validate_plan"),
+                ("denied", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "select_next_step",
+            routes::after_select,
+            [
+                ("execute_step", "execute_step"),
+                ("done", "synthesize_report"),
+            ],
+        )
+        .add_edge("execute_step", "assess_progress")
+        .add_conditional_edges(
+            "assess_progress",
+            routes::after_assess,
+            [
+                ("continue", "select_next_step"),
+                ("replan", "replan"),
+                ("synthesize", "synthesize_report"),
+                ("needs_review", "mark_needs_review"),
+            ],
+        )
+        .add_conditional_edges(
+            "replan",
+            routes::after_model_call,
+            [
+                ("validate", "validate_plan"),
+                ("failed", "mark_needs_review"),
+            ],
+        )
+        .add_edge("synthesize_report", END)
+        .add_edge("mark_needs_review", END)
+        .step_limit(500)
+        .compile()
+}

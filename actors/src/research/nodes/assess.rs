@@ -1,0 +1,129 @@
+//! `assess_progress`: mark each executed step, collect the gaps, and decide whether to go on,
+//! replan, synthesize, or stop for review.
+//!
+//! A step that met its criteria is complete. A step that did not is failed if required (a replan
+//! can look for the evidence differently) or skipped if optional (its gap is kept, the brief goes
+//! on). A blocked step goes back to pending. The node stops the run (sets `blocked_reason`) when
+//! a required step failed and: there are no notes at all (unrecoverable), the last replan gained
+//! nothing (stalled), or the replans are used up. The router then only reads the plan's statuses
+//! and `blocked_reason`.
+
+use crate::research::state::{status, HistoryEntry, ResearchState, ResearchUpdate, StepStatus};
+use planwright::{NodeContext, NodeError};
+use std::collections::BTreeSet;
+
+/// Progress so far: complete steps plus distinct notes they used. A replan after which this
+/// does not grow made no progress.
+pub fn progress_score(s: &ResearchState) -> u32 {
+    let complete: Vec<&str> = s
+        .active_steps()
+        .filter(|st| st.status == StepStatus::Complete)
+        .map(|st| st.id.as_str())
+        .collect();
+    let notes: BTreeSet<&str> = complete
+        .iter()
+        .filter_map(|id| s.step_results.get(*id))
+        .flat_map(|r| r.sources.iter().map(String::as_str))
+        .collect();
+    (complete.len() + notes.len()) as u32
+}
+
+/// The open gaps: every unmet criterion of a failed or skipped step.
+pub fn gaps(s: &ResearchState) -> Vec<String> {
+    let mut out = Vec::new();
+    for st in s.active_steps() {
+        if !matches!(st.status, StepStatus::Failed | StepStatus::Skipped) {
+            continue;
+        }
+        let kind = if st.optional { "optional" } else { "required" };
+        if let Some(r) = s.step_results.get(&st.id) {
+            for u in &r.unmet {
+                out.push(format!("{} ({kind}: {}): {u}", st.id, st.description));
+            }
+        }
+    }
+    out
+}
+
+/// The node.
+pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
+    let mut next = s.clone();
+    let mut marks = Vec::new();
+    for id in &s.selected_steps {
+        let (Some(step), Some(r)) = (
+            next.plan.iter_mut().find(|p| &p.id == id),
+            s.step_results.get(id),
+        ) else {
+            continue;
+        };
+        step.status = if r.met {
+            StepStatus::Complete
+        } else if r.blocked {
+            StepStatus::Pending
+        } else if step.optional {
+            StepStatus::Skipped
+        } else {
+            StepStatus::Failed
+        };
+        marks.push(format!("{id}: {:?}", step.status).to_lowercase());
+    }
+    let open = gaps(&next);
+    let score = progress_score(&next);
+    let failed: Vec<&str> = next
+        .active_steps()
+        .filter(|st| st.status == StepStatus::Failed)
+        .map(|st| st.id.as_str())
+        .collect();
+    let pending = next
+        .active_steps()
+        .any(|st| st.status == StepStatus::Pending);
+    let mut blocked = None;
+    let decision = if !failed.is_empty() {
+        let why = open.join("; ");
+        if s.source_notes.is_empty() {
+            blocked = Some("there are no source notes: no replan can find evidence".to_string());
+        } else if s.progress_at_replan.is_some_and(|p| score <= p) {
+            blocked = Some(format!(
+                "replan {} made no progress (still failing: {}): {why}",
+                s.replan_count,
+                failed.join(", ")
+            ));
+        } else if s.replan_count >= s.max_replans {
+            blocked = Some(format!(
+                "replanning exhausted ({} of {} replans used; still failing: {}): {why}",
+                s.replan_count,
+                s.max_replans,
+                failed.join(", ")
+            ));
+        }
+        if blocked.is_some() {
+            "needs review"
+        } else {
+            "replan"
+        }
+    } else if pending {
+        "run the remaining steps"
+    } else {
+        "synthesize"
+    };
+    let detail = format!(
+        "{}; progress {score}; next: {decision}",
+        if marks.is_empty() {
+            "nothing executed".to_string()
+        } else {
+            marks.join(", ")
+        }
+    );
+    let mut u = ResearchUpdate::default()
+        .current_step_id(None)
+        .knowledge_gaps(open)
+        .observations(vec![format!("assessment: {detail}")])
+        .execution_history(vec![HistoryEntry::new("progress_assessed", detail)])
+        .plan(next.plan);
+    if let Some(reason) = blocked {
+        u = u
+            .status(status::NEEDS_REVIEW.to_string())
+            .blocked_reason(Some(reason));
+    }
+    Ok(u)
+}

@@ -1,0 +1,57 @@
+//! The graph's nodes, one file per stage. Nodes read the state and return an update; the routers
+//! in `routes` read what the nodes wrote and pick the next node.
+
+pub mod assess;
+pub mod execute;
+pub mod finish;
+pub mod planning;
+pub mod prepare;
+pub mod review;
+
+use super::policy::{PolicyError, TokenUsage};
+use super::state::{status, HistoryEntry, ResearchUpdate};
+use planwright::{NodeContext, NodeError};
+use serde_json::json;
+
+/// Emits the `model_usage` event of a model call.
+pub(crate) fn emit_usage(ctx: &NodeContext, call: &str, usage: Option<TokenUsage>) {
+    if let Some(u) = usage {
+        ctx.emit(json!({"model_usage": {
+            "call": call,
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+        }}));
+    }
+}
+
+/// A policy error: transient errors are retried by the runtime while attempts remain
+/// (`NodeError::Retryable`, with the node's backoff); any other, or the last, is recorded in
+/// `errors` and `execution_history` and stops the run with status `failed`.
+pub(crate) fn policy_failure(
+    call: &str,
+    e: PolicyError,
+    ctx: &NodeContext,
+    max_attempts: u32,
+) -> Result<ResearchUpdate, NodeError> {
+    if matches!(e, PolicyError::Transient(_)) && ctx.attempt() < max_attempts {
+        return Err(NodeError::Retryable(e.to_string()));
+    }
+    let msg = format!("{call}: {e} (attempt {})", ctx.attempt());
+    Ok(ResearchUpdate::default()
+        .status(status::FAILED.to_string())
+        .blocked_reason(Some(msg.clone()))
+        .errors(vec![msg.clone()])
+        .execution_history(vec![HistoryEntry::new("model_error", msg)]))
+}
+
+/// What the nodes share: the policy, the clock, and the limits set when the graph was built.
+pub struct Env {
+    /// Makes and revises plans, writes the brief.
+    pub policy: std::sync::Arc<dyn super::policy::ResearchPolicy>,
+    /// Timestamps for `execution_history`.
+    pub clock: std::sync::Arc<dyn super::clock::Clock>,
+    /// Simulated latency of each step's tool call (zero by default).
+    pub step_latency: std::time::Duration,
+    /// Attempts a model-calling node makes on transient errors.
+    pub model_attempts: u32,
+}

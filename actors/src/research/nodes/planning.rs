@@ -1,0 +1,233 @@
+//! `create_plan`, `validate_plan`, `repair_plan` and `replan`: the nodes that make a plan and keep
+//! it valid.
+
+use super::{emit_usage, policy_failure, Env};
+use crate::research::nodes::assess::progress_score;
+use crate::research::nodes::review::needs_approval;
+use crate::research::policy::{PlanRequest, RepairRequest, ReplanRequest};
+use crate::research::state::{
+    status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepStatus,
+};
+use crate::research::validate::validate;
+use planwright::{NodeContext, NodeError};
+use std::sync::Arc;
+
+fn summary(plan: &[PlanStep]) -> String {
+    plan.iter()
+        .filter(|s| s.status != StepStatus::Replaced)
+        .map(|s| {
+            if s.depends_on.is_empty() {
+                format!("{} ({})", s.id, s.tool)
+            } else {
+                format!("{} ({}, after {})", s.id, s.tool, s.depends_on.join("+"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Pending is the only status a new or revised step may have; complete and replaced steps keep
+/// theirs.
+fn normalize_statuses(plan: &mut [PlanStep]) {
+    for s in plan.iter_mut() {
+        if !matches!(s.status, StepStatus::Complete | StepStatus::Replaced) {
+            s.status = StepStatus::Pending;
+        }
+    }
+}
+
+/// Puts back every complete or replaced step of `old` that `new` dropped or changed; returns the
+/// ids restored.
+pub fn preserve_completed(old: &[PlanStep], new: &mut Vec<PlanStep>) -> Vec<String> {
+    let mut restored = Vec::new();
+    for (i, kept) in old.iter().enumerate() {
+        if !matches!(kept.status, StepStatus::Complete | StepStatus::Replaced) {
+            continue;
+        }
+        match new.iter().position(|s| s.id == kept.id) {
+            Some(j) if new[j] == *kept => {}
+            Some(j) => {
+                new[j] = kept.clone();
+                restored.push(kept.id.clone());
+            }
+            None => {
+                new.insert(i.min(new.len()), kept.clone());
+                restored.push(kept.id.clone());
+            }
+        }
+    }
+    restored
+}
+
+/// The node `create_plan`.
+pub async fn create_plan(
+    env: Arc<Env>,
+    s: Arc<ResearchState>,
+    ctx: NodeContext,
+) -> Result<ResearchUpdate, NodeError> {
+    let req = PlanRequest {
+        goal: s.goal.clone(),
+        constraints: s.constraints.clone(),
+        notes: s.source_notes.clone(),
+    };
+    match env.policy.create_plan(&req).await {
+        Ok(reply) => {
+            emit_usage(&ctx, "create_plan", reply.usage);
+            let mut plan = reply.value;
+            for step in plan.iter_mut() {
+                step.status = StepStatus::Pending;
+            }
+            Ok(ResearchUpdate::default()
+                .execution_history(vec![HistoryEntry::new(
+                    "plan_created",
+                    format!(
+                        "{} by {}: {}",
+                        plan.len(),
+                        env.policy.name(),
+                        summary(&plan)
+                    ),
+                )])
+                .plan(plan))
+        }
+        Err(e) => policy_failure("create_plan", e, &ctx, env.model_attempts),
+    }
+}
+
+/// Whether the current plan may still be repaired.
+pub fn repairs_left(s: &ResearchState) -> bool {
+    s.repair_count < s.constraints.max_repairs
+}
+
+/// The node `validate_plan`.
+pub fn validate_plan(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
+    let mut c = s.constraints.clone();
+    c.max_steps = s.max_steps;
+    let problems = validate(&s.plan, &c);
+    let errors: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let mut u = ResearchUpdate::default().plan_errors(errors.clone());
+    if errors.is_empty() {
+        return Ok(u.execution_history(vec![HistoryEntry::new(
+            "plan_validated",
+            format!("valid: {}", summary(&s.plan)),
+        )]));
+    }
+    let fatal = problems.iter().any(|p| p.is_fatal());
+    let detail = format!("{} problem(s): {}", errors.len(), errors.join("; "));
+    u = u.execution_history(vec![HistoryEntry::new("plan_invalid", detail)]);
+    if fatal || !repairs_left(s) {
+        let why = if fatal {
+            "the plan cannot be made valid under these constraints"
+        } else {
+            "the plan is still invalid after the allowed repairs"
+        };
+        u = u
+            .status(status::NEEDS_REVIEW.to_string())
+            .blocked_reason(Some(format!(
+                "{why} ({} of {} repairs used): {}",
+                s.repair_count,
+                s.constraints.max_repairs,
+                errors.join("; ")
+            )));
+    }
+    Ok(u)
+}
+
+/// The node `repair_plan`.
+pub async fn repair_plan(
+    env: Arc<Env>,
+    s: Arc<ResearchState>,
+    ctx: NodeContext,
+) -> Result<ResearchUpdate, NodeError> {
+    let req = RepairRequest {
+        goal: s.goal.clone(),
+        constraints: s.constraints.clone(),
+        notes: s.source_notes.clone(),
+        plan: s.plan.clone(),
+        errors: s.plan_errors.clone(),
+    };
+    match env.policy.repair_plan(&req).await {
+        Ok(reply) => {
+            emit_usage(&ctx, "repair_plan", reply.usage);
+            let mut plan = reply.value;
+            let restored = preserve_completed(&s.plan, &mut plan);
+            normalize_statuses(&mut plan);
+            let mut detail = format!(
+                "repair {} of {}: {}",
+                s.repair_count + 1,
+                s.constraints.max_repairs,
+                summary(&plan)
+            );
+            if !restored.is_empty() {
+                detail.push_str(&format!("; kept complete steps {}", restored.join(", ")));
+            }
+            Ok(ResearchUpdate::default()
+                .repair_count(s.repair_count + 1)
+                .approved_plan(!needs_approval(&plan, &s.constraints))
+                .review_decision(None)
+                .execution_history(vec![HistoryEntry::new("plan_repaired", detail)])
+                .plan(plan))
+        }
+        Err(e) => policy_failure("repair_plan", e, &ctx, env.model_attempts),
+    }
+}
+
+/// The node `replan`.
+pub async fn replan(
+    env: Arc<Env>,
+    s: Arc<ResearchState>,
+    ctx: NodeContext,
+) -> Result<ResearchUpdate, NodeError> {
+    let req = ReplanRequest {
+        goal: s.goal.clone(),
+        constraints: s.constraints.clone(),
+        notes: s.source_notes.clone(),
+        plan: s.plan.clone(),
+        step_results: s.step_results.clone(),
+        knowledge_gaps: s.knowledge_gaps.clone(),
+        replan_count: s.replan_count,
+    };
+    match env.policy.replan(&req).await {
+        Ok(reply) => {
+            emit_usage(&ctx, "replan", reply.usage);
+            let mut plan = reply.value;
+            let restored = preserve_completed(&s.plan, &mut plan);
+            normalize_statuses(&mut plan);
+            let old_ids: Vec<&str> = s.plan.iter().map(|p| p.id.as_str()).collect();
+            let replaced: Vec<&str> = plan
+                .iter()
+                .filter(|p| {
+                    p.status == StepStatus::Replaced
+                        && s.step(&p.id)
+                            .is_some_and(|o| o.status != StepStatus::Replaced)
+                })
+                .map(|p| p.id.as_str())
+                .collect();
+            let added: Vec<&str> = plan
+                .iter()
+                .filter(|p| !old_ids.contains(&p.id.as_str()))
+                .map(|p| p.id.as_str())
+                .collect();
+            let mut detail = format!(
+                "replan {} of {}: replaced [{}], added [{}]",
+                s.replan_count + 1,
+                s.max_replans,
+                replaced.join(", "),
+                added.join(", ")
+            );
+            if !restored.is_empty() {
+                detail.push_str(&format!("; kept complete steps {}", restored.join(", ")));
+            }
+            Ok(ResearchUpdate::default()
+                .replan_count(s.replan_count + 1)
+                .progress_at_replan(Some(progress_score(&s)))
+                .repair_count(0)
+                .plan_errors(Vec::new())
+                .approved_plan(!needs_approval(&plan, &s.constraints))
+                .review_decision(None)
+                .observations(vec![detail.clone()])
+                .execution_history(vec![HistoryEntry::new("replanned", detail)])
+                .plan(plan))
+        }
+        Err(e) => policy_failure("replan", e, &ctx, env.model_attempts),
+    }
+}

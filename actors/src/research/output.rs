@@ -1,0 +1,76 @@
+//! The user-facing result: evidence, `final_output`, and the JSON object `research --json` prints
+//! (also what the HTTP server returns).
+
+use super::state::{Evidence, ResearchState, StepStatus};
+use serde_json::{json, Value};
+
+/// The notes the complete steps used, in plan order, each with its title and the sentence the
+/// step took from it. Every `source_id` names a note in `source_notes`.
+pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
+    let mut out: Vec<Evidence> = Vec::new();
+    for step in s
+        .active_steps()
+        .filter(|st| st.status == StepStatus::Complete)
+    {
+        let Some(r) = s.step_results.get(&step.id) else {
+            continue;
+        };
+        for id in &r.sources {
+            if out.iter().any(|e| &e.source_id == id) {
+                continue;
+            }
+            let Some(note) = s.source_notes.iter().find(|n| &n.id == id) else {
+                continue;
+            };
+            let sentence = r
+                .findings
+                .iter()
+                .find(|f| &f.note_id == id)
+                .map(|f| f.sentence.as_str())
+                .unwrap_or_default();
+            out.push(Evidence {
+                source_id: id.clone(),
+                summary: if sentence.is_empty() {
+                    note.title.clone()
+                } else {
+                    format!("{}: {}", note.title, sentence)
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The seed's `final_output`: status, brief, plan, evidence, gaps, and why the run stopped.
+pub fn final_output(s: &ResearchState, status: &str, report: &str) -> Value {
+    json!({
+        "status": status,
+        "final_report": report,
+        "plan": s.plan,
+        "evidence": evidence(s),
+        "knowledge_gaps": s.knowledge_gaps,
+        "blocked_reason": s.blocked_reason,
+        "errors": s.errors,
+    })
+}
+
+/// The full result object with the keys of `research --json`: `status`, `final_report`, `plan`,
+/// `step_results`, `evidence`, `knowledge_gaps`, `execution_history`, `replan_count`,
+/// `plan_errors`, `blocked_reason` (plus `goal` and `errors`). `status` is given by the caller:
+/// the state's own status for a finished run, `interrupted` for a paused one.
+pub fn output_json(s: &ResearchState, status: &str) -> Value {
+    json!({
+        "status": status,
+        "goal": s.goal,
+        "final_report": s.final_report,
+        "plan": s.plan,
+        "step_results": s.step_results,
+        "evidence": evidence(s),
+        "knowledge_gaps": s.knowledge_gaps,
+        "execution_history": s.execution_history,
+        "replan_count": s.replan_count,
+        "plan_errors": s.plan_errors,
+        "blocked_reason": s.blocked_reason,
+        "errors": s.errors,
+    })
+}

@@ -1,0 +1,158 @@
+//! The planner's model interface: the four calls that need judgement (create, repair and replan a
+//! plan; write the brief), behind one trait so a deterministic offline planner and a chat model are
+//! interchangeable.
+//!
+//! Requests are plain serialisable structs: the chat policy puts them in a model request's `input`,
+//! and the simulator's responders hand them back to the offline policy.
+
+mod chat;
+pub mod offline;
+mod offline_repair;
+mod offline_replan;
+mod offline_report;
+
+pub use chat::{responders, ChatResearchPolicy};
+pub use offline::OfflineResearchPolicy;
+pub use offline_replan::{synonyms, widen};
+
+use super::constraints::Constraints;
+use super::notes::Note;
+use super::state::{Finding, PlanStep, StepResult};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Asks for a first plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanRequest {
+    /// The normalized goal.
+    pub goal: String,
+    /// The constraints.
+    pub constraints: Constraints,
+    /// The notes the plan will run against.
+    pub notes: Vec<Note>,
+}
+
+/// Asks to fix a plan that failed validation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepairRequest {
+    /// The normalized goal.
+    pub goal: String,
+    /// The constraints.
+    pub constraints: Constraints,
+    /// The notes.
+    pub notes: Vec<Note>,
+    /// The invalid plan.
+    pub plan: Vec<PlanStep>,
+    /// Its problems, each named.
+    pub errors: Vec<String>,
+}
+
+/// Asks to revise the remaining plan after failures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplanRequest {
+    /// The normalized goal.
+    pub goal: String,
+    /// The constraints.
+    pub constraints: Constraints,
+    /// The notes.
+    pub notes: Vec<Note>,
+    /// The current plan with statuses; complete steps must be kept as they are.
+    pub plan: Vec<PlanStep>,
+    /// Results so far.
+    pub step_results: BTreeMap<String, StepResult>,
+    /// The gaps that made a replan necessary.
+    pub knowledge_gaps: Vec<String>,
+    /// Replans already made.
+    pub replan_count: u32,
+}
+
+/// A section of the brief, prepared by the graph from completed steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SectionInput {
+    /// Heading.
+    pub title: String,
+    /// Sentences from notes, each with its note id.
+    pub findings: Vec<Finding>,
+}
+
+/// Asks for the brief.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SynthesisRequest {
+    /// The normalized goal.
+    pub goal: String,
+    /// The constraints (audience, length).
+    pub constraints: Constraints,
+    /// The sections and their findings.
+    pub sections: Vec<SectionInput>,
+    /// Open gaps, to list as unresolved questions.
+    pub knowledge_gaps: Vec<String>,
+    /// Ids and titles of the notes that may be cited.
+    pub sources: Vec<(String, String)>,
+}
+
+/// The brief as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// Markdown text; claims cite notes as `[note-id]`.
+    pub text: String,
+}
+
+/// Tokens a model call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// A policy's answer, with the model usage when a model was called.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyReply<T> {
+    /// The answer.
+    pub value: T,
+    /// Usage, `None` for the offline policy.
+    pub usage: Option<TokenUsage>,
+}
+
+impl<T> PolicyReply<T> {
+    /// An answer that cost no model call.
+    pub fn offline(value: T) -> Self {
+        Self { value, usage: None }
+    }
+}
+
+/// Why a policy call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// Worth retrying (timeout, rate limit, server error).
+    #[error("transient model error: {0}")]
+    Transient(String),
+    /// Retrying will not help (malformed answers after the retry, refusal, configuration).
+    #[error("model error: {0}")]
+    Failed(String),
+}
+
+/// The calls of the research planner that need judgement.
+#[async_trait::async_trait]
+pub trait ResearchPolicy: Send + Sync {
+    /// A short name (shown in history and output).
+    fn name(&self) -> &str;
+    /// A first, dependency-aware plan for the goal.
+    async fn create_plan(
+        &self,
+        req: &PlanRequest,
+    ) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError>;
+    /// The plan corrected for the named errors.
+    async fn repair_plan(
+        &self,
+        req: &RepairRequest,
+    ) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError>;
+    /// The plan revised after failures; complete steps kept.
+    async fn replan(&self, req: &ReplanRequest) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError>;
+    /// The brief from the sections' findings, citing only the given notes.
+    async fn synthesize_report(
+        &self,
+        req: &SynthesisRequest,
+    ) -> Result<PolicyReply<Report>, PolicyError>;
+}

@@ -1,0 +1,239 @@
+//! The research planner's state: the seed's State Shape, field by field, and the records it holds.
+//!
+//! Fields that parallel step tasks write in one superstep (`step_results`, `observations`,
+//! `execution_history`) use merge or append reducers; everything else is written by one node per
+//! superstep and uses `replace`.
+
+use super::constraints::Constraints;
+use super::notes::Note;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where a plan step stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not run yet (or waiting to run again).
+    #[default]
+    Pending,
+    /// Ran and met its acceptance criteria.
+    Complete,
+    /// Ran and did not meet its acceptance criteria (or its tool failed).
+    Failed,
+    /// An optional step that failed; the rest of the plan goes on without it.
+    Skipped,
+    /// Superseded by a replan: its result stays in `step_results` for the record.
+    Replaced,
+}
+
+/// A deterministic acceptance criterion of a step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// The step used at least this many distinct notes.
+    MinSources(u32),
+    /// Every term is mentioned (as a word or word prefix) by at least one note the step used.
+    Covers(Vec<String>),
+}
+
+/// Tool parameters of a step. Which ones a tool needs is checked by validation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepParams {
+    /// `search`: the ranking query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// `search`: a note is used only if it mentions at least one of these terms (keeps a
+    /// broadened query on the goal's topic). Empty: no filter.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub require_any: Vec<String>,
+    /// `search`: how many notes at most (default 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// `compare`: the dimensions to compare findings along.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<String>,
+    /// `summarize`: how many sentences at most (default 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sentences: Option<u32>,
+}
+
+/// One step of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanStep {
+    /// Unique id within the plan.
+    pub id: String,
+    /// What the step does, for people.
+    pub description: String,
+    /// Ids of the steps that must complete first.
+    pub depends_on: Vec<String>,
+    /// The local tool it runs (see `tools::CATALOG`).
+    pub tool: String,
+    /// The tool's parameters.
+    pub params: StepParams,
+    /// Deterministic checks of the step's result.
+    pub acceptance_criteria: Vec<Criterion>,
+    /// An optional step may fail without blocking the brief (its gap is still reported).
+    pub optional: bool,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+/// What a step produced.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepResult {
+    /// The tool's output, readable.
+    pub output: String,
+    /// Ids of the notes the step used (every one exists in `source_notes`).
+    pub sources: Vec<String>,
+    /// Whether every acceptance criterion held.
+    pub met: bool,
+    /// The criteria that did not hold, each named.
+    pub unmet: Vec<String>,
+    /// The tool's or the scheduler's error, if the step could not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The step did not run because a dependency was not complete; it waits for another round.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub blocked: bool,
+    /// Extracted findings: (note id, sentence), for synthesis.
+    pub findings: Vec<Finding>,
+    /// When the step started (ms, see `graph::Clock`).
+    pub started_ms: u64,
+    /// When it ended.
+    pub ended_ms: u64,
+}
+
+/// A sentence taken from a note.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The note.
+    pub note_id: String,
+    /// The dimension or section it speaks to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// The sentence, verbatim.
+    pub sentence: String,
+}
+
+/// One entry of `execution_history`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryEntry {
+    /// What happened: `input_prepared`, `plan_created`, `plan_validated`, `plan_repaired`,
+    /// `plan_reviewed`, `steps_selected`, `step_executed`, `step_blocked`, `progress_assessed`,
+    /// `replanned`, `report_synthesized`, `needs_review`, `model_error`.
+    pub event: String,
+    /// The step it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// Start time of a step (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    /// End time of a step (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    /// Details, readable.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl HistoryEntry {
+    /// An entry with an event name and a detail.
+    pub fn new(event: &str, detail: impl Into<String>) -> Self {
+        Self {
+            event: event.to_string(),
+            detail: detail.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// An evidence entry of the output: a note the brief relies on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The note's id (always an existing note).
+    pub source_id: String,
+    /// The note's title and the sentence used.
+    pub summary: String,
+}
+
+/// How the run ended (the `status` field).
+pub mod status {
+    /// The brief is done.
+    pub const OK: &str = "ok";
+    /// The graph stopped for a person to look.
+    pub const NEEDS_REVIEW: &str = "needs_review";
+    /// A model or tool invocation failed for good.
+    pub const FAILED: &str = "failed";
+}
+
+planwright::state! {
+    /// The research planner's state (the seed's State Shape plus the bookkeeping the issue needs).
+    pub struct ResearchState => ResearchUpdate {
+        /// Original user request.
+        replace input: String,
+        /// Normalized objective.
+        replace goal: String,
+        /// Constraints (typed; serialises as an object).
+        replace constraints: Constraints,
+        /// Notes the executor may use.
+        replace source_notes: Vec<Note>,
+        /// The plan, in order.
+        replace plan: Vec<PlanStep>,
+        /// Validation problems of the current plan, each named.
+        replace plan_errors: Vec<String>,
+        /// Whether the plan may run.
+        replace approved_plan: bool,
+        /// The first step of the batch being executed.
+        replace current_step_id: Option<String>,
+        /// Every step of the batch being executed (steps run in parallel, dependency-driven).
+        replace selected_steps: Vec<String>,
+        /// Result by step id.
+        merge step_results: BTreeMap<String, StepResult>,
+        /// Facts and tool outputs gathered.
+        append observations: Vec<String>,
+        /// Missing evidence and unmet criteria, as of the last assessment.
+        replace knowledge_gaps: Vec<String>,
+        /// Ordered record of decisions and step executions.
+        append execution_history: Vec<HistoryEntry>,
+        /// Replans used.
+        replace replan_count: u32,
+        /// Replans allowed.
+        replace max_replans: u32,
+        /// Guardrail: steps a plan may have.
+        replace max_steps: u32,
+        /// Repairs used on the current plan.
+        replace repair_count: u32,
+        /// Progress score when the last replan was made (no gain afterwards = stalled).
+        replace progress_at_replan: Option<u32>,
+        /// The reviewer's last decision: `auto`, `approved`, `denied` or `edited`.
+        replace review_decision: Option<String>,
+        /// Why the graph cannot continue by itself.
+        replace blocked_reason: Option<String>,
+        /// Model and tool invocation errors, in order.
+        append errors: Vec<String>,
+        /// The brief.
+        replace final_report: String,
+        /// `ok`, `needs_review` or `failed` (empty while running).
+        replace status: String,
+        /// The user-facing result.
+        replace final_output: serde_json::Value,
+    }
+}
+
+impl ResearchState {
+    /// A step of the plan by id.
+    pub fn step(&self, id: &str) -> Option<&PlanStep> {
+        self.plan.iter().find(|s| s.id == id)
+    }
+
+    /// Steps that are part of the current plan (not replaced).
+    pub fn active_steps(&self) -> impl Iterator<Item = &PlanStep> {
+        self.plan
+            .iter()
+            .filter(|s| s.status != StepStatus::Replaced)
+    }
+}

@@ -1,0 +1,184 @@
+//! Small text helpers shared by the tools and the offline planner: sentences, content terms,
+//! word-prefix matching. Deterministic and allocation-light; no language model involved.
+
+use crate::tools::bm25::tokenize;
+
+/// Words that carry no topic: left out of queries and topic terms.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "before", "between", "both", "but", "by", "can", "could", "do", "does", "for", "from", "has",
+    "have", "how", "if", "in", "into", "is", "it", "its", "more", "most", "much", "not", "of",
+    "on", "or", "other", "our", "over", "should", "so", "some", "such", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "those", "to", "under", "up", "us",
+    "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "why",
+    "will", "with", "would", "you", "your",
+];
+
+/// Words of research requests that say what to do, not what about.
+const TASK_WORDS: &[&str] = &[
+    "adopt",
+    "analyse",
+    "analysis",
+    "analyze",
+    "assess",
+    "brief",
+    "briefing",
+    "compare",
+    "create",
+    "decide",
+    "evaluate",
+    "evaluating",
+    "explain",
+    "find",
+    "give",
+    "investigate",
+    "make",
+    "plan",
+    "prepare",
+    "report",
+    "research",
+    "review",
+    "short",
+    "study",
+    "summarise",
+    "summarize",
+    "summary",
+    "team",
+    "trend",
+    "write",
+];
+
+/// Whether `word` is a stopword.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.contains(&word)
+}
+
+/// Content terms of `text`, in order, without duplicates: tokens of 3+ characters that are not
+/// stopwords (numbers are kept).
+pub fn content_terms(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tokenize(text) {
+        let keep = (t.len() >= 3 || t.chars().all(|c| c.is_ascii_digit())) && !is_stopword(&t);
+        if keep && !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Topic terms of a goal: its content terms minus the words that describe the task itself.
+pub fn topic_terms(goal: &str) -> Vec<String> {
+    content_terms(goal)
+        .into_iter()
+        .filter(|t| !TASK_WORDS.contains(&t.as_str()))
+        .collect()
+}
+
+/// Whether some word of `text` starts with the stem of `prefix` (lower-case): "risks" matches
+/// "risk", "risky" and "risks"; "cost" matches "costs" but not "accost".
+pub fn has_word_prefix(text: &str, prefix: &str) -> bool {
+    let stem = stem(prefix);
+    tokenize(text).iter().any(|w| w.starts_with(stem))
+}
+
+/// A crude stem: drops a plural or common suffix so "risks" and "risk" meet.
+pub fn stem(term: &str) -> &str {
+    for suffix in ["ies", "es", "s"] {
+        if let Some(base) = term.strip_suffix(suffix) {
+            if base.len() >= 4 {
+                return base;
+            }
+        }
+    }
+    term
+}
+
+/// Whether `fields` mention `term`. A term may list alternatives separated by `|` ("staffing|
+/// headcount"); an alternative of several words matches when each of its content words does.
+pub fn mentions_term<'a>(fields: impl Iterator<Item = &'a str> + Clone, term: &str) -> bool {
+    term.split('|').any(|alt| {
+        let words = content_terms(alt);
+        let words = if words.is_empty() {
+            tokenize(alt)
+        } else {
+            words
+        };
+        !words.is_empty()
+            && words
+                .iter()
+                .all(|w| fields.clone().any(|f| has_word_prefix(f, w)))
+    })
+}
+
+/// The first alternative of a term ("staffing|headcount" → "staffing"), for display.
+pub fn primary(term: &str) -> &str {
+    term.split('|').next().unwrap_or(term).trim()
+}
+
+/// Splits text into sentences (on `.`, `!`, `?` followed by a space or the end).
+pub fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        current.push(c);
+        let boundary =
+            matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        if boundary {
+            let s = current.trim().to_string();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            current.clear();
+        }
+    }
+    let s = current.trim().to_string();
+    if !s.is_empty() {
+        out.push(s);
+    }
+    out
+}
+
+/// Number of words in `text`.
+pub fn word_count(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_terms_drop_task_words() {
+        assert_eq!(
+            topic_terms(
+                "Create a short research plan for evaluating retrieval-augmented generation"
+            ),
+            vec!["retrieval", "augmented", "generation"]
+        );
+    }
+
+    #[test]
+    fn sentences_split_on_terminators_only_before_space() {
+        assert_eq!(
+            sentences("Costs fell 3.5 percent. Why? Unknown"),
+            vec!["Costs fell 3.5 percent.", "Why?", "Unknown"]
+        );
+    }
+
+    #[test]
+    fn alternatives_and_phrases() {
+        let f = ["Agents need training time."];
+        assert!(mentions_term(f.iter().copied(), "staffing|training"));
+        assert!(mentions_term(f.iter().copied(), "training time"));
+        assert!(!mentions_term(f.iter().copied(), "training cost"));
+        assert_eq!(primary("staffing|training"), "staffing");
+    }
+
+    #[test]
+    fn prefixes_and_plurals_meet() {
+        assert!(has_word_prefix("a risky rollout", "risks"));
+        assert!(has_word_prefix("Support costs", "cost"));
+        assert!(!has_word_prefix("accost", "cost"));
+    }
+}

@@ -1,0 +1,119 @@
+//! The planner's local tools: deterministic, read-only functions over the source notes.
+//!
+//! `search` ranks notes with BM25, `compare` lines findings up along dimensions, `summarize`
+//! extracts the most relevant sentences. Every tool returns the ids of the notes it used, and only
+//! ids of notes that exist: tools quote sentences, they never write facts of their own.
+
+mod compare;
+mod search;
+mod summarize;
+
+pub use compare::compare;
+pub use search::search;
+pub use summarize::summarize;
+
+use super::notes::Note;
+use super::state::{Finding, PlanStep, StepResult};
+
+/// A tool the planner knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Its name, as plan steps give it.
+    pub name: &'static str,
+    /// What it does (shown to the model).
+    pub description: &'static str,
+    /// Whether running it changes anything outside the run (such tools need approval).
+    pub side_effects: bool,
+}
+
+/// Every local tool. None has side effects.
+pub const CATALOG: &[ToolSpec] = &[
+    ToolSpec {
+        name: "search",
+        description: "BM25 search over the source notes; params: query, require_any (topic \
+                      terms a note must mention), limit",
+        side_effects: false,
+    },
+    ToolSpec {
+        name: "compare",
+        description: "compare the notes found by the step's dependencies along params.dimensions",
+        side_effects: false,
+    },
+    ToolSpec {
+        name: "summarize",
+        description: "extractive summary of the notes found by the step's dependencies; params: \
+                      max_sentences",
+        side_effects: false,
+    },
+];
+
+/// A tool by name.
+pub fn spec(name: &str) -> Option<&'static ToolSpec> {
+    CATALOG.iter().find(|t| t.name == name)
+}
+
+/// What a tool produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutcome {
+    /// Readable output.
+    pub output: String,
+    /// Ids of the notes used, in order of use, without duplicates.
+    pub sources: Vec<String>,
+    /// Sentences taken from those notes.
+    pub findings: Vec<Finding>,
+    /// Why the tool could not do its job.
+    pub error: Option<String>,
+}
+
+impl ToolOutcome {
+    /// A failed call.
+    pub fn failed(error: impl Into<String>) -> Self {
+        Self {
+            error: Some(error.into()),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn push_source(&mut self, id: &str) {
+        if !self.sources.iter().any(|s| s == id) {
+            self.sources.push(id.to_string());
+        }
+    }
+}
+
+/// What a tool may look at.
+pub struct ToolInput<'a> {
+    /// The normalized goal (for relevance).
+    pub goal: &'a str,
+    /// Every source note.
+    pub notes: &'a [Note],
+    /// Results of the step's dependencies.
+    pub deps: Vec<&'a StepResult>,
+}
+
+impl ToolInput<'_> {
+    /// The notes the dependencies used, in first-use order.
+    pub fn dep_notes(&self) -> Vec<&Note> {
+        let mut ids: Vec<&str> = Vec::new();
+        for r in &self.deps {
+            for s in &r.sources {
+                if !ids.contains(&s.as_str()) {
+                    ids.push(s);
+                }
+            }
+        }
+        ids.iter()
+            .filter_map(|id| self.notes.iter().find(|n| n.id == *id))
+            .collect()
+    }
+}
+
+/// Runs a step's tool.
+pub fn run(step: &PlanStep, input: &ToolInput<'_>) -> ToolOutcome {
+    match step.tool.as_str() {
+        "search" => search(&step.params, input.notes),
+        "compare" => compare(&step.params, input),
+        "summarize" => summarize(&step.params, input),
+        other => ToolOutcome::failed(format!("unknown tool `{other}`")),
+    }
+}

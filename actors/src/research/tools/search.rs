@@ -1,0 +1,132 @@
+//! `search`: BM25 ranking over the notes, with a relevance floor and an optional topic filter.
+
+use super::ToolOutcome;
+use crate::research::notes::Note;
+use crate::research::state::{Finding, StepParams};
+use crate::research::text;
+use crate::tools::bm25::Bm25Index;
+
+/// Default number of notes a search returns.
+pub const DEFAULT_LIMIT: u32 = 3;
+/// A hit scoring below this share of the best hit is not relevant enough to use.
+const RELEVANCE_FLOOR: f64 = 0.2;
+
+/// Runs a search: the best `limit` notes for `query` that score at least a fifth of the best hit
+/// and, when `require_any` is given, mention at least one of its terms.
+pub fn search(params: &StepParams, notes: &[Note]) -> ToolOutcome {
+    let Some(query) = params.query.as_deref().filter(|q| !q.trim().is_empty()) else {
+        return ToolOutcome::failed("search needs a non-empty `query`");
+    };
+    let bodies: Vec<String> = notes.iter().map(Note::searchable).collect();
+    let index = Bm25Index::build(
+        notes
+            .iter()
+            .zip(&bodies)
+            .map(|(n, b)| (n.title.as_str(), b.as_str())),
+    );
+    let hits = index.search(query, notes.len());
+    let top = hits.first().map_or(0.0, |h| h.score);
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
+    let weighted = weigh_terms(&text::content_terms(query), notes);
+    let mut out = ToolOutcome::default();
+    let mut lines = Vec::new();
+    for hit in hits {
+        if out.sources.len() >= limit || hit.score < top * RELEVANCE_FLOOR {
+            break;
+        }
+        let note = &notes[hit.doc];
+        if !params.require_any.is_empty() && !params.require_any.iter().any(|t| note.mentions(t)) {
+            continue;
+        }
+        let sentence = best_sentence(&note.text, &weighted);
+        lines.push(format!("[{}] {}: {}", note.id, note.title, sentence));
+        out.push_source(&note.id);
+        out.findings.push(Finding {
+            note_id: note.id.clone(),
+            topic: None,
+            sentence,
+        });
+    }
+    out.output = if lines.is_empty() {
+        format!("no relevant note for \"{query}\"")
+    } else {
+        format!(
+            "{} note(s) for \"{query}\":\n{}",
+            lines.len(),
+            lines.join("\n")
+        )
+    };
+    out
+}
+
+/// Each term with a weight that grows with its rarity among the notes (`1 + ln(N / df)`), so a
+/// sentence naming the rare section term beats one naming only the common topic words.
+pub fn weigh_terms(terms: &[String], notes: &[Note]) -> Vec<(String, f64)> {
+    let n = notes.len().max(1) as f64;
+    terms
+        .iter()
+        .map(|t| {
+            let df = notes.iter().filter(|x| x.mentions(t)).count().max(1) as f64;
+            (t.clone(), 1.0 + (n / df).ln())
+        })
+        .collect()
+}
+
+/// The sentence of `text` with the largest total weight of the terms it mentions (the first on
+/// a tie).
+pub fn best_sentence(text_: &str, terms: &[(String, f64)]) -> String {
+    let mut best: Option<(f64, String)> = None;
+    for s in text::sentences(text_) {
+        let score: f64 = terms
+            .iter()
+            .filter(|(t, _)| text::has_word_prefix(&s, t))
+            .map(|(_, w)| w)
+            .sum();
+        if best.as_ref().is_none_or(|(b, _)| score > *b) {
+            best = Some((score, s));
+        }
+    }
+    best.map(|(_, s)| s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(id: &str, text: &str) -> Note {
+        Note {
+            id: id.into(),
+            title: id.into(),
+            text: text.into(),
+            tags: vec![],
+        }
+    }
+
+    #[test]
+    fn finds_relevant_notes_and_quotes_them() {
+        let notes = vec![
+            note("a", "Heat pumps cut heating bills. They are quiet."),
+            note("b", "Retrieval grounds answers in documents."),
+            note("c", "Heat pumps need outdoor space."),
+        ];
+        let params = StepParams {
+            query: Some("heat pumps bills".into()),
+            ..StepParams::default()
+        };
+        let out = search(&params, &notes);
+        assert_eq!(out.sources, vec!["a", "c"]);
+        assert_eq!(out.findings[0].sentence, "Heat pumps cut heating bills.");
+    }
+
+    #[test]
+    fn topic_filter_and_empty_query() {
+        let notes = vec![note("a", "Costs rose."), note("b", "Heat pump costs fell.")];
+        let params = StepParams {
+            query: Some("costs".into()),
+            require_any: vec!["heat".into()],
+            ..StepParams::default()
+        };
+        assert_eq!(search(&params, &notes).sources, vec!["b"]);
+        assert!(search(&StepParams::default(), &notes).error.is_some());
+    }
+}
