@@ -1,0 +1,353 @@
+//! The endpoints. Threads are the planner's checkpointed threads; their record (metadata, creation
+//! time) is the checkpointer's thread metadata.
+
+use super::errors::ApiError;
+use super::AppState;
+use crate::research::{self, output_json, parse_review, ResearchInput, ResearchState};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use planwright::runtime::Resume;
+use planwright::runtime::RunHandle;
+use planwright::{RunError, RunOptions, RunOutcome, RunStatus, ThreadId};
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// `GET /ok`.
+pub async fn ok() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+fn now() -> String {
+    httpdate::fmt_http_date(std::time::SystemTime::now())
+}
+
+fn new_thread_id() -> String {
+    let mut rng = rand::rng();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        rng.random::<u32>(),
+        rng.random::<u16>(),
+        rng.random::<u16>() & 0xfff,
+        rng.random::<u16>(),
+        rng.random::<u64>() & 0xffff_ffff_ffff
+    )
+}
+
+#[derive(Deserialize, Default)]
+pub struct CreateThread {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    metadata: Value,
+    #[serde(default)]
+    if_exists: Option<String>,
+}
+
+async fn record(state: &AppState, thread: &ThreadId) -> Result<Option<Value>, ApiError> {
+    state
+        .checkpointer
+        .thread_metadata(thread)
+        .await
+        .map_err(ApiError::internal)
+}
+
+async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResult {
+    let st = state
+        .research
+        .get_state(thread)
+        .await
+        .map_err(ApiError::internal)?;
+    let status = match &st {
+        _ if state.research.is_running(thread) => "busy",
+        Some(s) if !s.interrupts.is_empty() => "interrupted",
+        Some(s) if s.values.status == "failed" => "error",
+        _ => "idle",
+    };
+    let values = st.map(|s| output_json(&s.values, &s.values.status));
+    Ok(Json(json!({
+        "thread_id": thread.as_str(),
+        "created_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
+        "updated_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
+        "metadata": rec.get("metadata").cloned().unwrap_or(json!({})),
+        "status": status,
+        "values": values,
+    })))
+}
+
+/// `POST /threads`.
+pub async fn create_thread(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<CreateThread>, JsonRejection>,
+) -> ApiResult {
+    let Json(body) = body?;
+    let id = body.thread_id.unwrap_or_else(new_thread_id);
+    if id.trim().is_empty() {
+        return Err(ApiError::bad("thread_id must not be empty"));
+    }
+    let thread = ThreadId::new(id);
+    if let Some(rec) = record(&state, &thread).await? {
+        return match body.if_exists.as_deref() {
+            Some("do_nothing") => thread_json(&state, &thread, rec).await,
+            _ => Err(ApiError::conflict(format!(
+                "thread `{thread}` already exists"
+            ))),
+        };
+    }
+    let metadata = if body.metadata.is_null() {
+        json!({})
+    } else {
+        body.metadata
+    };
+    let rec = json!({"metadata": metadata, "created_at": now()});
+    state
+        .checkpointer
+        .set_thread_metadata(&thread, rec.clone())
+        .await
+        .map_err(ApiError::internal)?;
+    thread_json(&state, &thread, rec).await
+}
+
+async fn existing(state: &AppState, id: &str) -> Result<(ThreadId, Value), ApiError> {
+    let thread = ThreadId::new(id);
+    match record(state, &thread).await? {
+        Some(rec) => Ok((thread, rec)),
+        None => Err(ApiError::not_found(format!("thread `{id}` does not exist"))),
+    }
+}
+
+/// `GET /threads/{thread_id}`.
+pub async fn get_thread(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let (thread, rec) = existing(&state, &id).await?;
+    thread_json(&state, &thread, rec).await
+}
+
+/// `DELETE /threads/{thread_id}`.
+pub async fn delete_thread(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let (thread, _) = existing(&state, &id).await?;
+    match state.research.delete_thread(&thread).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(RunError::ThreadBusy(_)) => Err(ApiError::conflict(format!("thread `{id}` is busy"))),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub struct Search {
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// `POST /threads/search`: threads with checkpoints, by id.
+pub async fn search_threads(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<Search>, JsonRejection>,
+) -> ApiResult {
+    let Json(q) = body?;
+    let list = state
+        .checkpointer
+        .list_threads("", q.limit.unwrap_or(10).min(1000), q.offset.unwrap_or(0))
+        .await
+        .map_err(ApiError::internal)?;
+    let mut out = Vec::new();
+    for t in list {
+        let Json(v) = thread_json(&state, &t.thread_id, t.metadata).await?;
+        out.push(v);
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+/// `GET /threads/{thread_id}/state`.
+pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let (thread, _) = existing(&state, &id).await?;
+    let st = state
+        .research
+        .get_state(&thread)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(match st {
+        None => {
+            json!({"values": {}, "next": [], "tasks": [], "interrupts": [], "checkpoint": null, "metadata": {}})
+        }
+        Some(s) => json!({
+            "values": output_json(&s.values, &s.values.status),
+            "next": s.next,
+            "tasks": [],
+            "interrupts": s.interrupts.iter().map(|i| json!({"value": i.value, "id": i.id.0})).collect::<Vec<_>>(),
+            "checkpoint": {"thread_id": thread.as_str(), "checkpoint_id": s.checkpoint.map(|c| c.0.to_string()), "checkpoint_ns": ""},
+            "metadata": {"step": s.step},
+        }),
+    }))
+}
+
+impl RunBody {
+    /// The assistant the run is for.
+    pub fn assistant_id(&self) -> &str {
+        &self.assistant_id
+    }
+}
+
+/// A run request.
+#[derive(Deserialize)]
+pub struct RunBody {
+    assistant_id: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    command: Option<Value>,
+    #[serde(default)]
+    multitask_strategy: Option<String>,
+    /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
+    #[serde(default)]
+    pub stream_mode: Option<Value>,
+}
+
+/// A run's result as values (the `research --json` keys, plus `__interrupt__` when paused).
+pub fn values(out: &RunOutcome<ResearchState>) -> Value {
+    let status = if out.status == RunStatus::Interrupted {
+        "interrupted"
+    } else {
+        out.state.status.as_str()
+    };
+    let mut v = output_json(&out.state, status);
+    if out.status == RunStatus::Interrupted {
+        v["__interrupt__"] = out
+            .interrupts
+            .iter()
+            .map(|i| json!({"value": i.value, "id": i.id.0}))
+            .collect();
+    }
+    v
+}
+
+/// Checks a run request and starts (or resumes) the run.
+pub async fn start_run(
+    state: &AppState,
+    id: &str,
+    body: RunBody,
+    stream: bool,
+) -> Result<(ThreadId, RunHandle<ResearchState>), ApiError> {
+    match body.assistant_id.as_str() {
+        "research" => {}
+        "acquire" => {
+            return Err(ApiError::not_found(
+                "assistant `acquire` is not available in this build",
+            ))
+        }
+        other => {
+            return Err(ApiError::not_found(format!(
+                "unknown assistant `{other}`: use `research`"
+            )))
+        }
+    }
+    let (thread, _) = existing(state, id).await?;
+    let mut opts = match body.multitask_strategy.as_deref() {
+        None | Some("reject") => RunOptions::default(),
+        Some("enqueue") => RunOptions::default().enqueue(),
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "multitask_strategy `{other}`: use reject or enqueue"
+            )))
+        }
+    };
+    opts.stream_events = stream;
+    let started = match (
+        body.command.as_ref().and_then(|c| c.get("resume")),
+        body.input,
+    ) {
+        (Some(resume), _) => {
+            parse_review(resume).map_err(|e| ApiError::bad(e.to_string()))?;
+            state
+                .research
+                .start_resume(thread.clone(), Resume::Value(resume.clone()), opts)
+                .await
+        }
+        (None, Some(input)) => {
+            let input: ResearchInput = serde_json::from_value(input)
+                .map_err(|e| ApiError::bad(format!("malformed research input: {e}")))?;
+            let update =
+                research::initial_update(input).map_err(|e| ApiError::bad(e.to_string()))?;
+            state.research.start(thread.clone(), update, opts).await
+        }
+        (None, None) => {
+            return Err(ApiError::bad(
+                "a run needs `input`, or `command: {\"resume\": …}`",
+            ))
+        }
+    };
+    match started {
+        Ok(h) => Ok((thread, h)),
+        Err(e) => Err(run_error(id, e)),
+    }
+}
+
+fn run_error(id: &str, e: RunError) -> ApiError {
+    match e {
+        RunError::ThreadBusy(_) => ApiError::conflict(format!(
+            "thread `{id}` has a run in progress (multitask_strategy reject)"
+        )),
+        e @ (RunError::NotInterrupted(_) | RunError::BadResume { .. }) => {
+            ApiError::bad(e.to_string())
+        }
+        RunError::ShuttingDown => ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is stopping; try again after it restarts".into(),
+        ),
+        e => ApiError::internal(e),
+    }
+}
+
+/// `POST /threads/{thread_id}/runs/wait`: runs (or resumes) the thread and returns its values.
+pub async fn run_wait(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> ApiResult {
+    let Json(body) = body?;
+    let (_, handle) = start_run(&state, &id, body, false).await?;
+    let result = handle.wait().await;
+    match result {
+        Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the server is stopping; thread `{id}` is checkpointed and continues when it restarts"),
+        )),
+        Ok(out) => {
+            let v = values(&out);
+            state.runs.count(v["status"].as_str().unwrap_or("ok"));
+            Ok(Json(v))
+        }
+        Err(e) => {
+            state.runs.count("failed");
+            Err(run_error(&id, e))
+        }
+    }
+}
+
+/// Continues every thread a stopped server left between supersteps.
+pub async fn continue_unfinished(state: &Arc<AppState>) {
+    let Ok(threads) = state.checkpointer.list_threads("", usize::MAX, 0).await else {
+        return;
+    };
+    for t in threads {
+        if let Ok(Some(s)) = state.research.get_state(&t.thread_id).await {
+            if !s.next.is_empty() && s.interrupts.is_empty() {
+                let engine = state.research.clone();
+                tokio::spawn(async move {
+                    let _ = engine
+                        .continue_run(t.thread_id, RunOptions::default())
+                        .await;
+                });
+            }
+        }
+    }
+}

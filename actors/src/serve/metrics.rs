@@ -1,0 +1,85 @@
+//! `GET /metrics`: Prometheus text — runs by status, per-node executions, work and mailbox wait
+//! and mailbox depth, checkpoint writes.
+
+use super::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Runs by how they ended.
+#[derive(Debug, Default)]
+pub struct RunCounters {
+    /// Finished.
+    pub finished: AtomicU64,
+    /// Paused on an interrupt.
+    pub interrupted: AtomicU64,
+    /// Failed (or rejected by the engine).
+    pub failed: AtomicU64,
+}
+
+impl RunCounters {
+    /// Counts one run.
+    pub fn count(&self, status: &str) {
+        let c = match status {
+            "interrupted" => &self.interrupted,
+            "failed" | "error" => &self.failed,
+            _ => &self.finished,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The metrics page.
+pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# HELP planwright_runs_total Runs by final status.\n# TYPE planwright_runs_total counter"
+    );
+    for (status, c) in [
+        ("finished", &state.runs.finished),
+        ("interrupted", &state.runs.interrupted),
+        ("failed", &state.runs.failed),
+    ] {
+        let _ = writeln!(
+            t,
+            "planwright_runs_total{{status=\"{status}\"}} {}",
+            c.load(Ordering::Relaxed)
+        );
+    }
+    let _ = writeln!(t, "# TYPE planwright_node_executions_total counter");
+    let _ = writeln!(t, "# TYPE planwright_node_work_seconds_total counter");
+    let _ = writeln!(t, "# TYPE planwright_node_queue_seconds_total counter");
+    let _ = writeln!(t, "# TYPE planwright_node_mailbox_depth gauge");
+    for n in state.research.node_stats() {
+        let l = format!("graph=\"research\",node=\"{}\"", n.node);
+        let _ = writeln!(
+            t,
+            "planwright_node_executions_total{{{l}}} {}",
+            n.executions
+        );
+        let _ = writeln!(
+            t,
+            "planwright_node_work_seconds_total{{{l}}} {:.6}",
+            n.work_us as f64 / 1e6
+        );
+        let _ = writeln!(
+            t,
+            "planwright_node_queue_seconds_total{{{l}}} {:.6}",
+            n.queue_us as f64 / 1e6
+        );
+        let _ = writeln!(
+            t,
+            "planwright_node_mailbox_depth{{{l}}} {}",
+            n.mailbox_depth
+        );
+    }
+    let (records, bytes, writes) = state.research.checkpoint_counters();
+    let _ = writeln!(t, "# TYPE planwright_checkpoint_records_total counter\nplanwright_checkpoint_records_total {records}");
+    let _ = writeln!(t, "# TYPE planwright_checkpoint_bytes_total counter\nplanwright_checkpoint_bytes_total {bytes}");
+    let _ = writeln!(t, "# TYPE planwright_checkpoint_task_writes_total counter\nplanwright_checkpoint_task_writes_total {writes}");
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t)
+}

@@ -1,0 +1,188 @@
+//! `serve`: an HTTP JSON API over the research planner, following the LangGraph Server API for the
+//! part it covers (threads, `runs/wait`, state, `command: {"resume": …}`), with bearer-token auth,
+//! Prometheus metrics and a graceful stop on SIGTERM (running nodes finish, threads are
+//! checkpointed, a restarted server continues them).
+//!
+//! Not in this build yet (see docs/server.md): the `acquire` assistant.
+
+mod errors;
+mod handlers;
+mod metrics;
+mod runs;
+mod stream;
+
+use crate::model::ModelSpec;
+use crate::research::policy::{
+    responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy,
+};
+use crate::research::{self, GraphOptions, ResearchState};
+use axum::routing::{get, post};
+use axum::Router;
+use planwright::checkpoint::Checkpointer;
+use planwright::Engine;
+use std::sync::Arc;
+
+/// `serve` arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Checkpointer URL (default: a SQLite file under `.planwright/`).
+    #[arg(long, default_value = "sqlite:.planwright/serve.sqlite")]
+    pub checkpoint: String,
+    /// Require `Authorization: Bearer TOKEN` on every request.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// The model (`offline`, `sim:…`, `openai`).
+    #[arg(long, default_value = "offline")]
+    pub model: String,
+}
+
+/// What every handler shares.
+pub struct AppState {
+    /// The research planner's engine.
+    pub research: Engine<ResearchState>,
+    /// Its storage.
+    pub checkpointer: Arc<dyn Checkpointer>,
+    /// The bearer token, if required.
+    pub token: Option<String>,
+    /// Runs by final status.
+    pub runs: metrics::RunCounters,
+    /// Background runs by id.
+    pub background: runs::RunRegistry,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+    /// Storage could not be opened.
+    #[error(transparent)]
+    Checkpoint(#[from] planwright::checkpoint::CheckpointError),
+    /// The socket could not be bound or served.
+    #[error("cannot serve on {addr}: {source}")]
+    Io {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Builds the state: engine, storage and policy.
+pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
+    let spec: ModelSpec = args
+        .model
+        .parse()
+        .map_err(|e: crate::model::ModelError| ServeError::Usage(e.to_string()))?;
+    let policy: Arc<dyn ResearchPolicy> = match spec
+        .build(responders())
+        .map_err(|e| ServeError::Usage(e.to_string()))?
+    {
+        None => Arc::new(OfflineResearchPolicy),
+        Some(m) => Arc::new(ChatResearchPolicy::new(m)),
+    };
+    let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
+    let graph = research::graph(policy, GraphOptions::default())
+        .map_err(|e| ServeError::Usage(format!("research graph: {e}")))?;
+    let research = Engine::builder(graph)
+        .checkpointer(checkpointer.clone())
+        .build()
+        .await;
+    Ok(Arc::new(AppState {
+        research,
+        checkpointer,
+        token: args.token.clone(),
+        runs: metrics::RunCounters::default(),
+        background: runs::RunRegistry::default(),
+    }))
+}
+
+/// The router over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/ok", get(handlers::ok))
+        .route("/metrics", get(metrics::render))
+        .route("/threads", post(handlers::create_thread))
+        .route("/threads/search", post(handlers::search_threads))
+        .route(
+            "/threads/{thread_id}",
+            get(handlers::get_thread).delete(handlers::delete_thread),
+        )
+        .route("/threads/{thread_id}/state", get(handlers::thread_state))
+        .route("/threads/{thread_id}/runs/wait", post(handlers::run_wait))
+        .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
+        .route("/threads/{thread_id}/runs", post(runs::create))
+        .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
+        )
+        .route("/threads/{thread_id}/history", post(runs::history))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            errors::auth,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(2 * 1024 * 1024))
+        .with_state(state)
+}
+
+/// Serves until SIGTERM or Ctrl-C, then stops accepting, lets running nodes finish and
+/// checkpoints every thread (`Engine::shutdown`).
+pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
+    let state = state(args).await?;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .map_err(|source| ServeError::Io {
+            addr: args.addr.clone(),
+            source,
+        })?;
+    // Threads a stopped server left mid-run continue now.
+    handlers::continue_unfinished(&state).await;
+    eprintln!("planwright serve: listening on http://{}", args.addr);
+    // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
+    // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
+    let stopped = Arc::new(tokio::sync::Notify::new());
+    {
+        let (state, stopped) = (state.clone(), stopped.clone());
+        tokio::spawn(async move {
+            stop_signal().await;
+            eprintln!("planwright serve: stopping; running nodes finish, threads are checkpointed");
+            state.research.shutdown().await;
+            stopped.notify_one();
+        });
+    }
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(async move { stopped.notified().await })
+        .await
+        .map_err(|source| ServeError::Io {
+            addr: args.addr.clone(),
+            source,
+        })?;
+    eprintln!("planwright serve: stopped; every thread is checkpointed");
+    Ok(())
+}
+
+async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

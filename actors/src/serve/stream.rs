@@ -1,0 +1,105 @@
+//! `POST /threads/{thread_id}/runs/stream`: a run as server-sent events, LangGraph-style: a
+//! `metadata` event first, then per superstep `updates` (`{node: update}`) and `values` (the
+//! thread's values), `custom` events that nodes emit, every run event under `events`, and an
+//! `error` event if the run fails. Which kinds are sent is the request's `stream_mode`.
+
+use super::errors::ApiError;
+use super::handlers::{start_run, RunBody};
+use super::AppState;
+use crate::research::output_json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, Sse};
+use axum::Json;
+use futures::Stream;
+use planwright::RunEvent;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+fn modes(v: &Option<Value>) -> Vec<String> {
+    match v {
+        None => vec!["values".into()],
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|m| m.as_str().map(String::from))
+            .collect(),
+        Some(_) => vec!["values".into()],
+    }
+}
+
+fn event(name: &str, data: &Value) -> Event {
+    Event::default().event(name).data(data.to_string())
+}
+
+/// The SSE endpoint.
+pub async fn run_stream(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Json(body) = body?;
+    let modes = modes(&body.stream_mode);
+    let (thread, mut handle) = start_run(&state, &id, body, true).await?;
+    let (tx, rx) = mpsc::unbounded_channel::<Event>();
+    let run_id = handle.run_id.0;
+    let _ = tx.send(event(
+        "metadata",
+        &json!({"run_id": run_id.to_string(), "attempt": 1}),
+    ));
+    let want = move |m: &str| modes.iter().any(|x| x == m);
+    tokio::spawn(async move {
+        if let Some(mut events) = handle.events.take() {
+            while let Some(ev) = events.recv().await {
+                if want("events") {
+                    if let Ok(v) = serde_json::to_value(&ev) {
+                        let _ = tx.send(event("events", &v));
+                    }
+                }
+                match &ev {
+                    RunEvent::StateUpdated { nodes, updates, .. } => {
+                        if want("updates") {
+                            for (n, u) in nodes.iter().zip(updates) {
+                                let _ = tx.send(event("updates", &json!({ n.clone(): u })));
+                            }
+                        }
+                        if want("values") {
+                            if let Ok(Some(s)) = state.research.get_state(&thread).await {
+                                let _ = tx.send(event(
+                                    "values",
+                                    &output_json(&s.values, &s.values.status),
+                                ));
+                            }
+                        }
+                    }
+                    RunEvent::Custom { payload, .. } if want("custom") => {
+                        let _ = tx.send(event("custom", payload));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        match handle.wait().await {
+            Ok(out) => {
+                let v = super::handlers::values(&out);
+                state.runs.count(v["status"].as_str().unwrap_or("ok"));
+                if want("values") {
+                    let _ = tx.send(event("values", &v));
+                }
+            }
+            Err(e) => {
+                state.runs.count("failed");
+                let _ = tx.send(event(
+                    "error",
+                    &json!({"error": "RunError", "message": e.to_string()}),
+                ));
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Ok(Sse::new(stream))
+}

@@ -1,0 +1,142 @@
+//! `load` end to end, in-process: every conversation accounted for, interrupts answered under
+//! load, the report's JSON keys and its HTML page; bad arguments are clear errors.
+
+use planwright_actors::load::{self, LoadArgs, LoadError};
+use std::path::PathBuf;
+
+fn args(graph: &str, n: usize) -> LoadArgs {
+    LoadArgs {
+        graph: graph.into(),
+        conversations: n,
+        concurrency: 16,
+        model: "sim:p50=1ms,p99=5ms,seed=2".into(),
+        checkpoint: None,
+        target: None,
+        token: None,
+        report: None,
+        quiet: true,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn research_conversations_all_finish_with_interrupts_answered() {
+    let dir = std::env::temp_dir().join(format!("planwright-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report_path: PathBuf = dir.join("report.json");
+    let mut a = args("research", 60);
+    a.checkpoint = Some(format!("sqlite:{}", dir.join("load.sqlite").display()));
+    a.report = Some(report_path.clone());
+    let report = load::run(&a).await.unwrap();
+    assert_eq!(
+        report.completed + report.failed + report.interrupted_left,
+        60,
+        "none lost"
+    );
+    assert_eq!(report.failed, 0, "{:?}", report.errors);
+    // Every fifth conversation asks for approval (a replanned plan is reviewed again).
+    assert!(
+        report.resumes >= 10,
+        "{} interrupts answered",
+        report.resumes
+    );
+    assert_eq!(report.interrupted_left, 0);
+    assert!(report.checkpoint_records > 0);
+    assert!(report.nodes.contains_key("create_plan"));
+    let calls: u64 = report.model.iter().map(|m| m.calls).sum();
+    assert!(calls >= 60, "{calls} model calls");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    for key in [
+        "conversations",
+        "completed",
+        "failed",
+        "node_execs_per_sec",
+        "overhead_us_per_node",
+        "peak_rss_kb",
+        "nodes",
+    ] {
+        assert!(json.get(key).is_some(), "report lacks `{key}`");
+    }
+    for key in ["p50_ms", "p99_ms", "queue_p99_ms"] {
+        assert!(
+            json["nodes"]["create_plan"].get(key).is_some(),
+            "node figures lack `{key}`"
+        );
+    }
+    let html = std::fs::read_to_string(report_path.with_extension("html")).unwrap();
+    assert!(
+        html.starts_with("<!doctype html>") && html.contains("<svg") && !html.contains("<script")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_graph_runs_without_a_model() {
+    let report = load::run(&args("loop", 40)).await.unwrap();
+    assert_eq!(report.completed, 40);
+    assert_eq!(report.node_executions, 40 * 110);
+}
+
+#[tokio::test]
+async fn bad_arguments_are_named() {
+    for (a, needle) in [
+        (args("acquire", 1), "not in this build"),
+        (args("chess", 1), "unknown graph `chess`"),
+        (
+            LoadArgs {
+                model: "gpt".into(),
+                ..args("research", 1)
+            },
+            "unknown model `gpt`",
+        ),
+        (
+            LoadArgs {
+                conversations: 0,
+                ..args("research", 1)
+            },
+            "at least 1",
+        ),
+        (
+            LoadArgs {
+                target: Some("http://x".into()),
+                ..args("loop", 1)
+            },
+            "--target",
+        ),
+    ] {
+        let err: LoadError = load::run(&a).await.unwrap_err();
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_drives_a_serve_instance_over_http() {
+    use planwright_actors::serve::{router, state, ServeArgs};
+    let dir = std::env::temp_dir().join(format!("planwright-load-target-{}", std::process::id()));
+    let st = state(&ServeArgs {
+        addr: "127.0.0.1:0".into(),
+        checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
+        token: Some("t0k".into()),
+        model: "sim:p50=1ms,p99=3ms".into(),
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router(st)).await;
+    });
+    let mut a = args("research", 30);
+    a.target = Some(format!("http://{addr}"));
+    a.token = Some("t0k".into());
+    let report = load::run(&a).await.unwrap();
+    assert_eq!(report.completed, 30, "{:?}", report.errors);
+    assert!(
+        report.resumes >= 6,
+        "every fifth conversation was approved over HTTP"
+    );
+    assert!(
+        report.node_executions > 30 * 5,
+        "read from the server's /metrics"
+    );
+}

@@ -1,0 +1,59 @@
+"""Drives `planwright serve` with the official LangGraph SDK (langgraph-sdk from PyPI).
+
+Usage: sdk_client.py URL. Exits non-zero (with the failed assertion) when the server does not
+behave as the SDK expects.
+"""
+import asyncio
+import sys
+
+from langgraph_sdk import get_client
+
+GOAL = ("Create a short research brief on whether our support team should adopt "
+        "retrieval-augmented generation for customer support")
+
+
+async def main(url: str) -> None:
+    client = get_client(url=url)
+    thread = await client.threads.create(metadata={"who": "sdk"})
+    tid = thread["thread_id"]
+    assert thread["status"] == "idle", thread
+
+    # Run and wait: the planner pauses for plan approval.
+    out = await client.runs.wait(
+        tid, "research",
+        input={"input": GOAL, "constraints": {"require_approval": True, "max_steps": 4}})
+    assert out["status"] == "interrupted", out
+    assert out["__interrupt__"][0]["value"]["plan"], out
+
+    # The interrupt is visible in the thread's state and status.
+    state = await client.threads.get_state(tid)
+    assert state["next"] == ["review_plan"], state
+    assert len(state["interrupts"]) == 1, state
+    assert (await client.threads.get(tid))["status"] == "interrupted"
+
+    # Resume with a command.
+    out = await client.runs.wait(tid, "research", command={"resume": {"action": "approve"}})
+    assert out["status"] == "ok", out
+    assert "[rag-" in out["final_report"], out
+
+    state = await client.threads.get_state(tid)
+    assert state["values"]["status"] == "ok", state
+    assert any(t["thread_id"] == tid for t in await client.threads.search(limit=50))
+
+    # Stream a run on a second thread.
+    other = await client.threads.create()
+    events = []
+    last_values = None
+    async for part in client.runs.stream(other["thread_id"], "research",
+                                         input={"input": GOAL}, stream_mode=["values", "updates"]):
+        events.append(part.event)
+        if part.event == "values":
+            last_values = part.data
+    assert events[0] == "metadata", events
+    assert "updates" in events and "values" in events, events
+    assert last_values["status"] == "ok", last_values
+    print("sdk ok:", len(events), "stream events")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
