@@ -1,7 +1,7 @@
 //! The `planwright` command line.
 
 use clap::{Parser, Subcommand};
-use planwright_actors::bench;
+use planwright_actors::{bench, load, research, serve};
 use std::process::ExitCode;
 
 /// Planwright: LangGraph-style planner graphs on actors.
@@ -16,18 +16,80 @@ struct Cli {
 enum Command {
     /// Measure the runtime on a synthetic graph shape.
     Bench(bench::BenchArgs),
+    /// Plan, execute and write a research brief over source notes.
+    Research(research::cli::ResearchArgs),
+    /// Run many conversations of a planner at once and report what they cost.
+    Load(load::LoadArgs),
+    /// Serve the planners over HTTP (LangGraph Server API subset).
+    Serve(serve::ServeArgs),
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Bench(args) => run_bench(args).await,
+    let workers = match &cli.command {
+        Command::Bench(a) => a.workers,
+        Command::Research(_) | Command::Load(_) | Command::Serve(_) => None,
+    };
+    let rt = match bench::runtime(workers) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the tokio runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        match cli.command {
+            Command::Bench(args) => run_bench(args).await,
+            Command::Research(args) => research::cli::run(args).await,
+            Command::Load(args) => run_load(args).await,
+            Command::Serve(args) => match serve::run(&args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e @ serve::ServeError::Usage(_)) => {
+                    eprintln!("serve: {e}");
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    eprintln!("serve: {e}");
+                    ExitCode::from(1)
+                }
+            },
+        }
+    })
+}
+
+async fn run_load(args: load::LoadArgs) -> ExitCode {
+    match load::run(&args).await {
+        Ok(report) => {
+            println!("{}", report.to_text());
+            if report.failed > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e @ (load::LoadError::Usage(_) | load::LoadError::Model(_))) => {
+            eprintln!("load: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("load: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
 async fn run_bench(args: bench::BenchArgs) -> ExitCode {
-    let report = match bench::run(&args, None).await {
+    let checkpointer = match &args.checkpoint {
+        Some(url) => match planwright::checkpoint::connect(url).await {
+            Ok(cp) => Some(cp),
+            Err(e) => {
+                eprintln!("bench: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let report = match bench::run(&args, checkpointer).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bench failed: {e}");

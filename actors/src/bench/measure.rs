@@ -15,6 +15,18 @@ pub fn rss_kb() -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// CPU time the process has used (user + system, all threads), from `/proc/self/stat`, in
+/// microseconds (`None` off Linux). Resolution: one clock tick (10 ms on this kernel's 100 Hz).
+pub fn cpu_us() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 10_000)
+}
+
 /// Resets the peak-RSS counter so a later [`rss_kb`] peak covers only what follows (Linux ≥ 4.0).
 pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");

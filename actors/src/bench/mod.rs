@@ -45,6 +45,9 @@ pub struct BenchArgs {
     /// Durability with a checkpointer.
     #[arg(long, value_enum, default_value = "sync")]
     pub durability: DurabilityArg,
+    /// Tokio worker threads (0: a single-threaded runtime). Default: one per core.
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -96,6 +99,8 @@ pub struct BenchReport {
     pub baseline_rss_kb: u64,
     /// (peak − baseline) / conversations, KiB: the memory of one live conversation.
     pub kb_per_conversation: f64,
+    /// Tokio worker threads (0: single-threaded runtime).
+    pub workers: usize,
     /// Checkpointer URL, if any.
     pub checkpoint: Option<String>,
     /// Durability used with it.
@@ -123,6 +128,26 @@ pub enum BenchError {
     /// The checkpointer could not be opened.
     #[error("checkpointer: {0}")]
     Checkpoint(String),
+}
+
+/// Worker threads when `--workers` is not given: one per core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
+/// Builds the tokio runtime `--workers` asks for.
+pub fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    match workers.unwrap_or_else(default_workers) {
+        0 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
 }
 
 /// Runs a benchmark.
@@ -214,6 +239,7 @@ async fn measure_shape<S: State>(
         peak_rss_kb: peak,
         baseline_rss_kb: baseline,
         kb_per_conversation: peak.saturating_sub(baseline) as f64 / conversations as f64,
+        workers: args.workers.unwrap_or_else(default_workers),
         checkpoint: args.checkpoint.clone(),
         durability: durable.then(|| format!("{:?}", args.durability).to_lowercase()),
         checkpoint_records: records - records0,
@@ -226,8 +252,8 @@ impl BenchReport {
     /// A readable summary.
     pub fn to_text(&self) -> String {
         format!(
-            "shape {:?}: {} conversation(s) × {} rep(s), {} node executions in {:.1} ms\n  {:.2} µs per node execution (median; p90 {:.2})\n  {:.0} node executions/s\n  peak RSS {} KiB (baseline {} KiB, {:.1} KiB per live conversation)\n  checkpoints: {} records, {} bytes, {} task-write batches",
-            self.shape, self.conversations, self.reps, self.node_executions, self.wall_ms, self.us_per_node, self.us_per_node_p90,
+            "shape {:?} ({} worker thread(s)): {} conversation(s) × {} rep(s), {} node executions in {:.1} ms\n  {:.2} µs per node execution (median; p90 {:.2})\n  {:.0} node executions/s\n  peak RSS {} KiB (baseline {} KiB, {:.1} KiB per live conversation)\n  checkpoints: {} records, {} bytes, {} task-write batches",
+            self.shape, self.workers, self.conversations, self.reps, self.node_executions, self.wall_ms, self.us_per_node, self.us_per_node_p90,
             self.node_execs_per_sec, self.peak_rss_kb, self.baseline_rss_kb, self.kb_per_conversation, self.checkpoint_records, self.checkpoint_bytes, self.checkpoint_writes
         )
     }
