@@ -1,7 +1,7 @@
 //! The `planwright` command line.
 
 use clap::{Parser, Subcommand};
-use planwright_actors::{bench, load, research, serve};
+use planwright_actors::{bench, field, load, research, serve};
 use std::process::ExitCode;
 
 /// Planwright: LangGraph-style planner graphs on actors.
@@ -22,13 +22,15 @@ enum Command {
     Load(load::LoadArgs),
     /// Serve the planners over HTTP (LangGraph Server API subset).
     Serve(serve::ServeArgs),
+    /// Fill a market-sizing schema by search, questions and decomposition, then calculate it.
+    Acquire(field::cli::AcquireArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let workers = match &cli.command {
         Command::Bench(a) => a.workers,
-        Command::Research(_) | Command::Load(_) | Command::Serve(_) => None,
+        Command::Research(_) | Command::Load(_) | Command::Serve(_) | Command::Acquire(_) => None,
     };
     let rt = match bench::runtime(workers) {
         Ok(rt) => rt,
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Bench(args) => run_bench(args).await,
             Command::Research(args) => research::cli::run(args).await,
+            Command::Acquire(args) => field::cli::run(args).await,
             Command::Load(args) => run_load(args).await,
             Command::Serve(args) => match serve::run(&args).await {
                 Ok(()) => ExitCode::SUCCESS,

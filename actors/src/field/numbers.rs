@@ -14,6 +14,8 @@ pub struct Reading {
     pub quote: String,
     /// Byte offset of the number in the text.
     pub offset: usize,
+    /// Written as a percentage (`35%`, `35 percent`).
+    pub percent: bool,
 }
 
 /// Splits `text` into sentences (on `.`, `!`, `?` followed by whitespace, and on newlines),
@@ -102,11 +104,13 @@ pub fn readings(text: &str, ty: ValueType) -> Vec<Reading> {
             let rest = &sentence[i..];
             let trimmed = rest.trim_start();
             let next_word = trimmed.split_whitespace().next().unwrap_or("");
+            let mut percent = false;
             if rest.starts_with('%')
                 || next_word.eq_ignore_ascii_case("percent")
                 || next_word.eq_ignore_ascii_case("per")
                     && trimmed[3..].trim_start().starts_with("cent")
             {
+                percent = true;
                 if ty == ValueType::Ratio {
                     value /= 100.0;
                 }
@@ -131,6 +135,7 @@ pub fn readings(text: &str, ty: ValueType) -> Vec<Reading> {
                     value,
                     quote: sentence.to_string(),
                     offset: s_off + start,
+                    percent,
                 });
             }
         }

@@ -84,10 +84,16 @@ pub struct Decomposition {
     pub components: Vec<String>,
     /// Over the components.
     pub formula: String,
+    /// What each component means (optional; used for its searches and questions).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub descriptions: BTreeMap<String, String>,
+    /// Each component's type (optional; default `number`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub types: BTreeMap<String, ValueType>,
 }
 
 /// An acquisition schema.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schema {
     /// A name for the scenario.
@@ -144,6 +150,11 @@ pub enum SchemaError {
 }
 
 impl Schema {
+    /// The field named `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
     /// Parses and validates a schema document.
     pub fn from_json(text: &str) -> Result<Self, SchemaError> {
         let s: Schema =

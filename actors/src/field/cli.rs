@@ -1,0 +1,303 @@
+//! The `acquire` command (a contract: tools outside the project call it). Every input is checked
+//! before anything runs (exit 2 naming the problem); questions are answered from `--answers`, or
+//! in the terminal when there is one; a question with no answer ends the run as `interrupted`
+//! with the thread id to resume. Exit 0 for `ok` and `interrupted`, 1 for `aborted` or a run
+//! error, 2 for bad input.
+
+use super::graph::{GraphOptions, Topology};
+use super::input::{initial_update, parse_answers, parse_corpus};
+use super::policy::{responders, ChatFieldPolicy, FieldPolicy, OfflineFieldPolicy};
+use super::runner::{self, AcquireRun, AnswerSource, NoAnswers, Start};
+use super::schema::Schema;
+use super::state::FieldState;
+use crate::model::{ModelError, ModelSpec};
+use planwright::Engine;
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The bundled corpus: the three fixture scenarios' documents.
+pub const BUNDLED_CORPORA: [&str; 3] = [
+    include_str!("../../../fixtures/field/dental.corpus.json"),
+    include_str!("../../../fixtures/field/coffee.corpus.json"),
+    include_str!("../../../fixtures/field/bikes.corpus.json"),
+];
+
+/// The default checkpoint file, under the working directory.
+pub const DEFAULT_CHECKPOINT: &str = "sqlite:.planwright/acquire.db";
+
+/// Options of the `acquire` command.
+#[derive(Clone, Debug, clap::Args)]
+pub struct AcquireArgs {
+    /// The schema (JSON). Required unless `--resume` continues a thread.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// The corpus: a JSON array of `{"id", "title", "text"}` (default: the bundled corpus).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// What is being sized.
+    #[arg(long, default_value = "")]
+    pub goal: String,
+    /// A JSON object mapping field names to answers, used when that field is asked.
+    #[arg(long)]
+    pub answers: Option<PathBuf>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The conversation or thread id (default: a new one).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Answer the paused question of `--thread`.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Checkpointer URL (`sqlite:PATH`, `postgres://…`, `memory:`).
+    #[arg(long, default_value = DEFAULT_CHECKPOINT)]
+    pub checkpoint: String,
+    /// The model: `offline` (default), `sim:…` or `openai` (see `docs/models.md`).
+    #[arg(long, default_value = "offline")]
+    pub model: String,
+    /// The topology: `staged` (default) or `plan` (the old single-node graph).
+    #[arg(long, default_value = "staged")]
+    pub topology: String,
+}
+
+fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("acquire: {msg}");
+    ExitCode::from(2)
+}
+
+/// The policy a `--model` value names.
+pub fn policy_for(model: &str) -> Result<Arc<dyn FieldPolicy>, String> {
+    let spec: ModelSpec = model.parse().map_err(|e: ModelError| e.to_string())?;
+    match spec.build(responders()).map_err(|e| e.to_string())? {
+        None => Ok(Arc::new(OfflineFieldPolicy)),
+        Some(chat) => Ok(Arc::new(ChatFieldPolicy::new(chat))),
+    }
+}
+
+fn read(path: &PathBuf, what: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+}
+
+struct Prepared {
+    start: Start,
+    answers: Option<BTreeMap<String, String>>,
+    policy: Arc<dyn FieldPolicy>,
+    topology: Topology,
+}
+
+fn prepare(args: &AcquireArgs) -> Result<Prepared, String> {
+    let policy = policy_for(&args.model)?;
+    let topology = match args.topology.as_str() {
+        "staged" => Topology::Staged,
+        "plan" => Topology::Plan,
+        other => return Err(format!("unknown topology `{other}` (staged or plan)")),
+    };
+    let schema = match &args.schema {
+        Some(p) => Some(
+            Schema::from_json(&read(p, "schema")?).map_err(|e| format!("{}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let answers = match (&args.answers, &schema) {
+        (Some(p), Some(s)) => Some(
+            parse_answers(&read(p, "answers")?, s).map_err(|e| format!("{}: {e}", p.display()))?,
+        ),
+        (Some(p), None) => {
+            let text = read(p, "answers")?;
+            let map: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: answers: expected a JSON object of field → text: {e}",
+                    p.display()
+                )
+            })?;
+            Some(map)
+        }
+        (None, _) => None,
+    };
+    let start = if let Some(text) = &args.resume {
+        if args.thread.is_none() {
+            return Err("--resume needs --thread ID (the paused thread)".into());
+        }
+        Start::Resume(text.clone())
+    } else {
+        let schema = schema.ok_or("--schema FILE is required")?;
+        let corpus = match &args.corpus {
+            Some(p) => {
+                parse_corpus(&read(p, "corpus")?).map_err(|e| format!("{}: {e}", p.display()))?
+            }
+            None => {
+                let mut docs = Vec::new();
+                for c in BUNDLED_CORPORA {
+                    docs.extend(parse_corpus(c).map_err(|e| format!("bundled corpus: {e}"))?);
+                }
+                docs
+            }
+        };
+        let conversation = conversation_id(args);
+        Start::Input(Box::new(initial_update(
+            &conversation,
+            &args.goal,
+            schema,
+            corpus,
+        )))
+    };
+    Ok(Prepared {
+        start,
+        answers,
+        policy,
+        topology,
+    })
+}
+
+fn conversation_id(args: &AcquireArgs) -> String {
+    match &args.thread {
+        Some(t) => runner::conversation_of(t).to_string(),
+        None => {
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or_default();
+            format!("acquire-{ms}-{}", std::process::id())
+        }
+    }
+}
+
+/// Asks in the terminal (on stderr, reading stdin); an empty line or end of input is no answer.
+struct Terminal;
+
+impl AnswerSource for Terminal {
+    fn answer(&mut self, _field: &str, question: &str) -> Option<String> {
+        eprint!("{question}\n> ");
+        std::io::stderr().flush().ok();
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim().to_string()).filter(|l| !l.is_empty()),
+        }
+    }
+}
+
+fn ensure_parent_dir(url: &str) {
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            if !dir.as_os_str().is_empty() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
+    }
+}
+
+fn render(run: &AcquireRun) -> String {
+    let out = run.output_json();
+    let mut s = String::new();
+    s.push_str(&format!("status: {}\n", run.status()));
+    s.push_str("targets:\n");
+    for (k, v) in out["targets"].as_object().into_iter().flatten() {
+        s.push_str(&format!("  {k} = {v}\n"));
+    }
+    s.push_str("fields:\n");
+    for (k, v) in out["fields"].as_object().into_iter().flatten() {
+        let p = &v["provenance"];
+        let from = match p["kind"].as_str() {
+            Some("search") => format!(
+                "search {} \"{}\"",
+                p["source_id"].as_str().unwrap_or(""),
+                p["quote"].as_str().unwrap_or("")
+            ),
+            Some("user") => "user".to_string(),
+            Some(kind) => format!("{kind} {}", p["formula"].as_str().unwrap_or("")),
+            None => "missing".to_string(),
+        };
+        s.push_str(&format!("  {k} = {} ({from})\n", v["value"]));
+    }
+    s.push_str(&format!(
+        "{} decisions in {} iterations\n",
+        run.state.decisions.len(),
+        run.state.iterations
+    ));
+    if let Some(p) = &run.pending {
+        s.push_str(&format!(
+            "Paused on thread {}: {}\nAnswer with --thread {} --resume 'ANSWER'\n",
+            run.thread,
+            p["question"].as_str().unwrap_or(""),
+            run.thread
+        ));
+    }
+    s
+}
+
+/// Runs the command.
+pub async fn run(args: AcquireArgs) -> ExitCode {
+    let prepared = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) => return bad_input(e),
+    };
+    let options = GraphOptions {
+        topology: prepared.topology,
+        ..GraphOptions::default()
+    };
+    let graph = match super::graph(prepared.policy, &options) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("acquire: cannot build the graph: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    ensure_parent_dir(&args.checkpoint);
+    let checkpointer = match crate::research::cli::checkpointer_for(Some(&args.checkpoint)).await {
+        Ok(cp) => cp,
+        Err((code, msg)) => {
+            eprintln!("acquire: {msg}");
+            return code;
+        }
+    };
+    let mut builder = Engine::builder(graph).migration(runner::migration);
+    if let Some(cp) = checkpointer {
+        builder = builder.checkpointer(cp);
+    }
+    let engine: Engine<FieldState> = builder.build().await;
+    let conversation = conversation_id(&args);
+    let mut terminal = Terminal;
+    let mut none = NoAnswers;
+    let mut map = prepared.answers.clone().unwrap_or_default();
+    let answers: &mut dyn AnswerSource = if prepared.answers.is_some() {
+        &mut map
+    } else if std::io::stdin().is_terminal() {
+        &mut terminal
+    } else {
+        &mut none
+    };
+    let outcome = runner::run(
+        &engine,
+        prepared.topology,
+        &conversation,
+        prepared.start,
+        answers,
+    )
+    .await;
+    engine.shutdown().await;
+    let run = match outcome {
+        Ok(r) => r,
+        Err(e @ (runner::RunnerError::UnknownThread(_) | runner::RunnerError::NotPaused(_))) => {
+            return bad_input(e)
+        }
+        Err(e) => {
+            eprintln!("acquire: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", run.output_json());
+    } else {
+        print!("{}", render(&run));
+    }
+    if run.status() == "aborted" {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,162 @@
+//! The field policy over any chat model: each call sends its request as JSON with a JSON schema of
+//! the answer through [`model::ask`](crate::model::ask) (schema check, one fed-back repair
+//! attempt). [`responders`] answers the same requests with the offline heuristics, for the
+//! simulator (`--model sim:…`).
+
+use super::{
+    offline, offline_decompose, offline_extract, DecideRequest, DecomposeRequest, ExtractAnswer,
+    ExtractRequest, FieldPolicy, PolicyError, ReflectRequest, Reflection,
+};
+use crate::field::schema::Decomposition;
+use crate::field::state::PlannerDecision;
+use crate::model::{ask, ChatMessage, ChatModel, ChatRequest, ModelError, Responder};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const SYSTEM: &str = "You help size a market by filling the numbers of a schema. Use only the \
+documents given; quote sentences verbatim; never invent a document id. Answer with JSON matching \
+the schema.";
+
+/// The field policy driving a chat model.
+pub struct ChatFieldPolicy {
+    model: Arc<dyn ChatModel>,
+    name: String,
+}
+
+impl ChatFieldPolicy {
+    /// A policy asking `model`.
+    pub fn new(model: Arc<dyn ChatModel>) -> Self {
+        let name = format!("chat:{}", model.name());
+        Self { model, name }
+    }
+
+    async fn call<Q: Serialize, T: DeserializeOwned>(
+        &self,
+        call: &str,
+        instruction: &str,
+        req: &Q,
+        schema: Value,
+    ) -> Result<T, PolicyError> {
+        let input = serde_json::to_value(req)
+            .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
+        let chat = ChatRequest {
+            call: call.to_string(),
+            messages: vec![
+                ChatMessage::system(SYSTEM),
+                ChatMessage::user(format!("{instruction}\n\nInput:\n{input}")),
+            ],
+            schema,
+            input,
+        };
+        match ask::<T>(&*self.model, chat).await {
+            Ok((value, _usage)) => Ok(value),
+            Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
+            Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
+        }
+    }
+}
+
+fn decision_schema() -> Value {
+    json!({"type": "object", "required": ["action", "reasoning"], "properties": {
+        "action": {"type": "string", "enum": ["search", "ask_user", "reflect", "calculate", "finish"]},
+        "target": {"type": "string"},
+        "query": {"type": "string"},
+        "question": {"type": "string"},
+        "reasoning": {"type": "string"}
+    }})
+}
+
+fn decomposition_schema() -> Value {
+    json!({"type": "object", "required": ["field", "components", "formula"], "properties": {
+        "field": {"type": "string"},
+        "components": {"type": "array", "items": {"type": "string"}},
+        "formula": {"type": "string"},
+        "descriptions": {"type": "object"},
+        "types": {"type": "object"}
+    }})
+}
+
+fn extract_schema() -> Value {
+    json!({"type": "object", "properties": {"found": {
+        "type": ["object", "null"], "required": ["value", "quote", "source_id"], "properties": {
+            "value": {"type": "number"}, "quote": {"type": "string"}, "source_id": {"type": "string"}
+        }
+    }}})
+}
+
+fn reflect_schema() -> Value {
+    json!({"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}})
+}
+
+#[async_trait::async_trait]
+impl FieldPolicy for ChatFieldPolicy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
+        self.call("decide", "Choose the next action: search the corpus for a missing field, ask the person, reflect, calculate, or finish.", req, decision_schema())
+            .await
+    }
+
+    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
+        self.call("decompose", "The field is rarely published directly. Give components that can be found and a formula (+ - * / and parentheses over the components) that computes it.", req, decomposition_schema())
+            .await
+    }
+
+    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
+        self.call("extract", "Read the field's value from the documents: the value (ratios between 0 and 1), the sentence it appears in, verbatim, and the document id; or null when no document gives it.", req, extract_schema())
+            .await
+    }
+
+    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError> {
+        self.call(
+            "reflect",
+            "Progress has stalled. Say briefly what is missing and what to try next.",
+            req,
+            reflect_schema(),
+        )
+        .await
+    }
+}
+
+fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
+    f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
+) -> Responder {
+    Arc::new(move |req: &ChatRequest| {
+        let q: Q =
+            serde_json::from_value(req.input.clone()).map_err(|e| ModelError::Malformed {
+                call: req.call.clone(),
+                detail: format!("simulator input does not decode: {e}"),
+            })?;
+        let a = f(&q).map_err(|detail| ModelError::Malformed {
+            call: req.call.clone(),
+            detail,
+        })?;
+        serde_json::to_value(a).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
+    })
+}
+
+/// The offline model's answers by call kind, for [`SimulatedModel`](crate::model::SimulatedModel).
+pub fn responders() -> HashMap<String, Responder> {
+    HashMap::from([
+        (
+            "decide".to_string(),
+            responder(|q: &DecideRequest| Ok(offline::decide(q))),
+        ),
+        (
+            "decompose".to_string(),
+            responder(offline_decompose::decompose),
+        ),
+        (
+            "extract".to_string(),
+            responder(|q: &ExtractRequest| Ok(offline_extract::extract(q))),
+        ),
+        (
+            "reflect".to_string(),
+            responder(|q: &ReflectRequest| Ok(offline::reflect(q))),
+        ),
+    ])
+}

@@ -1,0 +1,253 @@
+//! The action nodes: `search` (BM25 over the corpus), `observe` (the model extracts the value from
+//! the hits; the quote is checked against the document), `calculate` (the calculator), `reflect`
+//! (a model note) and `finish` (the final status).
+
+use super::{Env, StageResult};
+use crate::field::policy::{ExtractRequest, ReflectRequest};
+use crate::field::schema::{Kind, ValueType};
+use crate::field::state::{
+    inputs_fingerprint, Acquired, Attempts, Calculation, FieldState, FieldUpdate, FieldValue,
+    Observation, Provenance, SearchRecord, Status,
+};
+use crate::field::{formula, view};
+use crate::tools::bm25::Bm25Index;
+use planwright::NodeContext;
+use std::collections::BTreeMap;
+
+/// Hits a search keeps.
+pub const SEARCH_LIMIT: usize = 3;
+
+/// The `search` node: runs the decision's query, records it, and leaves the hits for `observe`
+/// (none: `last_observation` stays empty and the run goes back to `tick`).
+pub async fn search(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResult {
+    let Some(d) = &s.decision else {
+        return Ok(FieldUpdate::default().last_observation(None));
+    };
+    let field = d.target.clone().unwrap_or_default();
+    let query = d
+        .query
+        .clone()
+        .unwrap_or_else(|| view::default_query(s, &field));
+    let index = Bm25Index::from_documents(&s.corpus);
+    let hits: Vec<_> = index
+        .search(&query, SEARCH_LIMIT)
+        .into_iter()
+        .filter_map(|h| s.corpus.get(h.doc).cloned())
+        .collect();
+    let mut attempts = s.attempts.get(&field).copied().unwrap_or_default();
+    attempts.searches += 1;
+    Ok(FieldUpdate::default()
+        .attempts(BTreeMap::from([(field.clone(), attempts)]))
+        .search_history(vec![SearchRecord {
+            field: field.clone(),
+            query: view::normalise_query(&query),
+        }])
+        .last_observation((!hits.is_empty()).then_some(Observation { field, query, hits })))
+}
+
+/// Values already attributed to fields from search, as (document id, value).
+fn taken(s: &FieldState) -> Vec<(String, f64)> {
+    s.values
+        .values()
+        .filter_map(|a| match (&a.provenance, a.value.number()) {
+            (Provenance::Search { source_id, .. }, Some(v)) => Some((source_id.clone(), v)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks an extraction: from a hit, quote verbatim in that document, a value of the field's type.
+pub fn check_extraction(
+    s: &FieldState,
+    obs: &Observation,
+    e: &crate::field::policy::Extraction,
+) -> Result<(), String> {
+    let doc = obs
+        .hits
+        .iter()
+        .find(|d| d.id == e.source_id)
+        .ok_or_else(|| format!("document `{}` was not among the hits", e.source_id))?;
+    if e.quote.trim().is_empty() || !doc.text.contains(&e.quote) {
+        return Err(format!("the quote is not in document `{}`", doc.id));
+    }
+    if !e.value.is_finite() {
+        return Err("the value is not a finite number".into());
+    }
+    let ty = view::field(s, &obs.field).map(|f| f.value_type);
+    if ty == Some(ValueType::Ratio) && !(0.0..=1.0).contains(&e.value) {
+        return Err(format!("{} is not a ratio between 0 and 1", e.value));
+    }
+    Ok(())
+}
+
+/// The `observe` node: the model extracts the searched field's value from the hits.
+pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResult {
+    let Some(obs) = &s.last_observation else {
+        return Ok(FieldUpdate::default());
+    };
+    let req = ExtractRequest {
+        field: view::field(s, &obs.field).cloned(),
+        hits: obs.hits.clone(),
+        taken: taken(s),
+        currency: s.values.get("currency").and_then(|a| match &a.value {
+            FieldValue::Text(t) => Some(t.clone()),
+            FieldValue::Number(_) => None,
+        }),
+    };
+    let answer = env
+        .call(ctx, "extract", || async { env.policy.extract(&req).await })
+        .await?;
+    let u = FieldUpdate::default().last_observation(None);
+    Ok(match answer {
+        Ok(a) => match a.found {
+            Some(e) => match check_extraction(s, obs, &e) {
+                Ok(()) => u.values(BTreeMap::from([(
+                    obs.field.clone(),
+                    Acquired {
+                        value: FieldValue::Number(e.value),
+                        provenance: Provenance::Search {
+                            source_id: e.source_id,
+                            quote: e.quote,
+                        },
+                    },
+                )])),
+                Err(why) => u.reflections(vec![format!(
+                    "extraction for `{}` rejected: {why}",
+                    obs.field
+                )]),
+            },
+            None => u.reflections(vec![format!(
+                "no value for `{}` in the hits of \"{}\"",
+                obs.field, obs.query
+            )]),
+        },
+        Err(e) => u.reflections(vec![format!("extraction for `{}` failed: {e}", obs.field)]),
+    })
+}
+
+/// The calculator: every derived field the targets need, from the current values.
+pub fn calculate_values(s: &FieldState) -> Calculation {
+    let missing = view::missing_inputs(s);
+    if !missing.is_empty() {
+        return Calculation::Blocked { missing };
+    }
+    let mut known: BTreeMap<String, Option<f64>> = s
+        .schema
+        .fields
+        .iter()
+        .map(|f| {
+            (
+                f.name.clone(),
+                s.values.get(&f.name).and_then(|a| a.value.number()),
+            )
+        })
+        .collect();
+    let mut values = BTreeMap::new();
+    let derived: Vec<_> = s
+        .schema
+        .fields
+        .iter()
+        .filter(|f| f.kind == Kind::Derived)
+        .collect();
+    // Derived fields are acyclic (the schema is validated), so at most `derived.len()` passes.
+    for _ in 0..derived.len() {
+        for f in &derived {
+            if values.contains_key(&f.name) {
+                continue;
+            }
+            let text = f.formula.as_deref().unwrap_or("");
+            match formula::evaluate(text, &known) {
+                Ok(v) => {
+                    values.insert(f.name.clone(), v);
+                    known.insert(f.name.clone(), Some(v));
+                }
+                Err(formula::FormulaError::Missing(_)) => {}
+                Err(e) => {
+                    return Calculation::Error {
+                        reason: format!("`{}` = {text}: {e}", f.name),
+                    }
+                }
+            }
+        }
+    }
+    let needed_missing: Vec<String> = s
+        .schema
+        .targets
+        .iter()
+        .filter(|t| !values.contains_key(*t) && !view::has_value(s, t))
+        .cloned()
+        .collect();
+    if !needed_missing.is_empty() {
+        return Calculation::Error {
+            reason: format!(
+                "targets not computable from the values: {}",
+                needed_missing.join(", ")
+            ),
+        };
+    }
+    Calculation::Success {
+        values,
+        inputs_fingerprint: inputs_fingerprint(s),
+    }
+}
+
+/// The `calculate` node.
+pub async fn calculate(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResult {
+    let calc = calculate_values(s);
+    let mut u = FieldUpdate::default().calc_attempts(s.calc_attempts + 1);
+    if let Calculation::Success { values, .. } = &calc {
+        let derived: BTreeMap<String, Acquired> = values
+            .iter()
+            .map(|(name, v)| {
+                let formula = view::field(s, name)
+                    .and_then(|f| f.formula.clone())
+                    .unwrap_or_default();
+                (
+                    name.clone(),
+                    Acquired {
+                        value: FieldValue::Number(*v),
+                        provenance: Provenance::Calculated { formula },
+                    },
+                )
+            })
+            .collect();
+        u = u.values(derived);
+    }
+    Ok(u.calculation(calc))
+}
+
+/// The `reflect` node.
+pub async fn reflect(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResult {
+    let req = ReflectRequest {
+        goal: s.goal.clone(),
+        missing: view::missing_inputs(s),
+        attempts: s.attempts.clone(),
+        recent_decisions: s.decisions.iter().rev().take(5).rev().cloned().collect(),
+    };
+    let answer = env
+        .call(ctx, "reflect", || async { env.policy.reflect(&req).await })
+        .await?;
+    let note = match answer {
+        Ok(r) => r.note,
+        Err(e) => format!("reflection failed: {e}"),
+    };
+    Ok(FieldUpdate::default().reflections(vec![note]))
+}
+
+/// The `finish` node: `ok` when every target is calculated from the current inputs, else
+/// `aborted`.
+pub async fn finish(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResult {
+    let status = if s.status != Status::Aborted && view::calculation_current(s) {
+        Status::Ok
+    } else {
+        Status::Aborted
+    };
+    Ok(FieldUpdate::default().status(status))
+}
+
+/// Attempts with one more question for `field`.
+pub fn one_more_ask(s: &FieldState, field: &str) -> BTreeMap<String, Attempts> {
+    let mut a = s.attempts.get(field).copied().unwrap_or_default();
+    a.asks += 1;
+    BTreeMap::from([(field.to_string(), a)])
+}
