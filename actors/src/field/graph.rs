@@ -54,6 +54,9 @@ pub struct GraphOptions {
     pub model_retry: RetryPolicy,
     /// The superstep cap (a safety net above `max_iters`).
     pub step_limit: u64,
+    /// Nodes after which the run pauses (for approval, or to prove that a model call is never
+    /// repeated when a run stops after it).
+    pub pause_after: Vec<&'static str>,
 }
 
 impl Default for GraphOptions {
@@ -62,6 +65,7 @@ impl Default for GraphOptions {
             topology: Topology::Staged,
             model_retry: RetryPolicy::exponential(3, Duration::from_millis(200)),
             step_limit: 2_000,
+            pause_after: Vec::new(),
         }
     }
 }
@@ -223,5 +227,6 @@ pub fn build(
         .add_edge("observe_user", entry)
         .add_edge("finish", END)
         .step_limit(options.step_limit)
+        .interrupt_after(options.pause_after.iter().copied())
         .compile()
 }
