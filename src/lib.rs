@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+// Lets `state!` name this crate as `::planwright` from inside it too (serde paths cannot use `$crate`).
+extern crate self as planwright;
+
 pub mod checkpoint;
 pub mod events;
 pub mod graph;

@@ -45,6 +45,19 @@ pub trait Update:
     fn written_fields(&self) -> Vec<&'static str>;
 }
 
+/// Deserialises a field that is present in an update as a write: `Some(value)`, even when the value
+/// is `null`. Without it, a write of `None` to an `Option` field (`"field": null`) would read back
+/// as no write at all, and a checkpoint replayed from its deltas would keep the old value. The
+/// macro names it as `::planwright::state::present`, so the crate must be a dependency under
+/// that name.
+pub fn present<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 /// Declares a graph state, its update type and the reducer of each field.
 ///
 /// ```
@@ -94,7 +107,10 @@ macro_rules! state {
         $vis struct $update {
             $(
                 #[doc = concat!("Write to `", stringify!($field), "` (reducer: ", stringify!($reducer), ").")]
-                #[serde(skip_serializing_if = "Option::is_none")]
+                #[serde(
+                    skip_serializing_if = "Option::is_none",
+                    deserialize_with = "::planwright::state::present"
+                )]
                 pub $field: Option<$ty>,
             )*
         }
@@ -161,4 +177,31 @@ macro_rules! __reduce {
     (custom($f:path), $slot:expr, $value:expr, $name:expr, $ctx:expr) => {
         $f($slot, $value)
     };
+}
+
+#[cfg(test)]
+mod tests {
+    crate::state! {
+        /// A state with an optional field.
+        pub struct Opt => OptUpdate {
+            /// Set and cleared.
+            replace note: Option<String>,
+            /// Counted.
+            replace n: u32,
+        }
+    }
+
+    #[test]
+    fn a_write_of_none_survives_serialisation() {
+        // Checkpoints store updates as JSON; clearing a field must read back as a write.
+        let clear = OptUpdate::default().note(None);
+        let text = serde_json::to_string(&clear).unwrap();
+        assert_eq!(text, r#"{"note":null}"#);
+        let back: OptUpdate = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, clear);
+        let none: OptUpdate = serde_json::from_str("{}").unwrap();
+        assert_eq!(none, OptUpdate::default());
+        let set: OptUpdate = serde_json::from_str(r#"{"note":"x","n":3}"#).unwrap();
+        assert_eq!(set, OptUpdate::default().note(Some("x".into())).n(3));
+    }
 }

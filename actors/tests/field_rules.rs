@@ -90,7 +90,10 @@ fn tick_stops_at_the_iteration_cap_and_on_abort() {
 fn bootstrap_asks_for_core_fields_first_and_aborts_when_unanswerable() {
     let s = state();
     let d = tick::bootstrap_question(&s).unwrap().unwrap();
-    assert_eq!((d.action, d.target.as_deref()), (Action::AskUser, Some("region")));
+    assert_eq!(
+        (d.action, d.target.as_deref()),
+        (Action::AskUser, Some("region"))
+    );
     let mut capped = state();
     capped.attempts.insert(
         "region".into(),
@@ -107,7 +110,10 @@ fn bootstrap_asks_for_core_fields_first_and_aborts_when_unanswerable() {
 fn prepare_builds_recipes_adds_components_and_composes_ready_fields() {
     let s = state();
     assert_eq!(s.recipes["clinics"].components, ["people", "per_person"]);
-    assert!(s.schema.field("people").is_some_and(|f| f.kind == planwright_actors::field::schema::Kind::Raw));
+    assert!(s
+        .schema
+        .field("people")
+        .is_some_and(|f| f.kind == planwright_actors::field::schema::Kind::Raw));
     let mut s = with_region(s);
     set(&mut s, "people", 1000.0);
     assert!(prepare::compose_ready_fields(&s).0.is_empty());
@@ -115,7 +121,10 @@ fn prepare_builds_recipes_adds_components_and_composes_ready_fields() {
     let (values, notes) = prepare::compose_ready_fields(&s);
     assert!(notes.is_empty());
     assert_eq!(values["clinics"].value, FieldValue::Number(500.0));
-    assert!(matches!(values["clinics"].provenance, Provenance::Composed { .. }));
+    assert!(matches!(
+        values["clinics"].provenance,
+        Provenance::Composed { .. }
+    ));
 }
 
 #[test]
@@ -123,7 +132,10 @@ fn proactive_decomposition_targets_needed_fields_without_a_recipe_once_per_tick(
     let mut s = state();
     s.schema.decompositions.clear();
     s.recipes.clear();
-    assert_eq!(prepare::proactive_decomposition_target(&s).as_deref(), Some("clinics"));
+    assert_eq!(
+        prepare::proactive_decomposition_target(&s).as_deref(),
+        Some("clinics")
+    );
     s.decomposed_at = s.iterations;
     assert_eq!(prepare::proactive_decomposition_target(&s), None);
 }
@@ -139,12 +151,16 @@ fn generated_decompositions_are_checked() {
         types: BTreeMap::new(),
     };
     assert!(prepare::validate_generated(&s, "clinics", &d("a * b", &["a", "b"])).is_ok());
-    assert!(prepare::validate_generated(&s, "clinics", &d("a * zzz", &["a"]))
-        .unwrap_err()
-        .contains("zzz"));
-    assert!(prepare::validate_generated(&s, "clinics", &d("a *", &["a"]))
-        .unwrap_err()
-        .contains("formula"));
+    assert!(
+        prepare::validate_generated(&s, "clinics", &d("a * zzz", &["a"]))
+            .unwrap_err()
+            .contains("zzz")
+    );
+    assert!(
+        prepare::validate_generated(&s, "clinics", &d("a *", &["a"]))
+            .unwrap_err()
+            .contains("formula")
+    );
     assert!(prepare::validate_generated(&s, "clinics", &d("tam", &["tam"])).is_err());
     assert!(prepare::validate_generated(&s, "clinics", &d("x", &[])).is_err());
     assert!(prepare::validate_generated(&s, "price", &d("a", &["a"])).is_err());
@@ -160,7 +176,12 @@ fn calc_gate_finishes_on_current_success_and_aborts_at_the_cap() {
     assert!(calc_gate::calculation_cap(&s).is_some());
     s.calc_attempts = 1;
     assert!(calc_gate::calculation_cap(&s).is_none());
-    for (f, v) in [("clinics", 10.0), ("price", 2.0), ("share", 0.5), ("web_only", 1.0)] {
+    for (f, v) in [
+        ("clinics", 10.0),
+        ("price", 2.0),
+        ("share", 0.5),
+        ("web_only", 1.0),
+    ] {
         set(&mut s, f, v);
     }
     s.calculation = Calculation::Success {
@@ -169,7 +190,10 @@ fn calc_gate_finishes_on_current_success_and_aborts_at_the_cap() {
     };
     assert!(calc_gate::calculation_done(&s).is_some());
     set(&mut s, "price", 3.0);
-    assert!(calc_gate::calculation_done(&s).is_none(), "a changed input makes it stale");
+    assert!(
+        calc_gate::calculation_done(&s).is_none(),
+        "a changed input makes it stale"
+    );
 }
 
 #[test]
@@ -179,17 +203,29 @@ fn acquire_reasks_follows_a_blocked_calculation_continues_decompositions_and_aut
         field: "share".into(),
         question: "again?".into(),
     });
-    assert_eq!(acquire::reask(&s).unwrap().question.as_deref(), Some("again?"));
+    assert_eq!(
+        acquire::reask(&s).unwrap().question.as_deref(),
+        Some("again?")
+    );
     s.reask = None;
     s.calculation = Calculation::Blocked {
         missing: vec!["clinics".into(), "price".into()],
     };
-    assert_eq!(acquire::blocked_calculation_task(&s), Some(Task::Search("people".into())));
+    assert_eq!(
+        acquire::blocked_calculation_task(&s),
+        Some(Task::Search("people".into()))
+    );
     set(&mut s, "people", 5.0);
     let d = acquire::fast_path(&s).unwrap();
     assert_eq!(d.target.as_deref(), Some("per_person"));
     assert!(acquire::auto_finish(&s).is_none());
-    for (f, v) in [("per_person", 2.0), ("clinics", 10.0), ("price", 2.0), ("share", 0.5), ("web_only", 1.0)] {
+    for (f, v) in [
+        ("per_person", 2.0),
+        ("clinics", 10.0),
+        ("price", 2.0),
+        ("share", 0.5),
+        ("web_only", 1.0),
+    ] {
         set(&mut s, f, v);
     }
     assert_eq!(acquire::auto_finish(&s).unwrap().action, Action::Finish);
@@ -198,9 +234,15 @@ fn acquire_reasks_follows_a_blocked_calculation_continues_decompositions_and_aut
 #[test]
 fn on_demand_decomposition_sends_a_requires_components_target_to_its_components() {
     let s = with_region(state());
-    assert_eq!(enforce::on_demand_target(&s, &search("clinics", "q")).as_deref(), Some("clinics"));
+    assert_eq!(
+        enforce::on_demand_target(&s, &search("clinics", "q")).as_deref(),
+        Some("clinics")
+    );
     let d = enforce::redirect_to_components(&s, "clinics");
-    assert_eq!((d.action, d.target.as_deref()), (Action::Search, Some("people")));
+    assert_eq!(
+        (d.action, d.target.as_deref()),
+        (Action::Search, Some("people"))
+    );
     assert!(enforce::on_demand_target(&s, &search("price", "q")).is_none());
 }
 
@@ -208,11 +250,25 @@ fn on_demand_decomposition_sends_a_requires_components_target_to_its_components(
 fn derived_targets_are_redirected_to_their_inputs_or_to_calculate() {
     let mut s = with_region(state());
     let d = enforce::derived_field_redirect(&s, &ask("tam")).unwrap();
-    assert_eq!(d.target.as_deref(), Some("people"), "tam → base → clinics → people");
-    for (f, v) in [("clinics", 10.0), ("price", 2.0), ("share", 0.5), ("web_only", 1.0)] {
+    assert_eq!(
+        d.target.as_deref(),
+        Some("people"),
+        "tam → base → clinics → people"
+    );
+    for (f, v) in [
+        ("clinics", 10.0),
+        ("price", 2.0),
+        ("share", 0.5),
+        ("web_only", 1.0),
+    ] {
         set(&mut s, f, v);
     }
-    assert_eq!(enforce::derived_field_redirect(&s, &search("base", "q")).unwrap().action, Action::Calculate);
+    assert_eq!(
+        enforce::derived_field_redirect(&s, &search("base", "q"))
+            .unwrap()
+            .action,
+        Action::Calculate
+    );
     assert!(enforce::derived_field_redirect(&s, &search("price", "q")).is_none());
 }
 
@@ -221,8 +277,17 @@ fn asking_for_a_web_field_is_premature_while_searches_remain() {
     let mut s = with_region(state());
     let d = enforce::premature_ask_for_web_field(&s, &ask("web_only")).unwrap();
     assert_eq!(d.action, Action::Search);
-    assert!(enforce::premature_ask_for_web_field(&s, &ask("price")).is_none(), "either, not web");
-    s.attempts.insert("web_only".into(), Attempts { searches: 2, ..Attempts::default() });
+    assert!(
+        enforce::premature_ask_for_web_field(&s, &ask("price")).is_none(),
+        "either, not web"
+    );
+    s.attempts.insert(
+        "web_only".into(),
+        Attempts {
+            searches: 2,
+            ..Attempts::default()
+        },
+    );
     assert!(enforce::premature_ask_for_web_field(&s, &ask("web_only")).is_none());
 }
 
@@ -236,10 +301,22 @@ fn repeated_or_capped_searches_fall_back() {
     });
     let d = enforce::search_duplicate_or_cap(&s, &search("price", "Yearly PRICE")).unwrap();
     assert_eq!(d.action, Action::Search);
-    assert_ne!(view::normalise_query(d.query.as_deref().unwrap()), "price yearly");
-    s.attempts.insert("price".into(), Attempts { searches: 2, ..Attempts::default() });
+    assert_ne!(
+        view::normalise_query(d.query.as_deref().unwrap()),
+        "price yearly"
+    );
+    s.attempts.insert(
+        "price".into(),
+        Attempts {
+            searches: 2,
+            ..Attempts::default()
+        },
+    );
     let d = enforce::search_duplicate_or_cap(&s, &search("price", "other")).unwrap();
-    assert_eq!((d.action, d.target.as_deref()), (Action::AskUser, Some("price")));
+    assert_eq!(
+        (d.action, d.target.as_deref()),
+        (Action::AskUser, Some("price"))
+    );
     let d = enforce::search_duplicate_or_cap(&s, &search("no_such", "x")).unwrap();
     assert_ne!(d.target.as_deref(), Some("no_such"));
 }
@@ -250,10 +327,20 @@ fn the_ask_cap_moves_on_or_finishes_and_aborts_when_nothing_can_progress() {
     assert!(enforce::ask_cap(&s, &ask("share")).is_none());
     s.asks_total = 8;
     let (d, aborts) = enforce::ask_cap(&s, &ask("share")).unwrap();
-    assert_eq!(d.action, Action::Search, "other fields can still be searched");
+    assert_eq!(
+        d.action,
+        Action::Search,
+        "other fields can still be searched"
+    );
     assert!(!aborts);
     for f in ["people", "per_person", "price", "web_only"] {
-        s.attempts.insert(f.into(), Attempts { searches: 2, ..Attempts::default() });
+        s.attempts.insert(
+            f.into(),
+            Attempts {
+                searches: 2,
+                ..Attempts::default()
+            },
+        );
     }
     let (d, aborts) = enforce::ask_cap(&s, &ask("share")).unwrap();
     assert_eq!(d.action, Action::Finish);
@@ -264,31 +351,69 @@ fn the_ask_cap_moves_on_or_finishes_and_aborts_when_nothing_can_progress() {
 fn the_calculation_adjustment_calculates_before_finishing_and_skips_redundant_runs() {
     let mut s = with_region(state());
     let finish = PlannerDecision::finish("done?");
-    assert!(enforce::calculation_adjustment(&s, &finish).is_none(), "inputs missing");
-    for (f, v) in [("clinics", 10.0), ("price", 2.0), ("share", 0.5), ("web_only", 1.0)] {
+    assert!(
+        enforce::calculation_adjustment(&s, &finish).is_none(),
+        "inputs missing"
+    );
+    for (f, v) in [
+        ("clinics", 10.0),
+        ("price", 2.0),
+        ("share", 0.5),
+        ("web_only", 1.0),
+    ] {
         set(&mut s, f, v);
     }
-    assert_eq!(enforce::calculation_adjustment(&s, &finish).unwrap().action, Action::Calculate);
+    assert_eq!(
+        enforce::calculation_adjustment(&s, &finish).unwrap().action,
+        Action::Calculate
+    );
     s.calculation = Calculation::Success {
         values: BTreeMap::new(),
         inputs_fingerprint: planwright_actors::field::state::inputs_fingerprint(&s),
     };
     let calc = PlannerDecision::new(Action::Calculate, None, "again");
-    assert_eq!(enforce::calculation_adjustment(&s, &calc).unwrap().action, Action::Finish);
+    assert_eq!(
+        enforce::calculation_adjustment(&s, &calc).unwrap().action,
+        Action::Finish
+    );
 }
 
 #[test]
 fn answers_are_validated_by_type() {
     use user::{parse_answer, AnswerError};
-    assert_eq!(parse_answer("1,800", ValueType::Number), Ok(FieldValue::Number(1800.0)));
-    assert_eq!(parse_answer("2.5 million", ValueType::Number), Ok(FieldValue::Number(2.5e6)));
-    assert_eq!(parse_answer("5%", ValueType::Ratio), Ok(FieldValue::Number(0.05)));
-    assert_eq!(parse_answer("0.3", ValueType::Ratio), Ok(FieldValue::Number(0.3)));
-    assert_eq!(parse_answer("150%", ValueType::Ratio), Err(AnswerError::RatioOutOfRange(1.5)));
-    assert!(matches!(parse_answer("lots", ValueType::Number), Err(AnswerError::NotANumber(_))));
-    assert!(matches!(parse_answer("3 or 4", ValueType::Number), Err(AnswerError::Ambiguous(_))));
+    assert_eq!(
+        parse_answer("1,800", ValueType::Number),
+        Ok(FieldValue::Number(1800.0))
+    );
+    assert_eq!(
+        parse_answer("2.5 million", ValueType::Number),
+        Ok(FieldValue::Number(2.5e6))
+    );
+    assert_eq!(
+        parse_answer("5%", ValueType::Ratio),
+        Ok(FieldValue::Number(0.05))
+    );
+    assert_eq!(
+        parse_answer("0.3", ValueType::Ratio),
+        Ok(FieldValue::Number(0.3))
+    );
+    assert_eq!(
+        parse_answer("150%", ValueType::Ratio),
+        Err(AnswerError::RatioOutOfRange(1.5))
+    );
+    assert!(matches!(
+        parse_answer("lots", ValueType::Number),
+        Err(AnswerError::NotANumber(_))
+    ));
+    assert!(matches!(
+        parse_answer("3 or 4", ValueType::Number),
+        Err(AnswerError::Ambiguous(_))
+    ));
     assert_eq!(parse_answer("  ", ValueType::Text), Err(AnswerError::Empty));
-    assert_eq!(parse_answer(" Nordland ", ValueType::Text), Ok(FieldValue::Text("Nordland".into())));
+    assert_eq!(
+        parse_answer(" Nordland ", ValueType::Text),
+        Ok(FieldValue::Text("Nordland".into()))
+    );
 }
 
 #[test]
