@@ -298,6 +298,17 @@ async fn another_topology_calls_the_migration_hook() {
         let st = hooked.get_state(&t).await.unwrap().unwrap();
         assert_eq!(st.values.count, 2, "collected values kept");
         assert_eq!(st.values.trace, ["migrated from count 2"]);
+        // A run on the migrated thread is stored on top of the migrated state, not the old one.
+        let out = hooked
+            .run(t.clone(), WalkUpdate::default(), RunOptions::default())
+            .await
+            .unwrap();
+        let stored = hooked.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(stored.values.trace, out.state.trace, "reloaded = ran");
+        assert_eq!(
+            stored.values.trace.first().map(String::as_str),
+            Some("migrated from count 2")
+        );
     })
     .await;
 }

@@ -595,6 +595,9 @@ impl<S: State> Engine<S> {
                 }
             })?;
             saved.state = Arc::new(migrated);
+            // The next checkpoint must be a snapshot: the migrated state is not the stored parent
+            // plus the next superstep's updates, so a delta on top of it would replay wrongly.
+            saved.deltas_since_snapshot = u64::MAX;
             saved.tasks.clear();
             saved.writes.clear();
             saved.paused_before = false;

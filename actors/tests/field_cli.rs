@@ -1,0 +1,310 @@
+//! The `acquire` command's contract, on the real binary: JSON keys, exit codes, answers from a
+//! file, a pause that prints the question and thread id and is continued with `--thread/--resume`
+//! on the default SQLite checkpoint, and clear refusals of malformed inputs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/field")
+}
+
+fn workdir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("acquire-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn acquire(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .current_dir(dir)
+        .arg("acquire")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn fx(name: &str) -> String {
+    fixtures().join(name).display().to_string()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn a_full_run_prints_the_contract_json_and_exits_0() {
+    let dir = workdir("ok");
+    let out = acquire(
+        &dir,
+        &[
+            "--schema",
+            &fx("coffee.schema.json"),
+            "--corpus",
+            &fx("coffee.corpus.json"),
+            "--answers",
+            &fx("coffee.answers.json"),
+            "--goal",
+            "office coffee subscriptions",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok");
+    assert!(v["targets"]["revenue"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["fields"]["adoption"]["provenance"]["kind"], "search");
+    assert_eq!(v["fields"]["adoption"]["provenance"]["source_id"], "cof-04");
+    assert_eq!(v["fields"]["offices"]["provenance"]["kind"], "composed");
+    assert!(v["fields"]["offices"]["provenance"]["formula"].is_string());
+    assert_eq!(v["fields"]["revenue"]["provenance"]["kind"], "calculated");
+    assert!(v["iterations"].as_u64().unwrap() > 0);
+    let d = &v["decisions"][0];
+    assert_eq!(d["action"], "ask_user");
+    assert_eq!(d["origin"], "deterministic");
+    assert!(d["rewritten_by"].is_array());
+    assert!(
+        dir.join(".planwright/acquire.db").exists(),
+        "default checkpoint under the working directory"
+    );
+}
+
+#[test]
+fn a_question_without_an_answer_ends_interrupted_and_resume_continues_it() {
+    let dir = workdir("pause");
+    std::fs::write(
+        dir.join("answers.json"),
+        r#"{"region": "Rivertown", "currency": "EUR"}"#,
+    )
+    .unwrap();
+    let out = acquire(
+        &dir,
+        &[
+            "--schema",
+            &fx("bikes.schema.json"),
+            "--corpus",
+            &fx("bikes.corpus.json"),
+            "--answers",
+            "answers.json",
+            "--thread",
+            "bikes-1",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["status"], "interrupted");
+    assert_eq!(v["pending_question"]["field"], "lease_price");
+    assert!(v["pending_question"]["question"]
+        .as_str()
+        .unwrap()
+        .contains("lease"));
+    assert_eq!(v["thread_id"], "bikes-1:planner:v2");
+    assert!(v["targets"]["market"].is_null());
+    let out = acquire(
+        &dir,
+        &[
+            "--thread",
+            "bikes-1:planner:v2",
+            "--resume",
+            "1,800",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["targets"]["market"].as_f64(), Some(1250.0 * 3.0 * 1800.0));
+    // Human output, for a finished thread: reported as stored.
+    let out = acquire(
+        &dir,
+        &["--schema", &fx("bikes.schema.json"), "--thread", "bikes-1"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("status: ok"));
+    let out = acquire(&dir, &["--thread", "bikes-1", "--resume", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "resuming a finished thread is bad input"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not waiting"));
+}
+
+#[test]
+fn an_aborted_run_exits_1() {
+    let dir = workdir("abort");
+    std::fs::write(
+        dir.join("answers.json"),
+        r#"{"region": "Nordland", "currency": "EUR", "obtainable_share": "lots"}"#,
+    )
+    .unwrap();
+    let out = acquire(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--corpus",
+            &fx("dental.corpus.json"),
+            "--answers",
+            "answers.json",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["status"], "aborted");
+}
+
+fn refused(dir: &Path, args: &[&str], needle: &str) {
+    let out = acquire(dir, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: `{err}` lacks `{needle}`");
+    assert!(out.stdout.is_empty(), "nothing ran");
+}
+
+#[test]
+fn malformed_inputs_are_refused_with_exit_2_naming_the_problem() {
+    let dir = workdir("bad");
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("dental.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let variant = |name: &str, f: &dyn Fn(&mut Value)| {
+        let mut s = schema.clone();
+        f(&mut s);
+        std::fs::write(dir.join(name), s.to_string()).unwrap();
+        name.to_string()
+    };
+    let unknown = variant("unknown.json", &|s| {
+        s["fields"][6]["formula"] = "clinics * price".into()
+    });
+    refused(&dir, &["--schema", &unknown], "unknown field `price`");
+    let cycle = variant("cycle.json", &|s| {
+        s["fields"][6]["formula"] = "som * 2".into()
+    });
+    refused(&dir, &["--schema", &cycle], "cycle");
+    let decomp = variant("decomp.json", &|s| {
+        s["decompositions"][0]["field"] = "dentists".into()
+    });
+    refused(
+        &dir,
+        &["--schema", &decomp],
+        "decomposition of unknown field `dentists`",
+    );
+    let target = variant("target.json", &|s| s["targets"][0] = "ebitda".into());
+    refused(&dir, &["--schema", &target], "target `ebitda`");
+    std::fs::write(dir.join("corpus.json"), r#"[{"id": "a", "title": "t"}]"#).unwrap();
+    refused(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--corpus",
+            "corpus.json",
+        ],
+        "corpus",
+    );
+    std::fs::write(
+        dir.join("dup.json"),
+        r#"[{"id": "a", "title": "t", "text": "x"}, {"id": "a", "title": "t", "text": "y"}]"#,
+    )
+    .unwrap();
+    refused(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--corpus",
+            "dup.json",
+        ],
+        "appears twice",
+    );
+    std::fs::write(dir.join("answers.json"), r#"["Nordland"]"#).unwrap();
+    refused(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--answers",
+            "answers.json",
+        ],
+        "answers",
+    );
+    std::fs::write(dir.join("answers2.json"), r#"{"planet": "Mars"}"#).unwrap();
+    refused(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--answers",
+            "answers2.json",
+        ],
+        "`planet` is not a field",
+    );
+    refused(&dir, &["--schema", "missing.json"], "cannot read schema");
+    refused(&dir, &[], "--schema FILE is required");
+    refused(&dir, &["--resume", "x"], "--resume needs --thread");
+    refused(
+        &dir,
+        &["--thread", "nobody", "--resume", "x"],
+        "does not exist",
+    );
+    refused(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--checkpoint",
+            "mysql://x",
+        ],
+        "",
+    );
+}
+
+#[test]
+fn the_simulated_model_drives_the_same_planner() {
+    let dir = workdir("sim");
+    let out = acquire(
+        &dir,
+        &[
+            "--schema",
+            &fx("dental.schema.json"),
+            "--corpus",
+            &fx("dental.corpus.json"),
+            "--answers",
+            &fx("dental.answers.json"),
+            "--model",
+            "sim:p50=1ms,p99=2ms,seed=3",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok");
+    assert!(v["targets"]["som"].as_f64().unwrap() > 0.0);
+}
