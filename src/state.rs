@@ -183,6 +183,7 @@ macro_rules! __reduce {
 mod tests {
     crate::state! {
         /// A state with an optional field.
+        #[allow(dead_code)]
         pub struct Opt => OptUpdate {
             /// Set and cleared.
             replace note: Option<String>,

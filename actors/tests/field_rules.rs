@@ -440,3 +440,63 @@ fn combining_updates_keeps_every_field() {
     let combined = planwright_actors::field::FieldUpdate::default().then(full);
     assert_eq!(serde_json::to_value(&combined).unwrap(), all);
 }
+
+#[test]
+fn the_checked_in_diagrams_match_the_graphs() {
+    use planwright_actors::field::{graph, GraphOptions, OfflineFieldPolicy, Topology};
+    for (topology, file) in [
+        (Topology::Staged, "field-planner.mmd"),
+        (Topology::Plan, "field-planner-plan-node.mmd"),
+    ] {
+        let options = GraphOptions {
+            topology,
+            ..GraphOptions::default()
+        };
+        let g = graph(std::sync::Arc::new(OfflineFieldPolicy), &options).unwrap();
+        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("UPDATE_DIAGRAMS").is_some() {
+            std::fs::write(&path, g.mermaid()).unwrap();
+        }
+        let stored = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(
+            stored,
+            g.mermaid(),
+            "docs/{file} is stale: rerun with UPDATE_DIAGRAMS=1"
+        );
+    }
+    let staged = std::fs::read_to_string(format!(
+        "{}/../docs/field-planner.mmd",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let doc = std::fs::read_to_string(format!(
+        "{}/../docs/field-planner.md",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let body = staged.splitn(3, "---\n").nth(2).unwrap();
+    assert!(
+        doc.contains(&format!("```mermaid\n{body}```")),
+        "the diagram in docs/field-planner.md is stale: copy docs/field-planner.mmd into it"
+    );
+    for node in [
+        "tick",
+        "prepare",
+        "calc_gate",
+        "acquire",
+        "decide",
+        "enforce_policy",
+        "search",
+        "observe",
+        "ask_user",
+        "observe_user",
+        "calculate",
+        "reflect",
+        "finish",
+    ] {
+        assert!(
+            staged.contains(&format!("{node}[{node}]")),
+            "{node} missing"
+        );
+    }
+}

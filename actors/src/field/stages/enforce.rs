@@ -28,6 +28,9 @@ pub mod rule {
     pub const CALCULATION_ADJUSTMENT: &str = "calculation_adjustment";
 }
 
+/// A rewrite rule: the rewritten decision, or `None` when it does not apply.
+type Rule = fn(&FieldState, &PlannerDecision) -> Option<PlannerDecision>;
+
 fn acquires(d: &PlannerDecision) -> bool {
     matches!(d.action, Action::Search | Action::AskUser)
 }
@@ -205,10 +208,7 @@ pub async fn enforce_policy(env: &Env, s: &FieldState, ctx: &NodeContext) -> Sta
             d = redirect_to_components(&st, &field);
             rules.push(rule::ON_DEMAND_DECOMPOSITION.into());
         }
-        let pure: [(
-            &str,
-            fn(&FieldState, &PlannerDecision) -> Option<PlannerDecision>,
-        ); 3] = [
+        let pure: [(&str, Rule); 3] = [
             (rule::DERIVED_FIELD_REDIRECT, derived_field_redirect),
             (
                 rule::PREMATURE_ASK_FOR_WEB_FIELD,
