@@ -308,3 +308,37 @@ fn the_simulated_model_drives_the_same_planner() {
     assert_eq!(v["status"], "ok");
     assert!(v["targets"]["som"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_model_that_only_answers_malformed_output_aborts_the_run_with_exit_1() {
+    let dir = workdir("malformed");
+    let out = acquire(
+        &dir,
+        &[
+            "--schema",
+            &fx("bikes.schema.json"),
+            "--corpus",
+            &fx("bikes.corpus.json"),
+            "--answers",
+            &fx("bikes.answers.json"),
+            "--model",
+            "sim:p50=1ms,p99=2ms,malformed=1,seed=2",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "aborted");
+    let last = v["decisions"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["action"], "finish");
+    assert_eq!(last["origin"], "llm");
+    assert!(
+        last["reasoning"].as_str().unwrap().contains("model"),
+        "{last}"
+    );
+}

@@ -9,7 +9,7 @@ use field_support::*;
 use planwright::{Resume, RunOptions, RunStatus};
 use planwright_actors::field::policy::{
     DecideRequest, DecomposeRequest, ExtractAnswer, ExtractRequest, FieldPolicy, PolicyError,
-    ReflectRequest, Reflection,
+    PolicyReply, ReflectRequest, Reflection,
 };
 use planwright_actors::field::runner::{self, NoAnswers, Start};
 use planwright_actors::field::schema::Decomposition;
@@ -210,20 +210,23 @@ impl FieldPolicy for FailingDecide {
     fn name(&self) -> &str {
         "failing"
     }
-    async fn decide(&self, _: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
+    async fn decide(&self, _: &DecideRequest) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
         Err(PolicyError::Failed("the model answered with prose".into()))
     }
-    async fn decompose(&self, r: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
+    async fn decompose(
+        &self,
+        r: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError> {
         planwright_actors::field::OfflineFieldPolicy
             .decompose(r)
             .await
     }
-    async fn extract(&self, r: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
+    async fn extract(&self, r: &ExtractRequest) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
         planwright_actors::field::OfflineFieldPolicy
             .extract(r)
             .await
     }
-    async fn reflect(&self, _: &ReflectRequest) -> Result<Reflection, PolicyError> {
+    async fn reflect(&self, _: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
         Err(PolicyError::Transient("down".into()))
     }
 }
@@ -325,4 +328,59 @@ async fn search_provenance_quotes_the_document_it_names() {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_chat_model_drives_the_planner_and_its_token_usage_is_in_the_events() {
+    let policy = planwright_actors::field::cli::policy_for("sim:p50=1ms,p99=2ms,seed=5").unwrap();
+    assert!(policy.name().starts_with("chat:"));
+    let sc = scenario("coffee");
+    let e = engine(policy, &GraphOptions::default(), None).await;
+    let update = input::initial_update("chat", "", sc.schema.clone(), sc.corpus.clone());
+    let mut handle = e
+        .start(thread("chat"), update, RunOptions::streaming())
+        .await
+        .unwrap();
+    let mut rx = handle.events.take().unwrap();
+    let mut out = handle.wait().await.unwrap();
+    let mut usage_calls = Vec::new();
+    loop {
+        while let Ok(ev) = rx.try_recv() {
+            if let planwright::RunEvent::Custom { payload, .. } = ev {
+                if let Some(u) = payload.get("model_usage") {
+                    assert!(u["prompt_tokens"].as_u64().unwrap() > 0);
+                    usage_calls.push(u["call"].as_str().unwrap().to_string());
+                }
+            }
+        }
+        if out.status != RunStatus::Interrupted {
+            break;
+        }
+        let field = out.interrupts[0].value["field"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut h = e
+            .start_resume(
+                thread("chat"),
+                Resume::Value(json!(sc.answers[&field])),
+                RunOptions::streaming(),
+            )
+            .await
+            .unwrap();
+        rx = h.events.take().unwrap();
+        out = h.wait().await.unwrap();
+    }
+    assert_eq!(out.status, RunStatus::Finished);
+    assert_eq!(
+        out.state.status,
+        planwright_actors::field::state::Status::Ok
+    );
+    for call in ["decide", "prepare.decompose", "extract"] {
+        assert!(
+            usage_calls.iter().any(|c| c == call),
+            "no usage for {call}: {usage_calls:?}"
+        );
+    }
+    e.shutdown().await;
 }

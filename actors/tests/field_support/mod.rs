@@ -5,7 +5,7 @@
 use planwright::{Engine, ThreadId};
 use planwright_actors::field::policy::{
     offline::OfflineFieldPolicy, DecideRequest, DecomposeRequest, ExtractAnswer, ExtractRequest,
-    FieldPolicy, PolicyError, ReflectRequest, Reflection,
+    FieldPolicy, PolicyError, PolicyReply, ReflectRequest, Reflection,
 };
 use planwright_actors::field::runner::{self, AcquireRun, Start};
 use planwright_actors::field::schema::{Decomposition, Schema};
@@ -121,7 +121,10 @@ impl FieldPolicy for ScriptedPolicy {
         "scripted"
     }
 
-    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
+    async fn decide(
+        &self,
+        req: &DecideRequest,
+    ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
         let h = hash_of(self.seed, req);
         let roll = h % 100;
         if roll < 3 {
@@ -148,10 +151,13 @@ impl FieldPolicy for ScriptedPolicy {
         if !query.is_empty() {
             d = d.query(query);
         }
-        Ok(d)
+        Ok(PolicyReply::offline(d))
     }
 
-    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
+    async fn decompose(
+        &self,
+        req: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError> {
         let h = hash_of(self.seed, req);
         let field = req
             .field
@@ -167,7 +173,7 @@ impl FieldPolicy for ScriptedPolicy {
         } else {
             format!("{p} * {q}")
         };
-        Ok(Decomposition {
+        Ok(PolicyReply::offline(Decomposition {
             field,
             components: vec![p.clone(), q.clone()],
             formula,
@@ -176,17 +182,20 @@ impl FieldPolicy for ScriptedPolicy {
                 (q.clone(), format!("{q} measure")),
             ]),
             types: BTreeMap::new(),
-        })
+        }))
     }
 
-    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
+    async fn extract(
+        &self,
+        req: &ExtractRequest,
+    ) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
         OfflineFieldPolicy.extract(req).await
     }
 
-    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError> {
-        Ok(Reflection {
+    async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
+        Ok(PolicyReply::offline(Reflection {
             note: format!("scripted reflection on {} missing", req.missing.len()),
-        })
+        }))
     }
 }
 
@@ -239,19 +248,28 @@ impl FieldPolicy for Counting {
     fn name(&self) -> &str {
         "counting"
     }
-    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
+    async fn decide(
+        &self,
+        req: &DecideRequest,
+    ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
         self.note("decide", req);
         self.inner.decide(req).await
     }
-    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
+    async fn decompose(
+        &self,
+        req: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError> {
         self.note("decompose", req);
         self.inner.decompose(req).await
     }
-    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
+    async fn extract(
+        &self,
+        req: &ExtractRequest,
+    ) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
         self.note("extract", req);
         self.inner.extract(req).await
     }
-    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError> {
+    async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
         self.note("reflect", req);
         self.inner.reflect(req).await
     }

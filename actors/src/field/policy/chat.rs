@@ -5,7 +5,7 @@
 
 use super::{
     offline, offline_decompose, offline_extract, DecideRequest, DecomposeRequest, ExtractAnswer,
-    ExtractRequest, FieldPolicy, PolicyError, ReflectRequest, Reflection,
+    ExtractRequest, FieldPolicy, PolicyError, PolicyReply, ReflectRequest, Reflection, TokenUsage,
 };
 use crate::field::schema::Decomposition;
 use crate::field::state::PlannerDecision;
@@ -38,7 +38,7 @@ impl ChatFieldPolicy {
         instruction: &str,
         req: &Q,
         schema: Value,
-    ) -> Result<T, PolicyError> {
+    ) -> Result<PolicyReply<T>, PolicyError> {
         let input = serde_json::to_value(req)
             .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
         let chat = ChatRequest {
@@ -51,7 +51,13 @@ impl ChatFieldPolicy {
             input,
         };
         match ask::<T>(&*self.model, chat).await {
-            Ok((value, _usage)) => Ok(value),
+            Ok((value, usage)) => Ok(PolicyReply {
+                value,
+                usage: Some(TokenUsage {
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                }),
+            }),
             Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
             Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
         }
@@ -96,22 +102,31 @@ impl FieldPolicy for ChatFieldPolicy {
         &self.name
     }
 
-    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
+    async fn decide(
+        &self,
+        req: &DecideRequest,
+    ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
         self.call("decide", "Choose the next action: search the corpus for a missing field, ask the person, reflect, calculate, or finish.", req, decision_schema())
             .await
     }
 
-    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
+    async fn decompose(
+        &self,
+        req: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError> {
         self.call("decompose", "The field is rarely published directly. Give components that can be found and a formula (+ - * / and parentheses over the components) that computes it.", req, decomposition_schema())
             .await
     }
 
-    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
+    async fn extract(
+        &self,
+        req: &ExtractRequest,
+    ) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
         self.call("extract", "Read the field's value from the documents: the value (ratios between 0 and 1), the sentence it appears in, verbatim, and the document id; or null when no document gives it.", req, extract_schema())
             .await
     }
 
-    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError> {
+    async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
         self.call(
             "reflect",
             "Progress has stalled. Say briefly what is missing and what to try next.",

@@ -10,7 +10,7 @@ pub mod offline;
 mod offline_decompose;
 mod offline_extract;
 
-pub use crate::research::policy::PolicyError;
+pub use crate::research::policy::{PolicyError, PolicyReply, TokenUsage};
 pub use chat::{responders, ChatFieldPolicy};
 pub use offline::OfflineFieldPolicy;
 
@@ -115,11 +115,20 @@ pub trait FieldPolicy: Send + Sync {
     /// A short name (shown in output).
     fn name(&self) -> &str;
     /// The next decision.
-    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError>;
+    async fn decide(
+        &self,
+        req: &DecideRequest,
+    ) -> Result<PolicyReply<PlannerDecision>, PolicyError>;
     /// A decomposition of `req.field`.
-    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError>;
+    async fn decompose(
+        &self,
+        req: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError>;
     /// The field's value in the hits, if any.
-    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError>;
+    async fn extract(
+        &self,
+        req: &ExtractRequest,
+    ) -> Result<PolicyReply<ExtractAnswer>, PolicyError>;
     /// A reflection.
-    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError>;
+    async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError>;
 }

@@ -9,7 +9,7 @@
 
 use super::{
     DecideRequest, DecomposeRequest, ExtractAnswer, ExtractRequest, FieldPolicy, PolicyError,
-    ReflectRequest, Reflection,
+    PolicyReply, ReflectRequest, Reflection,
 };
 use crate::field::schema::{Decomposition, Source};
 use crate::field::state::{Action, PlannerDecision};
@@ -79,19 +79,30 @@ impl FieldPolicy for OfflineFieldPolicy {
         "offline"
     }
 
-    async fn decide(&self, req: &DecideRequest) -> Result<PlannerDecision, PolicyError> {
-        Ok(decide(req))
+    async fn decide(
+        &self,
+        req: &DecideRequest,
+    ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
+        Ok(PolicyReply::offline(decide(req)))
     }
 
-    async fn decompose(&self, req: &DecomposeRequest) -> Result<Decomposition, PolicyError> {
-        super::offline_decompose::decompose(req).map_err(PolicyError::Failed)
+    async fn decompose(
+        &self,
+        req: &DecomposeRequest,
+    ) -> Result<PolicyReply<Decomposition>, PolicyError> {
+        super::offline_decompose::decompose(req)
+            .map(PolicyReply::offline)
+            .map_err(PolicyError::Failed)
     }
 
-    async fn extract(&self, req: &ExtractRequest) -> Result<ExtractAnswer, PolicyError> {
-        Ok(super::offline_extract::extract(req))
+    async fn extract(
+        &self,
+        req: &ExtractRequest,
+    ) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
+        Ok(PolicyReply::offline(super::offline_extract::extract(req)))
     }
 
-    async fn reflect(&self, req: &ReflectRequest) -> Result<Reflection, PolicyError> {
-        Ok(reflect(req))
+    async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
+        Ok(PolicyReply::offline(reflect(req)))
     }
 }

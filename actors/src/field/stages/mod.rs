@@ -16,7 +16,7 @@ pub mod prepare;
 pub mod tick;
 pub mod user;
 
-use super::policy::{FieldPolicy, PolicyError};
+use super::policy::{FieldPolicy, PolicyError, PolicyReply};
 use super::state::{FieldState, FieldUpdate, LogEntry, Origin, PlannerDecision};
 use planwright::{NodeContext, NodeError};
 use std::future::Future;
@@ -33,7 +33,8 @@ pub struct Env {
 impl Env {
     /// Runs a model call once per task under memo `key`: a transient error is retried by the
     /// runtime while attempts remain; the final answer or error is saved and returned again on a
-    /// retry or after a crash, never asked twice.
+    /// retry or after a crash, never asked twice. Token usage goes into the run's events as a
+    /// custom `model_usage` event.
     pub async fn call<T, F, Fut>(
         &self,
         ctx: &NodeContext,
@@ -43,12 +44,21 @@ impl Env {
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, PolicyError>>,
+        Fut: Future<Output = Result<PolicyReply<T>, PolicyError>>,
     {
         let attempts = self.model_attempts;
         ctx.memo(key, || async move {
             match work().await {
-                Ok(v) => Ok(Ok(v)),
+                Ok(reply) => {
+                    if let Some(u) = reply.usage {
+                        ctx.emit(serde_json::json!({"model_usage": {
+                            "call": key,
+                            "prompt_tokens": u.prompt_tokens,
+                            "completion_tokens": u.completion_tokens,
+                        }}));
+                    }
+                    Ok(Ok(reply.value))
+                }
                 Err(PolicyError::Transient(m)) if ctx.attempt() < attempts => {
                     Err(NodeError::Retryable(m))
                 }
