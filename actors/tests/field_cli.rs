@@ -342,3 +342,42 @@ fn a_model_that_only_answers_malformed_output_aborts_the_run_with_exit_1() {
         "{last}"
     );
 }
+
+#[test]
+fn without_an_answers_file_questions_are_read_from_the_terminal() {
+    use std::io::Write;
+    let dir = workdir("stdin");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .current_dir(&dir)
+        .args([
+            "acquire",
+            "--schema",
+            &fx("dental.schema.json"),
+            "--corpus",
+            &fx("dental.corpus.json"),
+            "--json",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Nordland\nEUR\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Which region"), "{err}");
+    assert_eq!(v["fields"]["region"]["value"], "Nordland");
+    assert_eq!(v["fields"]["currency"]["value"], "EUR");
+    assert_eq!(
+        v["status"], "interrupted",
+        "input ended before the obtainable share"
+    );
+    assert_eq!(v["pending_question"]["field"], "obtainable_share");
+}

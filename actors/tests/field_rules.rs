@@ -500,3 +500,37 @@ fn the_checked_in_diagrams_match_the_graphs() {
         );
     }
 }
+
+proptest::proptest! {
+    #[test]
+    fn answers_of_any_text_never_panic_and_ratios_stay_in_range(text in "\\PC{0,40}") {
+        for ty in [ValueType::Number, ValueType::Ratio, ValueType::Text] {
+            if let Ok(FieldValue::Number(v)) = user::parse_answer(&text, ty) {
+                proptest::prop_assert!(v.is_finite() && v >= 0.0);
+                if ty == ValueType::Ratio {
+                    proptest::prop_assert!((0.0..=1.0).contains(&v));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn offline_extraction_of_any_text_quotes_it_verbatim(text in "[a-z0-9 ,.%]{0,120}", ratio in proptest::bool::ANY) {
+        use planwright_actors::field::policy::ExtractRequest;
+        let s = state();
+        let mut field = s.schema.field("price").cloned().unwrap();
+        field.unit = None;
+        if ratio {
+            field.value_type = ValueType::Ratio;
+        }
+        let doc = planwright_actors::tools::bm25::Document { id: "d".into(), title: "yearly price".into(), text: text.clone() };
+        let req = ExtractRequest { field: Some(field), hits: vec![doc], taken: vec![], currency: None };
+        if let Some(e) = planwright_actors::field::policy::extract_offline(&req).found {
+            proptest::prop_assert!(text.contains(&e.quote));
+            proptest::prop_assert!(e.value.is_finite());
+            if ratio {
+                proptest::prop_assert!((0.0..=1.0).contains(&e.value));
+            }
+        }
+    }
+}

@@ -1,19 +1,19 @@
 //! The `acquire` command (a contract: tools outside the project call it). Every input is checked
 //! before anything runs (exit 2 naming the problem); questions are answered from `--answers`, or
-//! in the terminal when there is one; a question with no answer ends the run as `interrupted`
+//! else in the terminal (a line of stdin each); a question with no answer ends the run as `interrupted`
 //! with the thread id to resume. Exit 0 for `ok` and `interrupted`, 1 for `aborted` or a run
 //! error, 2 for bad input.
 
 use super::graph::{GraphOptions, Topology};
 use super::input::{initial_update, parse_answers, parse_corpus};
 use super::policy::{responders, ChatFieldPolicy, FieldPolicy, OfflineFieldPolicy};
-use super::runner::{self, AcquireRun, AnswerSource, NoAnswers, Start};
+use super::runner::{self, AcquireRun, AnswerSource, Start};
 use super::schema::Schema;
 use super::state::FieldState;
 use crate::model::{ModelError, ModelSpec};
 use planwright::Engine;
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -165,7 +165,8 @@ fn conversation_id(args: &AcquireArgs) -> String {
     }
 }
 
-/// Asks in the terminal (on stderr, reading stdin); an empty line or end of input is no answer.
+/// Asks on stderr and reads the answer from stdin, one line per question; an empty line or the end
+/// of input is no answer.
 struct Terminal;
 
 impl AnswerSource for Terminal {
@@ -262,14 +263,13 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
     let engine: Engine<FieldState> = builder.build().await;
     let conversation = conversation_id(&args);
     let mut terminal = Terminal;
-    let mut none = NoAnswers;
     let mut map = prepared.answers.clone().unwrap_or_default();
+    // Without an answers file, questions go to the terminal (or whatever feeds stdin: one answer
+    // per line); an empty line or the end of input leaves the run paused.
     let answers: &mut dyn AnswerSource = if prepared.answers.is_some() {
         &mut map
-    } else if std::io::stdin().is_terminal() {
-        &mut terminal
     } else {
-        &mut none
+        &mut terminal
     };
     let outcome = runner::run(
         &engine,

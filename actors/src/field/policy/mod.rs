@@ -13,6 +13,8 @@ mod offline_extract;
 pub use crate::research::policy::{PolicyError, PolicyReply, TokenUsage};
 pub use chat::{responders, ChatFieldPolicy};
 pub use offline::OfflineFieldPolicy;
+pub use offline_decompose::decompose as decompose_offline;
+pub use offline_extract::extract as extract_offline;
 
 use super::schema::{Decomposition, Field, Schema};
 use super::state::{Attempts, Caps, LogEntry, PlannerDecision};
