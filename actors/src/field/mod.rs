@@ -8,6 +8,7 @@
 //! stage in its own node and each rule in its own function; the same stages also compose into the
 //! old single `plan` node ([`graph::Topology::Plan`]).
 
+pub mod calculator;
 pub mod cli;
 pub mod formula;
 pub mod graph;

@@ -4,7 +4,7 @@
 //! Targets and derived fields are evaluated here from the output's own raw values, so every target
 //! equals its formula applied to the fields printed beside it, whatever the run's status.
 
-use super::formula;
+use super::calculator;
 use super::schema::Kind;
 use super::state::{FieldState, Provenance, Status};
 use serde_json::{json, Map, Value};
@@ -13,40 +13,12 @@ use std::collections::BTreeMap;
 /// Derived values computable from the state's raw values (`None` where an input is missing or
 /// a formula fails).
 pub fn derived_values(s: &FieldState) -> BTreeMap<String, Option<f64>> {
-    let mut known: BTreeMap<String, Option<f64>> = s
-        .schema
-        .fields
-        .iter()
-        .filter(|f| f.kind == Kind::Raw)
-        .map(|f| {
-            (
-                f.name.clone(),
-                s.values.get(&f.name).and_then(|a| a.value.number()),
-            )
-        })
-        .collect();
-    let derived: Vec<_> = s
-        .schema
+    let eval = calculator::evaluate(s);
+    s.schema
         .fields
         .iter()
         .filter(|f| f.kind == Kind::Derived)
-        .collect();
-    for f in &derived {
-        known.insert(f.name.clone(), None);
-    }
-    for _ in 0..derived.len() {
-        for f in &derived {
-            if known.get(&f.name).is_some_and(Option::is_some) {
-                continue;
-            }
-            if let Ok(v) = formula::evaluate(f.formula.as_deref().unwrap_or(""), &known) {
-                known.insert(f.name.clone(), Some(v));
-            }
-        }
-    }
-    derived
-        .iter()
-        .map(|f| (f.name.clone(), known[&f.name]))
+        .map(|f| (f.name.clone(), eval.values.get(&f.name).copied()))
         .collect()
 }
 

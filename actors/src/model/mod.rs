@@ -10,6 +10,7 @@
 
 mod error;
 mod openai;
+pub mod policy;
 mod schema;
 mod scripted;
 mod simulated;

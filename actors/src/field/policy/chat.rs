@@ -5,11 +5,12 @@
 
 use super::{
     offline, offline_decompose, offline_extract, DecideRequest, DecomposeRequest, ExtractAnswer,
-    ExtractRequest, FieldPolicy, PolicyError, PolicyReply, ReflectRequest, Reflection, TokenUsage,
+    ExtractRequest, FieldPolicy, PolicyError, PolicyReply, ReflectRequest, Reflection,
 };
 use crate::field::schema::Decomposition;
 use crate::field::state::PlannerDecision;
-use crate::model::{ask, ChatMessage, ChatModel, ChatRequest, ModelError, Responder};
+use crate::model::policy::{ask_policy, responder};
+use crate::model::{ChatModel, Responder};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -39,28 +40,7 @@ impl ChatFieldPolicy {
         req: &Q,
         schema: Value,
     ) -> Result<PolicyReply<T>, PolicyError> {
-        let input = serde_json::to_value(req)
-            .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
-        let chat = ChatRequest {
-            call: call.to_string(),
-            messages: vec![
-                ChatMessage::system(SYSTEM),
-                ChatMessage::user(format!("{instruction}\n\nInput:\n{input}")),
-            ],
-            schema,
-            input,
-        };
-        match ask::<T>(&*self.model, chat).await {
-            Ok((value, usage)) => Ok(PolicyReply {
-                value,
-                usage: Some(TokenUsage {
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                }),
-            }),
-            Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
-            Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
-        }
+        ask_policy(&*self.model, SYSTEM, call, instruction, req, schema).await
     }
 }
 
@@ -135,23 +115,6 @@ impl FieldPolicy for ChatFieldPolicy {
         )
         .await
     }
-}
-
-fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
-    f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
-) -> Responder {
-    Arc::new(move |req: &ChatRequest| {
-        let q: Q =
-            serde_json::from_value(req.input.clone()).map_err(|e| ModelError::Malformed {
-                call: req.call.clone(),
-                detail: format!("simulator input does not decode: {e}"),
-            })?;
-        let a = f(&q).map_err(|detail| ModelError::Malformed {
-            call: req.call.clone(),
-            detail,
-        })?;
-        serde_json::to_value(a).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
-    })
 }
 
 /// The offline model's answers by call kind, for [`SimulatedModel`](crate::model::SimulatedModel).

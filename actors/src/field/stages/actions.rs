@@ -4,12 +4,12 @@
 
 use super::{Env, StageResult};
 use crate::field::policy::{ExtractRequest, ReflectRequest};
-use crate::field::schema::{Kind, ValueType};
+use crate::field::schema::ValueType;
 use crate::field::state::{
     inputs_fingerprint, Acquired, Attempts, Calculation, FieldState, FieldUpdate, FieldValue,
     Observation, Provenance, SearchRecord, Status,
 };
-use crate::field::{formula, view};
+use crate::field::{calculator, view};
 use crate::tools::bm25::Bm25Index;
 use planwright::NodeContext;
 use std::collections::BTreeMap;
@@ -125,68 +125,34 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
     })
 }
 
-/// The calculator: every derived field the targets need, from the current values.
+/// The calculator's verdict on the current values: blocked on missing inputs, a failing formula,
+/// or every derived field computed.
 pub fn calculate_values(s: &FieldState) -> Calculation {
     let missing = view::missing_inputs(s);
     if !missing.is_empty() {
         return Calculation::Blocked { missing };
     }
-    let mut known: BTreeMap<String, Option<f64>> = s
-        .schema
-        .fields
-        .iter()
-        .map(|f| {
-            (
-                f.name.clone(),
-                s.values.get(&f.name).and_then(|a| a.value.number()),
-            )
-        })
-        .collect();
-    let mut values = BTreeMap::new();
-    let derived: Vec<_> = s
-        .schema
-        .fields
-        .iter()
-        .filter(|f| f.kind == Kind::Derived)
-        .collect();
-    // Derived fields are acyclic (the schema is validated), so at most `derived.len()` passes.
-    for _ in 0..derived.len() {
-        for f in &derived {
-            if values.contains_key(&f.name) {
-                continue;
-            }
-            let text = f.formula.as_deref().unwrap_or("");
-            match formula::evaluate(text, &known) {
-                Ok(v) => {
-                    values.insert(f.name.clone(), v);
-                    known.insert(f.name.clone(), Some(v));
-                }
-                Err(formula::FormulaError::Missing(_)) => {}
-                Err(e) => {
-                    return Calculation::Error {
-                        reason: format!("`{}` = {text}: {e}", f.name),
-                    }
-                }
-            }
-        }
+    let eval = calculator::evaluate(s);
+    if let Some(reason) = eval.error {
+        return Calculation::Error { reason };
     }
-    let needed_missing: Vec<String> = s
+    let uncomputable: Vec<String> = s
         .schema
         .targets
         .iter()
-        .filter(|t| !values.contains_key(*t) && !view::has_value(s, t))
+        .filter(|t| !eval.values.contains_key(*t) && !view::has_value(s, t))
         .cloned()
         .collect();
-    if !needed_missing.is_empty() {
+    if !uncomputable.is_empty() {
         return Calculation::Error {
             reason: format!(
                 "targets not computable from the values: {}",
-                needed_missing.join(", ")
+                uncomputable.join(", ")
             ),
         };
     }
     Calculation::Success {
-        values,
+        values: eval.values,
         inputs_fingerprint: inputs_fingerprint(s),
     }
 }

@@ -10,9 +10,10 @@ use super::offline_replan::revise_plan;
 use super::offline_report::write_report;
 use super::{
     PlanRequest, PolicyError, PolicyReply, RepairRequest, ReplanRequest, Report, ResearchPolicy,
-    SynthesisRequest, TokenUsage,
+    SynthesisRequest,
 };
-use crate::model::{ask, ChatMessage, ChatModel, ChatRequest, ModelError, Responder};
+use crate::model::policy::{ask_policy, responder};
+use crate::model::{ChatModel, Responder};
 use crate::research::state::PlanStep;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -43,28 +44,7 @@ impl ChatResearchPolicy {
         req: &Q,
         schema: Value,
     ) -> Result<PolicyReply<T>, PolicyError> {
-        let input = serde_json::to_value(req)
-            .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
-        let chat = ChatRequest {
-            call: call.to_string(),
-            messages: vec![
-                ChatMessage::system(SYSTEM),
-                ChatMessage::user(format!("{instruction}\n\nInput:\n{input}")),
-            ],
-            schema,
-            input,
-        };
-        match ask::<T>(&*self.model, chat).await {
-            Ok((value, usage)) => Ok(PolicyReply {
-                value,
-                usage: Some(TokenUsage {
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                }),
-            }),
-            Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
-            Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
-        }
+        ask_policy(&*self.model, SYSTEM, call, instruction, req, schema).await
     }
 }
 
@@ -154,39 +134,32 @@ impl ResearchPolicy for ChatResearchPolicy {
     }
 }
 
-fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(f: fn(&Q) -> A) -> Responder {
-    Arc::new(move |req: &ChatRequest| {
-        let q: Q =
-            serde_json::from_value(req.input.clone()).map_err(|e| ModelError::Malformed {
-                call: req.call.clone(),
-                detail: format!("simulator input does not decode: {e}"),
-            })?;
-        serde_json::to_value(f(&q)).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
-    })
-}
-
 /// The offline policy's answers by call kind, for [`SimulatedModel`](crate::model::SimulatedModel).
 pub fn responders() -> HashMap<String, Responder> {
     HashMap::from([
         (
             "create_plan".to_string(),
-            responder(|q: &PlanRequest| Plan {
-                steps: draft_plan(q),
+            responder(|q: &PlanRequest| {
+                Ok(Plan {
+                    steps: draft_plan(q),
+                })
             }),
         ),
         (
             "repair_plan".to_string(),
-            responder(|q: &RepairRequest| Plan { steps: repair(q) }),
+            responder(|q: &RepairRequest| Ok(Plan { steps: repair(q) })),
         ),
         (
             "replan".to_string(),
-            responder(|q: &ReplanRequest| Plan {
-                steps: revise_plan(q),
+            responder(|q: &ReplanRequest| {
+                Ok(Plan {
+                    steps: revise_plan(q),
+                })
             }),
         ),
         (
             "synthesize_report".to_string(),
-            responder(|q: &SynthesisRequest| write_report(q)),
+            responder(|q: &SynthesisRequest| Ok(write_report(q))),
         ),
     ])
 }

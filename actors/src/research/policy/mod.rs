@@ -15,6 +15,8 @@ pub use chat::{responders, ChatResearchPolicy};
 pub use offline::OfflineResearchPolicy;
 pub use offline_replan::{synonyms, widen};
 
+pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};
+
 use super::constraints::Constraints;
 use super::notes::Note;
 use super::state::{Finding, PlanStep, StepResult};
@@ -95,42 +97,6 @@ pub struct SynthesisRequest {
 pub struct Report {
     /// Markdown text; claims cite notes as `[note-id]`.
     pub text: String,
-}
-
-/// Tokens a model call used.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
-/// A policy's answer, with the model usage when a model was called.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PolicyReply<T> {
-    /// The answer.
-    pub value: T,
-    /// Usage, `None` for the offline policy.
-    pub usage: Option<TokenUsage>,
-}
-
-impl<T> PolicyReply<T> {
-    /// An answer that cost no model call.
-    pub fn offline(value: T) -> Self {
-        Self { value, usage: None }
-    }
-}
-
-/// Why a policy call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    /// Worth retrying (timeout, rate limit, server error).
-    #[error("transient model error: {0}")]
-    Transient(String),
-    /// Retrying will not help (malformed answers after the retry, refusal, configuration).
-    #[error("model error: {0}")]
-    Failed(String),
 }
 
 /// The calls of the research planner that need judgement.

@@ -1,0 +1,100 @@
+//! What the planners' policy traits share: a reply with its token usage, the two kinds of failure,
+//! one way to ask a chat model for a policy answer (request as JSON input, JSON schema of the answer,
+//! schema check with one fed-back repair), and one way to answer those requests offline for the
+//! simulator.
+
+use super::{ask, ChatMessage, ChatModel, ChatRequest, ModelError, Responder};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Tokens a model call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// A policy's answer, with the model usage when a model was called.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyReply<T> {
+    /// The answer.
+    pub value: T,
+    /// Usage, `None` for the offline policy.
+    pub usage: Option<TokenUsage>,
+}
+
+impl<T> PolicyReply<T> {
+    /// An answer that cost no model call.
+    pub fn offline(value: T) -> Self {
+        Self { value, usage: None }
+    }
+}
+
+/// Why a policy call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// Worth retrying (timeout, rate limit, server error).
+    #[error("transient model error: {0}")]
+    Transient(String),
+    /// Retrying will not help (malformed answers after the retry, refusal, configuration).
+    #[error("model error: {0}")]
+    Failed(String),
+}
+
+/// Asks `model` for a policy answer: `req` goes as the request's JSON `input` and in the user
+/// message after `instruction`; the answer must match `schema`. Transient model errors (timeouts,
+/// rate limits, 5xx) become [`PolicyError::Transient`], which a node's retry policy retries; the
+/// rest are [`PolicyError::Failed`].
+pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
+    model: &dyn ChatModel,
+    system: &str,
+    call: &str,
+    instruction: &str,
+    req: &Q,
+    schema: Value,
+) -> Result<PolicyReply<T>, PolicyError> {
+    let input = serde_json::to_value(req)
+        .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
+    let chat = ChatRequest {
+        call: call.to_string(),
+        messages: vec![
+            ChatMessage::system(system),
+            ChatMessage::user(format!("{instruction}\n\nInput:\n{input}")),
+        ],
+        schema,
+        input,
+    };
+    match ask::<T>(model, chat).await {
+        Ok((value, usage)) => Ok(PolicyReply {
+            value,
+            usage: Some(TokenUsage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            }),
+        }),
+        Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
+        Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
+    }
+}
+
+/// A simulator responder from an offline answer function: decodes the request's `input`, answers
+/// it, and encodes the answer; an answer function's error is a malformed reply.
+pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
+    f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
+) -> Responder {
+    Arc::new(move |req: &ChatRequest| {
+        let q: Q =
+            serde_json::from_value(req.input.clone()).map_err(|e| ModelError::Malformed {
+                call: req.call.clone(),
+                detail: format!("simulator input does not decode: {e}"),
+            })?;
+        let a = f(&q).map_err(|detail| ModelError::Malformed {
+            call: req.call.clone(),
+            detail,
+        })?;
+        serde_json::to_value(a).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
+    })
+}
