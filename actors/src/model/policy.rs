@@ -44,6 +44,41 @@ pub enum PolicyError {
     Failed(String),
 }
 
+/// A chat model with the system prompt of one planner's policy: what a `Chat…Policy` wraps.
+pub struct PolicyClient {
+    model: Arc<dyn ChatModel>,
+    system: &'static str,
+    name: String,
+}
+
+impl PolicyClient {
+    /// A client asking `model` with `system` as the system prompt; named `chat:{model}`.
+    pub fn new(model: Arc<dyn ChatModel>, system: &'static str) -> Self {
+        let name = format!("chat:{}", model.name());
+        Self {
+            model,
+            system,
+            name,
+        }
+    }
+
+    /// `chat:{model name}`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// [`ask_policy`] with this client's model and system prompt.
+    pub async fn call<Q: Serialize, T: DeserializeOwned>(
+        &self,
+        call: &str,
+        instruction: &str,
+        req: &Q,
+        schema: Value,
+    ) -> Result<PolicyReply<T>, PolicyError> {
+        ask_policy(&*self.model, self.system, call, instruction, req, schema).await
+    }
+}
+
 /// Asks `model` for a policy answer: `req` goes as the request's JSON `input` and in the user
 /// message after `instruction`; the answer must match `schema`. Transient model errors (timeouts,
 /// rate limits, 5xx) become [`PolicyError::Transient`], which a node's retry policy retries; the

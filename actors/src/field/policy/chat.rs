@@ -9,9 +9,8 @@ use super::{
 };
 use crate::field::schema::Decomposition;
 use crate::field::state::PlannerDecision;
-use crate::model::policy::{ask_policy, responder};
+use crate::model::policy::{responder, PolicyClient};
 use crate::model::{ChatModel, Responder};
-use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,25 +21,15 @@ the schema.";
 
 /// The field policy driving a chat model.
 pub struct ChatFieldPolicy {
-    model: Arc<dyn ChatModel>,
-    name: String,
+    client: PolicyClient,
 }
 
 impl ChatFieldPolicy {
     /// A policy asking `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        let name = format!("chat:{}", model.name());
-        Self { model, name }
-    }
-
-    async fn call<Q: Serialize, T: DeserializeOwned>(
-        &self,
-        call: &str,
-        instruction: &str,
-        req: &Q,
-        schema: Value,
-    ) -> Result<PolicyReply<T>, PolicyError> {
-        ask_policy(&*self.model, SYSTEM, call, instruction, req, schema).await
+        Self {
+            client: PolicyClient::new(model, SYSTEM),
+        }
     }
 }
 
@@ -79,14 +68,14 @@ fn reflect_schema() -> Value {
 #[async_trait::async_trait]
 impl FieldPolicy for ChatFieldPolicy {
     fn name(&self) -> &str {
-        &self.name
+        self.client.name()
     }
 
     async fn decide(
         &self,
         req: &DecideRequest,
     ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
-        self.call("decide", "Choose the next action: search the corpus for a missing field, ask the person, reflect, calculate, or finish.", req, decision_schema())
+        self.client.call("decide", "Choose the next action: search the corpus for a missing field, ask the person, reflect, calculate, or finish.", req, decision_schema())
             .await
     }
 
@@ -94,7 +83,7 @@ impl FieldPolicy for ChatFieldPolicy {
         &self,
         req: &DecomposeRequest,
     ) -> Result<PolicyReply<Decomposition>, PolicyError> {
-        self.call("decompose", "The field is rarely published directly. Give components that can be found and a formula (+ - * / and parentheses over the components) that computes it.", req, decomposition_schema())
+        self.client.call("decompose", "The field is rarely published directly. Give components that can be found and a formula (+ - * / and parentheses over the components) that computes it.", req, decomposition_schema())
             .await
     }
 
@@ -102,18 +91,19 @@ impl FieldPolicy for ChatFieldPolicy {
         &self,
         req: &ExtractRequest,
     ) -> Result<PolicyReply<ExtractAnswer>, PolicyError> {
-        self.call("extract", "Read the field's value from the documents: the value (ratios between 0 and 1), the sentence it appears in, verbatim, and the document id; or null when no document gives it.", req, extract_schema())
+        self.client.call("extract", "Read the field's value from the documents: the value (ratios between 0 and 1), the sentence it appears in, verbatim, and the document id; or null when no document gives it.", req, extract_schema())
             .await
     }
 
     async fn reflect(&self, req: &ReflectRequest) -> Result<PolicyReply<Reflection>, PolicyError> {
-        self.call(
-            "reflect",
-            "Progress has stalled. Say briefly what is missing and what to try next.",
-            req,
-            reflect_schema(),
-        )
-        .await
+        self.client
+            .call(
+                "reflect",
+                "Progress has stalled. Say briefly what is missing and what to try next.",
+                req,
+                reflect_schema(),
+            )
+            .await
     }
 }
 

@@ -12,10 +12,10 @@ use super::{
     PlanRequest, PolicyError, PolicyReply, RepairRequest, ReplanRequest, Report, ResearchPolicy,
     SynthesisRequest,
 };
-use crate::model::policy::{ask_policy, responder};
+use crate::model::policy::{responder, PolicyClient};
 use crate::model::{ChatModel, Responder};
 use crate::research::state::PlanStep;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,25 +26,15 @@ cite a note as [note-id]; never invent a note id. Answer with JSON matching the 
 
 /// The research policy driving a chat model.
 pub struct ChatResearchPolicy {
-    model: Arc<dyn ChatModel>,
-    name: String,
+    client: PolicyClient,
 }
 
 impl ChatResearchPolicy {
     /// A policy asking `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        let name = format!("chat:{}", model.name());
-        Self { model, name }
-    }
-
-    async fn call<Q: Serialize, T: DeserializeOwned>(
-        &self,
-        call: &str,
-        instruction: &str,
-        req: &Q,
-        schema: Value,
-    ) -> Result<PolicyReply<T>, PolicyError> {
-        ask_policy(&*self.model, SYSTEM, call, instruction, req, schema).await
+        Self {
+            client: PolicyClient::new(model, SYSTEM),
+        }
     }
 }
 
@@ -81,7 +71,7 @@ fn report_schema() -> Value {
 #[async_trait::async_trait]
 impl ResearchPolicy for ChatResearchPolicy {
     fn name(&self) -> &str {
-        &self.name
+        self.client.name()
     }
 
     async fn create_plan(
@@ -89,6 +79,7 @@ impl ResearchPolicy for ChatResearchPolicy {
         req: &PlanRequest,
     ) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError> {
         let r: PolicyReply<Plan> = self
+            .client
             .call("create_plan", "Write a dependency-aware plan of steps for the goal, using the listed tools; every step needs acceptance criteria.", req, plan_schema())
             .await?;
         Ok(PolicyReply {
@@ -102,6 +93,7 @@ impl ResearchPolicy for ChatResearchPolicy {
         req: &RepairRequest,
     ) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError> {
         let r: PolicyReply<Plan> = self
+            .client
             .call(
                 "repair_plan",
                 "The plan failed validation with the listed errors. Return a corrected plan.",
@@ -117,6 +109,7 @@ impl ResearchPolicy for ChatResearchPolicy {
 
     async fn replan(&self, req: &ReplanRequest) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError> {
         let r: PolicyReply<Plan> = self
+            .client
             .call("replan", "Some steps failed or left gaps. Return the revised plan; keep complete steps exactly as they are.", req, plan_schema())
             .await?;
         Ok(PolicyReply {
@@ -129,7 +122,7 @@ impl ResearchPolicy for ChatResearchPolicy {
         &self,
         req: &SynthesisRequest,
     ) -> Result<PolicyReply<Report>, PolicyError> {
-        self.call("synthesize_report", "Write the brief in Markdown, one section per input section, citing only the listed sources; list open gaps as unresolved questions.", req, report_schema())
+        self.client.call("synthesize_report", "Write the brief in Markdown, one section per input section, citing only the listed sources; list open gaps as unresolved questions.", req, report_schema())
             .await
     }
 }
