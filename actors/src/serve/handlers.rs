@@ -1,16 +1,17 @@
-//! The endpoints. Threads are the planner's checkpointed threads; their record (metadata, creation
-//! time) is the checkpointer's thread metadata.
+//! The endpoints. Threads are the planners' checkpointed threads; their record (metadata, creation
+//! time, the assistant they belong to) is the checkpointer's thread metadata.
 
+use super::acquire;
+use super::assistants::{self, AnyHandle, Assistant};
 use super::errors::ApiError;
 use super::AppState;
-use crate::research::{self, output_json, parse_review, ResearchInput, ResearchState};
+use crate::research::{self, parse_review, ResearchInput};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use planwright::runtime::Resume;
-use planwright::runtime::RunHandle;
-use planwright::{RunError, RunOptions, RunOutcome, RunStatus, ThreadId};
+use planwright::{RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -58,25 +59,29 @@ async fn record(state: &AppState, thread: &ThreadId) -> Result<Option<Value>, Ap
 }
 
 async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResult {
-    let st = state
-        .research
-        .get_state(thread)
+    let assistant = assistants::of(state, thread, &rec);
+    let st = assistants::view(state, assistant, thread)
         .await
         .map_err(ApiError::internal)?;
     let status = match &st {
-        _ if state.research.is_running(thread) => "busy",
+        _ if assistants::is_running(state, assistant, thread) => "busy",
         Some(s) if !s.interrupts.is_empty() => "interrupted",
-        Some(s) if s.values.status == "failed" => "error",
+        Some(s) if s.failed => "error",
         _ => "idle",
     };
-    let values = st.map(|s| output_json(&s.values, &s.values.status));
+    let mut metadata = rec.get("metadata").cloned().unwrap_or(json!({}));
+    // Like LangGraph, a thread's metadata names the assistant (and graph) it runs, once bound.
+    if let (Some(a), Some(m)) = (rec.get("assistant_id"), metadata.as_object_mut()) {
+        m.insert("assistant_id".into(), a.clone());
+        m.insert("graph_id".into(), a.clone());
+    }
     Ok(Json(json!({
         "thread_id": thread.as_str(),
         "created_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
         "updated_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
-        "metadata": rec.get("metadata").cloned().unwrap_or(json!({})),
+        "metadata": metadata,
         "status": status,
-        "values": values,
+        "values": st.map(|s| s.values),
     })))
 }
 
@@ -132,8 +137,9 @@ pub async fn delete_thread(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let (thread, _) = existing(&state, &id).await?;
-    match state.research.delete_thread(&thread).await {
+    let (thread, rec) = existing(&state, &id).await?;
+    let assistant = assistants::of(&state, &thread, &rec);
+    match assistants::delete(&state, assistant, &thread).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(RunError::ThreadBusy(_)) => Err(ApiError::conflict(format!("thread `{id}` is busy"))),
         Err(e) => Err(ApiError::internal(e)),
@@ -169,10 +175,9 @@ pub async fn search_threads(
 
 /// `GET /threads/{thread_id}/state`.
 pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let (thread, _) = existing(&state, &id).await?;
-    let st = state
-        .research
-        .get_state(&thread)
+    let (thread, rec) = existing(&state, &id).await?;
+    let assistant = assistants::of(&state, &thread, &rec);
+    let st = assistants::view(&state, assistant, &thread)
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(match st {
@@ -180,7 +185,7 @@ pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<Str
             json!({"values": {}, "next": [], "tasks": [], "interrupts": [], "checkpoint": null, "metadata": {}})
         }
         Some(s) => json!({
-            "values": output_json(&s.values, &s.values.status),
+            "values": s.values,
             "next": s.next,
             "tasks": [],
             "interrupts": s.interrupts.iter().map(|i| json!({"value": i.value, "id": i.id.0})).collect::<Vec<_>>(),
@@ -188,13 +193,6 @@ pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<Str
             "metadata": {"step": s.step},
         }),
     }))
-}
-
-impl RunBody {
-    /// The assistant the run is for.
-    pub fn assistant_id(&self) -> &str {
-        &self.assistant_id
-    }
 }
 
 /// A run request.
@@ -212,45 +210,16 @@ pub struct RunBody {
     pub stream_mode: Option<Value>,
 }
 
-/// A run's result as values (the `research --json` keys, plus `__interrupt__` when paused).
-pub fn values(out: &RunOutcome<ResearchState>) -> Value {
-    let status = if out.status == RunStatus::Interrupted {
-        "interrupted"
-    } else {
-        out.state.status.as_str()
-    };
-    let mut v = output_json(&out.state, status);
-    if out.status == RunStatus::Interrupted {
-        v["__interrupt__"] = out
-            .interrupts
-            .iter()
-            .map(|i| json!({"value": i.value, "id": i.id.0}))
-            .collect();
-    }
-    v
-}
-
-/// Checks a run request and starts (or resumes) the run.
+/// Checks a run request and starts (or resumes) the run on the assistant's engine. The
+/// thread's first run binds it to the run's assistant.
 pub async fn start_run(
     state: &AppState,
     id: &str,
     body: RunBody,
     stream: bool,
-) -> Result<(ThreadId, RunHandle<ResearchState>), ApiError> {
-    match body.assistant_id.as_str() {
-        "research" => {}
-        "acquire" => {
-            return Err(ApiError::not_found(
-                "assistant `acquire` is not available in this build",
-            ))
-        }
-        other => {
-            return Err(ApiError::not_found(format!(
-                "unknown assistant `{other}`: use `research`"
-            )))
-        }
-    }
-    let (thread, _) = existing(state, id).await?;
+) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
+    let assistant = Assistant::parse(&body.assistant_id)?;
+    let (thread, rec) = existing(state, id).await?;
     let mut opts = match body.multitask_strategy.as_deref() {
         None | Some("reject") => RunOptions::default(),
         Some("enqueue") => RunOptions::default().enqueue(),
@@ -261,32 +230,77 @@ pub async fn start_run(
         }
     };
     opts.stream_events = stream;
-    let started = match (
-        body.command.as_ref().and_then(|c| c.get("resume")),
-        body.input,
-    ) {
-        (Some(resume), _) => {
-            parse_review(resume).map_err(|e| ApiError::bad(e.to_string()))?;
-            state
-                .research
-                .start_resume(thread.clone(), Resume::Value(resume.clone()), opts)
-                .await
+    let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
+    if resume.is_none() && body.input.is_none() {
+        return Err(ApiError::bad(
+            "a run needs `input`, or `command: {\"resume\": …}`",
+        ));
+    }
+    // Everything the request says is checked before the thread is bound or anything runs.
+    let started = match assistant {
+        Assistant::Research => {
+            let start = match (resume, body.input) {
+                (Some(resume), _) => {
+                    parse_review(&resume).map_err(|e| ApiError::bad(e.to_string()))?;
+                    Err(resume)
+                }
+                (None, input) => {
+                    let input: ResearchInput = serde_json::from_value(input.unwrap_or_default())
+                        .map_err(|e| ApiError::bad(format!("malformed research input: {e}")))?;
+                    Ok(
+                        research::initial_update(input)
+                            .map_err(|e| ApiError::bad(e.to_string()))?,
+                    )
+                }
+            };
+            assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
+            match start {
+                Ok(update) => state.research.start(thread.clone(), update, opts).await,
+                Err(resume) => {
+                    state
+                        .research
+                        .start_resume(thread.clone(), Resume::Value(resume), opts)
+                        .await
+                }
+            }
+            .map(AnyHandle::Research)
         }
-        (None, Some(input)) => {
-            let input: ResearchInput = serde_json::from_value(input)
-                .map_err(|e| ApiError::bad(format!("malformed research input: {e}")))?;
-            let update =
-                research::initial_update(input).map_err(|e| ApiError::bad(e.to_string()))?;
-            state.research.start(thread.clone(), update, opts).await
-        }
-        (None, None) => {
-            return Err(ApiError::bad(
-                "a run needs `input`, or `command: {\"resume\": …}`",
-            ))
+        Assistant::Acquire => {
+            let start = match (resume, body.input) {
+                (Some(resume), _) => {
+                    Err(acquire::answer(&resume).map_err(|e| ApiError::bad(e.to_string()))?)
+                }
+                (None, input) => Ok(acquire::initial(&thread, input.unwrap_or_default())
+                    .map_err(|e| ApiError::bad(e.to_string()))?),
+            };
+            assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
+            match start {
+                Ok(update) => {
+                    // A finished acquire thread keeps its result: new input needs a new thread.
+                    if let Some(v) = assistants::view(state, assistant, &thread)
+                        .await
+                        .map_err(ApiError::internal)?
+                        .filter(|v| v.next.is_empty() && v.interrupts.is_empty())
+                    {
+                        return Err(ApiError::conflict(format!(
+                            "thread `{id}` has finished its acquire run (status {}); start a new thread for new input",
+                            v.values["status"]
+                        )));
+                    }
+                    state.acquire.start(thread.clone(), update, opts).await
+                }
+                Err(answer) => {
+                    state
+                        .acquire
+                        .start_resume(thread.clone(), Resume::Value(answer), opts)
+                        .await
+                }
+            }
+            .map(AnyHandle::Acquire)
         }
     };
     match started {
-        Ok(h) => Ok((thread, h)),
+        Ok(h) => Ok((thread, assistant, h)),
         Err(e) => Err(run_error(id, e)),
     }
 }
@@ -314,7 +328,7 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let (_, handle) = start_run(&state, &id, body, false).await?;
+    let (_, _, handle) = start_run(&state, &id, body, false).await?;
     let result = handle.wait().await;
     match result {
         Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(
@@ -322,9 +336,8 @@ pub async fn run_wait(
             format!("the server is stopping; thread `{id}` is checkpointed and continues when it restarts"),
         )),
         Ok(out) => {
-            let v = values(&out);
-            state.runs.count(v["status"].as_str().unwrap_or("ok"));
-            Ok(Json(v))
+            state.runs.count(out.values["status"].as_str().unwrap_or("ok"));
+            Ok(Json(out.values))
         }
         Err(e) => {
             state.runs.count("failed");
@@ -333,21 +346,13 @@ pub async fn run_wait(
     }
 }
 
-/// Continues every thread a stopped server left between supersteps.
+/// Continues every thread a stopped server left between supersteps, on its assistant's engine.
 pub async fn continue_unfinished(state: &Arc<AppState>) {
     let Ok(threads) = state.checkpointer.list_threads("", usize::MAX, 0).await else {
         return;
     };
     for t in threads {
-        if let Ok(Some(s)) = state.research.get_state(&t.thread_id).await {
-            if !s.next.is_empty() && s.interrupts.is_empty() {
-                let engine = state.research.clone();
-                tokio::spawn(async move {
-                    let _ = engine
-                        .continue_run(t.thread_id, RunOptions::default())
-                        .await;
-                });
-            }
-        }
+        let assistant = assistants::of(state, &t.thread_id, &t.metadata);
+        assistants::continue_if_unfinished(state, assistant, t.thread_id).await;
     }
 }

@@ -25,7 +25,7 @@ impl RunCounters {
     pub fn count(&self, status: &str) {
         let c = match status {
             "interrupted" => &self.interrupted,
-            "failed" | "error" => &self.failed,
+            "failed" | "error" | "aborted" => &self.failed,
             _ => &self.finished,
         };
         c.fetch_add(1, Ordering::Relaxed);
@@ -54,8 +54,15 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let _ = writeln!(t, "# TYPE planwright_node_work_seconds_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_queue_seconds_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_mailbox_depth gauge");
-    for n in state.research.node_stats() {
-        let l = format!("graph=\"research\",node=\"{}\"", n.node);
+    let graphs = [
+        ("research", state.research.node_stats()),
+        ("acquire", state.acquire.node_stats()),
+    ];
+    for (graph, n) in graphs
+        .iter()
+        .flat_map(|(g, list)| list.iter().map(move |n| (g, n)))
+    {
+        let l = format!("graph=\"{graph}\",node=\"{}\"", n.node);
         let _ = writeln!(
             t,
             "planwright_node_executions_total{{{l}}} {}",
@@ -77,7 +84,11 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             n.mailbox_depth
         );
     }
-    let (records, bytes, writes) = state.research.checkpoint_counters();
+    let (r, a) = (
+        state.research.checkpoint_counters(),
+        state.acquire.checkpoint_counters(),
+    );
+    let (records, bytes, writes) = (r.0 + a.0, r.1 + a.1, r.2 + a.2);
     let _ = writeln!(t, "# TYPE planwright_checkpoint_records_total counter\nplanwright_checkpoint_records_total {records}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_bytes_total counter\nplanwright_checkpoint_bytes_total {bytes}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_task_writes_total counter\nplanwright_checkpoint_task_writes_total {writes}");

@@ -1,16 +1,18 @@
-//! `serve`: an HTTP JSON API over the research planner, following the LangGraph Server API for the
+//! `serve`: an HTTP JSON API over the research planner (assistant `research`) and the
+//! field-acquisition planner (assistant `acquire`), following the LangGraph Server API for the
 //! part it covers (threads, `runs/wait`, state, `command: {"resume": …}`), with bearer-token auth,
 //! Prometheus metrics and a graceful stop on SIGTERM (running nodes finish, threads are
-//! checkpointed, a restarted server continues them).
-//!
-//! Not in this build yet (see docs/server.md): the `acquire` assistant.
+//! checkpointed, a restarted server continues them). See docs/server.md.
 
+mod acquire;
+pub mod assistants;
 mod errors;
 mod handlers;
 mod metrics;
 mod runs;
 mod stream;
 
+use crate::field::{self, FieldState};
 use crate::model::ModelSpec;
 use crate::research::policy::{
     responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy,
@@ -43,6 +45,11 @@ pub struct ServeArgs {
 pub struct AppState {
     /// The research planner's engine.
     pub research: Engine<ResearchState>,
+    /// The field-acquisition planner's engine.
+    pub acquire: Engine<FieldState>,
+    /// Threads bound to an assistant by a run of this process (the thread records keep the
+    /// binding; this settles two concurrent first runs).
+    pub bindings: dashmap::DashMap<String, assistants::Assistant>,
     /// Its storage.
     pub checkpointer: Arc<dyn Checkpointer>,
     /// The bearer token, if required.
@@ -92,8 +99,18 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         .checkpointer(checkpointer.clone())
         .build()
         .await;
+    let field_policy = field::cli::policy_for(&args.model).map_err(ServeError::Usage)?;
+    let field_graph = field::graph(field_policy, &field::GraphOptions::default())
+        .map_err(|e| ServeError::Usage(format!("acquire graph: {e}")))?;
+    let acquire = Engine::builder(field_graph)
+        .checkpointer(checkpointer.clone())
+        .migration(field::runner::migration)
+        .build()
+        .await;
     Ok(Arc::new(AppState {
         research,
+        acquire,
+        bindings: dashmap::DashMap::new(),
         checkpointer,
         token: args.token.clone(),
         runs: metrics::RunCounters::default(),
@@ -151,7 +168,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         tokio::spawn(async move {
             stop_signal().await;
             eprintln!("planwright serve: stopping; running nodes finish, threads are checkpointed");
-            state.research.shutdown().await;
+            tokio::join!(state.research.shutdown(), state.acquire.shutdown());
             stopped.notify_one();
         });
     }

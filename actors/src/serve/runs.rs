@@ -2,8 +2,9 @@
 //! record; `GET …/runs/{run_id}` reads its status (`pending`, `running`, `success`,
 //! `interrupted`, `error`); `POST …/runs/{run_id}/cancel` cancels it. Also the thread's history.
 
+use super::assistants;
 use super::errors::ApiError;
-use super::handlers::{start_run, values, RunBody};
+use super::handlers::{start_run, RunBody};
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -36,12 +37,11 @@ pub async fn create(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
-    let assistant = body.assistant_id().to_string();
-    let (thread, handle) = start_run(&state, &id, body, false).await?;
-    let run_id = handle.run_id.0.to_string();
+    let (thread, assistant, handle) = start_run(&state, &id, body, false).await?;
+    let run_id = handle.run_id().0.to_string();
     let now = httpdate::fmt_http_date(std::time::SystemTime::now());
     let record = json!({
-        "run_id": run_id, "thread_id": thread.as_str(), "assistant_id": assistant,
+        "run_id": run_id, "thread_id": thread.as_str(), "assistant_id": assistant.as_str(),
         "status": "running", "created_at": now, "updated_at": now, "metadata": {},
         "multitask_strategy": "reject",
     });
@@ -52,8 +52,7 @@ pub async fn create(
             Ok(out) if out.status == RunStatus::Interrupted => "interrupted",
             Ok(out) if out.status == RunStatus::Cancelled => "interrupted",
             Ok(out) => {
-                let v = values(&out);
-                if v["status"] == "failed" {
+                if matches!(out.values["status"].as_str(), Some("failed" | "aborted")) {
                     "error"
                 } else {
                     "success"
@@ -101,7 +100,11 @@ pub async fn cancel(
 ) -> Result<StatusCode, ApiError> {
     let run = find(&state, &thread, &run_id)?;
     if run["status"] == "running" {
-        state.research.cancel(&ThreadId::new(thread));
+        let assistant = match run["assistant_id"].as_str() {
+            Some(a) => assistants::Assistant::parse(a)?,
+            None => assistants::Assistant::Research,
+        };
+        assistants::cancel(&state, assistant, &ThreadId::new(thread));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -113,33 +116,28 @@ pub async fn history(
     body: Option<Json<Value>>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = ThreadId::new(&id);
-    if state
+    let Some(rec) = state
         .checkpointer
         .thread_metadata(&thread)
         .await
         .map_err(ApiError::internal)?
-        .is_none()
-    {
+    else {
         return Err(ApiError::not_found(format!("thread `{id}` does not exist")));
-    }
+    };
+    let assistant = assistants::of(&state, &thread, &rec);
     let limit = body
         .as_ref()
         .and_then(|Json(b)| b.get("limit"))
         .and_then(Value::as_u64)
         .unwrap_or(10)
         .min(1000) as usize;
-    let list = state
-        .research
-        .history(&thread, limit)
+    let list = assistants::history(&state, assistant, &thread, limit)
         .await
         .map_err(ApiError::internal)?;
     let mut out = Vec::with_capacity(list.len());
     for h in list {
-        let values = state
-            .research
-            .state_at(&thread, h.id)
+        let values = assistants::values_at(&state, assistant, &thread, h.id)
             .await
-            .map(|s| crate::research::output_json(&s, &s.status))
             .unwrap_or(Value::Null);
         out.push(json!({
             "values": values,

@@ -3,10 +3,10 @@
 //! thread's values), `custom` events that nodes emit, every run event under `events`, and an
 //! `error` event if the run fails. Which kinds are sent is the request's `stream_mode`.
 
+use super::assistants;
 use super::errors::ApiError;
 use super::handlers::{start_run, RunBody};
 use super::AppState;
-use crate::research::output_json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, Sse};
@@ -42,16 +42,16 @@ pub async fn run_stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(body) = body?;
     let modes = modes(&body.stream_mode);
-    let (thread, mut handle) = start_run(&state, &id, body, true).await?;
+    let (thread, assistant, mut handle) = start_run(&state, &id, body, true).await?;
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let run_id = handle.run_id.0;
+    let run_id = handle.run_id().0;
     let _ = tx.send(event(
         "metadata",
         &json!({"run_id": run_id.to_string(), "attempt": 1}),
     ));
     let want = move |m: &str| modes.iter().any(|x| x == m);
     tokio::spawn(async move {
-        if let Some(mut events) = handle.events.take() {
+        if let Some(mut events) = handle.take_events() {
             while let Some(ev) = events.recv().await {
                 if want("events") {
                     if let Ok(v) = serde_json::to_value(&ev) {
@@ -66,11 +66,9 @@ pub async fn run_stream(
                             }
                         }
                         if want("values") {
-                            if let Ok(Some(s)) = state.research.get_state(&thread).await {
-                                let _ = tx.send(event(
-                                    "values",
-                                    &output_json(&s.values, &s.values.status),
-                                ));
+                            if let Ok(Some(s)) = assistants::view(&state, assistant, &thread).await
+                            {
+                                let _ = tx.send(event("values", &s.values));
                             }
                         }
                     }
@@ -83,10 +81,11 @@ pub async fn run_stream(
         }
         match handle.wait().await {
             Ok(out) => {
-                let v = super::handlers::values(&out);
-                state.runs.count(v["status"].as_str().unwrap_or("ok"));
+                state
+                    .runs
+                    .count(out.values["status"].as_str().unwrap_or("ok"));
                 if want("values") {
-                    let _ = tx.send(event("values", &v));
+                    let _ = tx.send(event("values", &out.values));
                 }
             }
             Err(e) => {

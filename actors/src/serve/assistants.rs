@@ -1,0 +1,335 @@
+//! The assistants a thread can run — `research` (the research planner) and `acquire` (the
+//! field-acquisition planner) — each on its own engine over the same storage. A thread belongs to
+//! the assistant of its first run: the binding is kept in the thread's record (`assistant_id`),
+//! and every later run, read, cancel and delete of the thread goes to that assistant's engine. A
+//! thread without a binding is read as a research thread (threads stored before `acquire` existed
+//! are research threads).
+
+use super::errors::ApiError;
+use super::{acquire, AppState};
+use crate::field::FieldState;
+use crate::research::{self, output_json, ResearchState};
+use planwright::runtime::RunHandle;
+use planwright::{CheckpointId, Interrupt, RunError, RunEvent, RunId, RunOptions, RunStatus};
+use planwright::{RunOutcome, ThreadId};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+/// An assistant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Assistant {
+    /// The research planner.
+    Research,
+    /// The field-acquisition planner.
+    Acquire,
+}
+
+impl Assistant {
+    /// Every assistant.
+    pub const ALL: [Assistant; 2] = [Assistant::Research, Assistant::Acquire];
+
+    /// Its `assistant_id`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Assistant::Research => "research",
+            Assistant::Acquire => "acquire",
+        }
+    }
+
+    /// The assistant an `assistant_id` names (404 for another).
+    pub fn parse(id: &str) -> Result<Self, ApiError> {
+        match id {
+            "research" => Ok(Assistant::Research),
+            "acquire" => Ok(Assistant::Acquire),
+            other => Err(ApiError::not_found(format!(
+                "unknown assistant `{other}`: use `research` or `acquire`"
+            ))),
+        }
+    }
+}
+
+/// The assistant a thread record names, if it is bound.
+fn recorded(rec: &Value) -> Option<Assistant> {
+    rec.get("assistant_id")
+        .and_then(Value::as_str)
+        .and_then(|a| Assistant::parse(a).ok())
+}
+
+/// The assistant whose engine serves `thread` (record `rec`): the bound one, else research.
+pub fn of(state: &AppState, thread: &ThreadId, rec: &Value) -> Assistant {
+    recorded(rec)
+        .or_else(|| state.bindings.get(thread.as_str()).map(|a| *a))
+        .unwrap_or(Assistant::Research)
+}
+
+/// Binds `thread` to `wanted` on its first run, or checks that it is bound to it (409 if not).
+/// `rec` is the thread's record; the binding is written into it. A resume (`resume: true`) never
+/// binds: a thread no run has bound has nothing paused to resume (400).
+pub async fn bind(
+    state: &AppState,
+    thread: &ThreadId,
+    mut rec: Value,
+    wanted: Assistant,
+    resume: bool,
+) -> Result<(), ApiError> {
+    let bound = match recorded(&rec) {
+        Some(a) => a,
+        None => {
+            let cached = state.bindings.get(thread.as_str()).map(|a| *a);
+            let candidate = match cached {
+                Some(a) => a,
+                // A thread with checkpoints but no binding was stored before bindings existed.
+                None if !state
+                    .checkpointer
+                    .list(thread, None, 1)
+                    .await
+                    .map_err(ApiError::internal)?
+                    .is_empty() =>
+                {
+                    Assistant::Research
+                }
+                None if resume => {
+                    return Err(ApiError::bad(
+                        RunError::NotInterrupted(thread.clone()).to_string(),
+                    ))
+                }
+                None => wanted,
+            };
+            // The first of two concurrent first runs wins the thread.
+            let a = *state
+                .bindings
+                .entry(thread.to_string())
+                .or_insert(candidate);
+            if a == wanted && rec.is_object() {
+                rec["assistant_id"] = json!(wanted.as_str());
+                state
+                    .checkpointer
+                    .set_thread_metadata(thread, rec)
+                    .await
+                    .map_err(ApiError::internal)?;
+            }
+            a
+        }
+    };
+    if bound == wanted {
+        Ok(())
+    } else {
+        Err(ApiError::conflict(format!(
+            "thread `{thread}` belongs to assistant `{}`; it cannot run `{}` (create another thread)",
+            bound.as_str(),
+            wanted.as_str()
+        )))
+    }
+}
+
+/// Forgets a deleted thread's binding.
+pub fn unbind(state: &AppState, thread: &ThreadId) {
+    state.bindings.remove(thread.as_str());
+}
+
+/// A started run of either assistant.
+pub enum AnyHandle {
+    /// A research run.
+    Research(RunHandle<ResearchState>),
+    /// An acquire run.
+    Acquire(RunHandle<FieldState>),
+}
+
+/// How a run ended: its status and its values (`__interrupt__` included when paused).
+pub struct Outcome {
+    /// Finished, interrupted, cancelled or suspended.
+    pub status: RunStatus,
+    /// The values.
+    pub values: Value,
+}
+
+impl AnyHandle {
+    /// The run.
+    pub fn run_id(&self) -> RunId {
+        match self {
+            AnyHandle::Research(h) => h.run_id,
+            AnyHandle::Acquire(h) => h.run_id,
+        }
+    }
+
+    /// The run's events, when it streams them (once).
+    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<RunEvent>> {
+        match self {
+            AnyHandle::Research(h) => h.events.take(),
+            AnyHandle::Acquire(h) => h.events.take(),
+        }
+    }
+
+    /// Waits for the run to end.
+    pub async fn wait(self) -> Result<Outcome, RunError> {
+        Ok(match self {
+            AnyHandle::Research(h) => {
+                let out = h.wait().await?;
+                Outcome {
+                    status: out.status,
+                    values: research_values(&out),
+                }
+            }
+            AnyHandle::Acquire(h) => {
+                let out = h.wait().await?;
+                Outcome {
+                    status: out.status,
+                    values: acquire::values(&out),
+                }
+            }
+        })
+    }
+}
+
+fn interrupts_json(list: &[Interrupt]) -> Value {
+    list.iter()
+        .map(|i| json!({"value": i.value, "id": i.id.0}))
+        .collect()
+}
+
+/// A research run's result as values (the `research --json` keys, plus `__interrupt__` when
+/// paused).
+pub fn research_values(out: &RunOutcome<ResearchState>) -> Value {
+    let status = if out.status == RunStatus::Interrupted {
+        "interrupted"
+    } else {
+        out.state.status.as_str()
+    };
+    let mut v = output_json(&out.state, status);
+    if out.status == RunStatus::Interrupted {
+        v["__interrupt__"] = interrupts_json(&out.interrupts);
+    }
+    v
+}
+
+/// A thread's current position, whichever assistant it belongs to.
+pub struct ThreadView {
+    /// The values (the assistant's JSON keys).
+    pub values: Value,
+    /// Nodes to run next.
+    pub next: Vec<String>,
+    /// Pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// The newest checkpoint.
+    pub checkpoint: Option<CheckpointId>,
+    /// Supersteps so far.
+    pub step: u64,
+    /// The planner failed (research `failed`, acquire `aborted`).
+    pub failed: bool,
+}
+
+/// The thread's position on its assistant's engine (`None`: nothing stored yet).
+pub async fn view(
+    state: &AppState,
+    a: Assistant,
+    thread: &ThreadId,
+) -> Result<Option<ThreadView>, RunError> {
+    Ok(match a {
+        Assistant::Research => state.research.get_state(thread).await?.map(|s| ThreadView {
+            values: output_json(&s.values, &s.values.status),
+            failed: s.values.status == "failed",
+            next: s.next,
+            interrupts: s.interrupts,
+            checkpoint: s.checkpoint,
+            step: s.step,
+        }),
+        Assistant::Acquire => state.acquire.get_state(thread).await?.map(|s| {
+            let pending = s.interrupts.first().map(|i| i.value.clone());
+            ThreadView {
+                values: acquire::thread_values(&s.values, pending.as_ref(), thread),
+                failed: acquire::failed(&s.values),
+                next: s.next,
+                interrupts: s.interrupts,
+                checkpoint: s.checkpoint,
+                step: s.step,
+            }
+        }),
+    })
+}
+
+/// The values at one checkpoint of the thread.
+pub async fn values_at(
+    state: &AppState,
+    a: Assistant,
+    thread: &ThreadId,
+    id: CheckpointId,
+) -> Result<Value, RunError> {
+    Ok(match a {
+        Assistant::Research => {
+            let s = state.research.state_at(thread, id).await?;
+            research::output_json(&s, &s.status)
+        }
+        Assistant::Acquire => {
+            let s = state.acquire.state_at(thread, id).await?;
+            acquire::thread_values(&s, None, thread)
+        }
+    })
+}
+
+/// The thread's checkpoints, newest first.
+pub async fn history(
+    state: &AppState,
+    a: Assistant,
+    thread: &ThreadId,
+    limit: usize,
+) -> Result<Vec<planwright::runtime::CheckpointInfo>, RunError> {
+    match a {
+        Assistant::Research => state.research.history(thread, limit).await,
+        Assistant::Acquire => state.acquire.history(thread, limit).await,
+    }
+}
+
+/// True while the thread has a run in progress.
+pub fn is_running(state: &AppState, a: Assistant, thread: &ThreadId) -> bool {
+    match a {
+        Assistant::Research => state.research.is_running(thread),
+        Assistant::Acquire => state.acquire.is_running(thread),
+    }
+}
+
+/// Cancels the thread's run, if any.
+pub fn cancel(state: &AppState, a: Assistant, thread: &ThreadId) {
+    match a {
+        Assistant::Research => {
+            state.research.cancel(thread);
+        }
+        Assistant::Acquire => {
+            state.acquire.cancel(thread);
+        }
+    }
+}
+
+/// Deletes the thread and everything stored for it.
+pub async fn delete(state: &AppState, a: Assistant, thread: &ThreadId) -> Result<(), RunError> {
+    match a {
+        Assistant::Research => state.research.delete_thread(thread).await,
+        Assistant::Acquire => state.acquire.delete_thread(thread).await,
+    }?;
+    unbind(state, thread);
+    Ok(())
+}
+
+/// Continues a thread a stopped server left between supersteps (not one paused on a question).
+pub async fn continue_if_unfinished(state: &AppState, a: Assistant, thread: ThreadId) {
+    let unfinished = matches!(
+        view(state, a, &thread).await,
+        Ok(Some(v)) if !v.next.is_empty() && v.interrupts.is_empty()
+    );
+    if !unfinished {
+        return;
+    }
+    match a {
+        Assistant::Research => {
+            let engine = state.research.clone();
+            tokio::spawn(async move {
+                let _ = engine.continue_run(thread, RunOptions::default()).await;
+            });
+        }
+        Assistant::Acquire => {
+            let engine = state.acquire.clone();
+            tokio::spawn(async move {
+                let _ = engine.continue_run(thread, RunOptions::default()).await;
+            });
+        }
+    }
+}
