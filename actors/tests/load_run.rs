@@ -80,7 +80,6 @@ async fn the_loop_graph_runs_without_a_model() {
 #[tokio::test]
 async fn bad_arguments_are_named() {
     for (a, needle) in [
-        (args("acquire", 1), "not in this build"),
         (args("chess", 1), "unknown graph `chess`"),
         (
             LoadArgs {
@@ -137,6 +136,116 @@ async fn load_drives_a_serve_instance_over_http() {
     );
     assert!(
         report.node_executions > 30 * 5,
+        "read from the server's /metrics"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_conversations_all_finish_with_every_question_answered_under_load() {
+    use planwright::{Engine, ThreadId};
+    use planwright_actors::field::{self, FieldState};
+    let dir = std::env::temp_dir().join(format!(
+        "planwright-load-acquire-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite:{}", dir.join("load.sqlite").display());
+    let mut a = args("acquire", 30);
+    a.checkpoint = Some(url.clone());
+    let report = load::run(&a).await.unwrap();
+    assert_eq!(report.graph, "acquire");
+    assert_eq!(report.completed, 30, "{:?}", report.errors);
+    assert_eq!(report.failed, 0, "{:?}", report.errors);
+    assert_eq!(report.interrupted_left, 0);
+    // Ten conversations per scenario: dental asks region, currency and obtainable_share; coffee
+    // region and currency; bikes region, currency and lease_price (not in its corpus).
+    assert_eq!(report.resumes, 10 * (3 + 2 + 3), "{}", report.to_text());
+    let node = |n: &str| report.nodes.get(n).map_or(0, |f| f.executions);
+    assert_eq!(
+        node("ask_user") as usize,
+        report.resumes * 2,
+        "paused, then re-run on resume"
+    );
+    assert_eq!(node("observe_user") as usize, report.resumes);
+    assert_eq!(node("finish"), 30);
+    assert!(report.checkpoint_records > 0);
+    let calls: u64 = report.model.iter().map(|m| m.calls).sum();
+    assert!(calls >= 30, "{calls} model calls");
+
+    // Every stored conversation ended `ok` with its targets calculated; dental conversations
+    // answered the obtainable share from the fixture (5%) or, every other round, plausibly (0.1).
+    let cp = planwright::checkpoint::connect(&url).await.unwrap();
+    let graph = field::graph(
+        std::sync::Arc::new(field::OfflineFieldPolicy),
+        &field::GraphOptions::default(),
+    )
+    .unwrap();
+    let engine: Engine<FieldState> = Engine::builder(graph)
+        .checkpointer(cp.clone())
+        .build()
+        .await;
+    let threads = cp.list_threads("load-acquire-", 100, 0).await.unwrap();
+    assert_eq!(threads.len(), 30);
+    let mut shares = std::collections::BTreeMap::<String, usize>::new();
+    for t in threads {
+        let st = engine
+            .get_state(&ThreadId::new(t.thread_id.as_str()))
+            .await
+            .unwrap()
+            .unwrap();
+        let out = field::output::output_json(&st.values, None);
+        assert_eq!(out["status"], "ok", "{}: {out}", t.thread_id);
+        let targets = out["targets"].as_object().unwrap();
+        assert!(
+            !targets.is_empty() && targets.values().all(|v| v.as_f64().is_some()),
+            "{out}"
+        );
+        if let Some(share) = out["fields"].get("obtainable_share") {
+            *shares.entry(share["value"].to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        shares,
+        [("0.05".to_string(), 5), ("0.1".to_string(), 5)].into(),
+        "dental conversations at i % 6 == 0 and 3"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_drives_acquire_conversations_on_a_serve_instance() {
+    use planwright_actors::serve::{router, state, ServeArgs};
+    let dir = std::env::temp_dir().join(format!(
+        "planwright-load-acquire-target-{}",
+        std::process::id()
+    ));
+    let st = state(&ServeArgs {
+        addr: "127.0.0.1:0".into(),
+        checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
+        token: None,
+        model: "sim:p50=1ms,p99=3ms".into(),
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router(st)).await;
+    });
+    let mut a = args("acquire", 12);
+    a.target = Some(format!("http://{addr}"));
+    let report = load::run(&a).await.unwrap();
+    assert_eq!(report.completed, 12, "{:?}", report.errors);
+    assert_eq!(
+        report.resumes,
+        4 * (3 + 2 + 3),
+        "every question answered over HTTP"
+    );
+    assert!(
+        report.node_executions > 12 * 20,
         "read from the server's /metrics"
     );
 }

@@ -5,6 +5,7 @@
 //! [`driver::run`] is the library entry point for any graph (see `examples/load_my_graph.rs`);
 //! this module wires it to the bundled graphs and the command line.
 
+pub mod acquire;
 pub mod driver;
 mod remote;
 pub mod report;
@@ -13,6 +14,7 @@ pub use driver::{run as run_workload, Workload};
 pub use report::LoadReport;
 
 use crate::bench::loop_shape;
+use crate::field;
 use crate::model::{CountedModel, ModelError, ModelSpec, ModelStats};
 use crate::research::policy::{
     responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy,
@@ -28,7 +30,7 @@ use std::sync::Arc;
 /// `load` arguments.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// The graph: `research`, `loop` (`acquire` is not in this build).
+    /// The graph: `research`, `acquire` (the field-acquisition planner) or `loop`.
     #[arg(long, default_value = "research")]
     pub graph: String,
     /// Conversations to run.
@@ -43,7 +45,8 @@ pub struct LoadArgs {
     /// Checkpointer URL (`memory:`, `sqlite:PATH`, `postgres://…`); none by default.
     #[arg(long)]
     pub checkpoint: Option<String>,
-    /// Drive a `serve` instance at this URL instead of running in-process (research only).
+    /// Drive a `serve` instance at this URL instead of running in-process (`research` or
+    /// `acquire`).
     #[arg(long)]
     pub target: Option<String>,
     /// Bearer token for `--target`.
@@ -98,33 +101,26 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
         ));
     }
     if let Some(target) = &args.target {
-        if args.graph != "research" {
-            return Err(LoadError::Usage(
-                "--target drives the `research` assistant only".into(),
-            ));
-        }
         let bar = progress(args.conversations, args.quiet);
         let on_done: Arc<dyn Fn() + Send + Sync> = {
             let bar = bar.clone();
             Arc::new(move || bar.inc(1))
         };
-        let goals = sample_goals()?;
-        let inputs: Arc<dyn Fn(usize) -> serde_json::Value + Send + Sync> = Arc::new(move |i| {
-            let g = &goals[i % goals.len()];
-            let mut c = if g["constraints"].is_object() {
-                g["constraints"].clone()
-            } else {
-                json!({})
-            };
-            c["require_approval"] = json!(i % 5 == 0);
-            json!({"input": g["input"], "constraints": c})
-        });
+        let conversation = match args.graph.as_str() {
+            "research" => research_remote()?,
+            "acquire" => acquire_remote()?,
+            _ => {
+                return Err(LoadError::Usage(
+                    "--target drives the `research` and `acquire` assistants only".into(),
+                ))
+            }
+        };
         let report = remote::run(
             target,
             args.token.clone(),
             args.conversations,
             args.concurrency,
-            inputs,
+            conversation,
             on_done,
         )
         .await?;
@@ -180,14 +176,25 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             driver::run(&engine, research_workload(args, prefix, on_done)?).await
         }
         "acquire" => {
-            return Err(LoadError::Usage(
-                "the `acquire` planner is not in this build yet; use --graph research or loop"
-                    .into(),
-            ))
+            let policy: Arc<dyn field::FieldPolicy> =
+                match spec.build(field::policy::responders())? {
+                    None => Arc::new(field::OfflineFieldPolicy),
+                    Some(m) => Arc::new(field::policy::ChatFieldPolicy::new(Arc::new(
+                        CountedModel::new(m, stats.clone()),
+                    ))),
+                };
+            let graph = field::graph(policy, &field::GraphOptions::default())?;
+            let engine = Engine::builder(graph)
+                .maybe_checkpointer(checkpointer)
+                .migration(field::runner::migration)
+                .build()
+                .await;
+            let w = acquire::workload(args.conversations, args.concurrency, prefix, on_done)?;
+            driver::run(&engine, w).await
         }
         other => {
             return Err(LoadError::Usage(format!(
-                "unknown graph `{other}`: use research or loop"
+                "unknown graph `{other}`: use research, acquire or loop"
             )))
         }
     };
@@ -205,6 +212,43 @@ fn write_report(args: &LoadArgs, report: &LoadReport) -> Result<(), LoadError> {
         std::fs::write(path.with_extension("html"), report.to_html()).map_err(LoadError::Report)?;
     }
     Ok(())
+}
+
+/// Research conversations over HTTP: the sample goals in turn, every fifth asking for approval,
+/// answered `approve`.
+fn research_remote() -> Result<remote::Conversation, LoadError> {
+    let goals = sample_goals()?;
+    Ok(remote::Conversation {
+        assistant: "research",
+        input: Arc::new(move |i| {
+            let g = &goals[i % goals.len()];
+            let mut c = if g["constraints"].is_object() {
+                g["constraints"].clone()
+            } else {
+                json!({})
+            };
+            c["require_approval"] = json!(i % 5 == 0);
+            json!({"input": g["input"], "constraints": c})
+        }),
+        answer: Arc::new(|_, _| json!({"action": "approve"})),
+        max_resumes: 10,
+    })
+}
+
+/// Acquire conversations over HTTP: the scenarios in turn ([`acquire::rotation`]), every
+/// question answered from the scenario (or plausibly).
+fn acquire_remote() -> Result<remote::Conversation, LoadError> {
+    let scenarios = Arc::new(acquire::rotation()?);
+    let inputs: Vec<serde_json::Value> = scenarios.iter().map(|s| s.run_input()).collect();
+    Ok(remote::Conversation {
+        assistant: "acquire",
+        input: Arc::new(move |i| inputs[i % inputs.len()].clone()),
+        answer: Arc::new(move |i, payload| {
+            json!(scenarios[i % scenarios.len()].answer_payload(payload))
+        }),
+        // Bounded by the planner's ask caps (8 questions in all); a margin for re-asks.
+        max_resumes: 20,
+    })
 }
 
 fn sample_goals() -> Result<Vec<serde_json::Value>, LoadError> {

@@ -1,6 +1,7 @@
-//! `load --target URL`: the same research conversations against a running `serve` instance, over
-//! HTTP: create a thread, run and wait, answer approval interrupts, and read node executions from
-//! the server's `/metrics` before and after.
+//! `load --target URL`: the same research or acquire conversations against a running `serve`
+//! instance, over HTTP: create a thread, run and wait, answer each interrupt with
+//! `command: {"resume": …}`, and read node executions from the server's `/metrics` before and
+//! after.
 
 use super::report::{distribution, LoadReport};
 use super::LoadError;
@@ -45,15 +46,31 @@ async fn post(
     Ok(v)
 }
 
-/// Runs `inputs` (research run inputs; every fifth asks for approval) against `base`.
+/// The resume value for an interrupt of conversation `i`, given the interrupt's value.
+pub type Answer = Arc<dyn Fn(usize, &Value) -> Value + Send + Sync>;
+
+/// What a conversation over HTTP is.
+pub struct Conversation {
+    /// The `assistant_id`.
+    pub assistant: &'static str,
+    /// The run input of conversation `i`.
+    pub input: Arc<dyn Fn(usize) -> Value + Send + Sync>,
+    /// The resume value for an interrupt of conversation `i` (given the interrupt's value).
+    pub answer: Answer,
+    /// More interrupts than this fail the conversation.
+    pub max_resumes: usize,
+}
+
+/// Runs `conversations` conversations of `c` against `base`.
 pub async fn run(
     base: &str,
     token: Option<String>,
     conversations: usize,
     concurrency: usize,
-    inputs: Arc<dyn Fn(usize) -> Value + Send + Sync>,
+    c: Conversation,
     on_done: Arc<dyn Fn() + Send + Sync>,
 ) -> Result<LoadReport, LoadError> {
+    let c = Arc::new(c);
     let client = reqwest::Client::new();
     let base = base.trim_end_matches('/').to_string();
     let before = node_executions(&client, &base, token.as_deref()).await;
@@ -71,11 +88,11 @@ pub async fn run(
         let Ok(permit) = limit.clone().acquire_owned().await else {
             break;
         };
-        let (client, base, token, inputs, latencies, outcome, on_done) = (
+        let (client, base, token, c, latencies, outcome, on_done) = (
             client.clone(),
             base.clone(),
             token.clone(),
-            inputs.clone(),
+            c.clone(),
             latencies.clone(),
             outcome.clone(),
             on_done.clone(),
@@ -83,22 +100,49 @@ pub async fn run(
         tasks.push(tokio::spawn(async move {
             let t0 = Instant::now();
             let r: Result<usize, String> = async {
-                let thread = post(&client, format!("{base}/threads"), token.as_deref(), json!({})).await?;
+                let thread = post(
+                    &client,
+                    format!("{base}/threads"),
+                    token.as_deref(),
+                    json!({}),
+                )
+                .await?;
                 let tid = thread["thread_id"].as_str().unwrap_or_default().to_string();
                 let url = format!("{base}/threads/{tid}/runs/wait");
-                let mut v = post(&client, url.clone(), token.as_deref(), json!({"assistant_id": "research", "input": inputs(i)})).await?;
+                let mut v = post(
+                    &client,
+                    url.clone(),
+                    token.as_deref(),
+                    json!({"assistant_id": c.assistant, "input": (c.input)(i)}),
+                )
+                .await?;
                 let mut resumes = 0;
-                while v["status"] == "interrupted" && resumes < 10 {
+                while v["status"] == "interrupted" {
+                    if resumes == c.max_resumes {
+                        return Err(format!("still interrupted after {resumes} answers"));
+                    }
                     resumes += 1;
-                    v = post(&client, url.clone(), token.as_deref(), json!({"assistant_id": "research", "command": {"resume": {"action": "approve"}}})).await?;
+                    let answer = (c.answer)(i, &v["__interrupt__"][0]["value"]);
+                    v = post(
+                        &client,
+                        url.clone(),
+                        token.as_deref(),
+                        json!({"assistant_id": c.assistant, "command": {"resume": answer}}),
+                    )
+                    .await?;
                 }
-                if v["status"] == "failed" {
-                    return Err("run failed".into());
+                match v["status"].as_str() {
+                    Some("failed") => return Err("run failed".into()),
+                    Some("aborted") => return Err("run aborted".into()),
+                    _ => {}
                 }
                 Ok(resumes)
             }
             .await;
-            latencies.lock().unwrap_or_else(|p| p.into_inner()).push(t0.elapsed().as_secs_f64() * 1000.0);
+            latencies
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(t0.elapsed().as_secs_f64() * 1000.0);
             let mut o = outcome.lock().unwrap_or_else(|p| p.into_inner());
             match r {
                 Ok(resumes) => {
@@ -124,7 +168,7 @@ pub async fn run(
     let mut lat = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
     let execs = after.saturating_sub(before);
     Ok(LoadReport {
-        graph: format!("research @ {base}"),
+        graph: format!("{} @ {base}", c.assistant),
         conversations,
         concurrency,
         completed,
