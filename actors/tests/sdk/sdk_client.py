@@ -4,9 +4,13 @@ Usage: sdk_client.py URL. Exits non-zero (with the failed assertion) when the se
 behave as the SDK expects.
 """
 import asyncio
+import json
+import pathlib
 import sys
 
 from langgraph_sdk import get_client
+
+FIELD = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "field"
 
 GOAL = ("Create a short research brief on whether our support team should adopt "
         "retrieval-augmented generation for customer support")
@@ -52,6 +56,22 @@ async def main(url: str) -> None:
     assert events[0] == "metadata", events
     assert "updates" in events and "values" in events, events
     assert last_values["status"] == "ok", last_values
+
+    # The acquire assistant: each question is an interrupt, answered with a resume command.
+    acq = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(
+        acq, "acquire",
+        input={"schema": json.loads((FIELD / "dental.schema.json").read_text()),
+               "corpus": json.loads((FIELD / "dental.corpus.json").read_text()),
+               "goal": "Size the dental practice software market"})
+    assert out["status"] == "interrupted", out
+    assert out["__interrupt__"][0]["value"]["field"] == "region", out
+    out = await client.runs.wait(acq, "acquire", command={"resume": "Nordland"})
+    assert out["status"] == "interrupted", out
+    assert out["__interrupt__"][0]["value"]["field"] == "currency", out
+    assert out["fields"]["region"]["value"] == "Nordland", out
+    state = await client.threads.get_state(acq)
+    assert state["interrupts"][0]["value"]["field"] == "currency", state
     print("sdk ok:", len(events), "stream events")
 
 
