@@ -2,7 +2,10 @@
 //! shared database. The conditional write in the database lets exactly one extend each parent, so
 //! the chain never forks. Run for PostgreSQL and for a shared SQLite file.
 //!
-//! The racing processes are this test binary, re-executed with `--exact child_writer_entry`.
+//! The racing processes are this test binary, re-executed with `--exact child_writer_entry`. Each
+//! first appends freely, then runs rounds in lockstep: both read the head, wait until the other has
+//! read it too, then both write on it, so every lockstep round is a real race whatever the machine's
+//! scheduling, and exactly one of the two writes must lose.
 
 #[path = "support/backends.rs"]
 mod backends;
@@ -14,7 +17,16 @@ use planwright::checkpoint::{connect, BodyKind, CheckpointError};
 use planwright::ThreadId;
 use std::process::{Command, Stdio};
 
-const APPENDS: u64 = 300;
+const APPENDS: u64 = 200;
+/// Rounds in which both processes are made to write on the same head.
+const LOCKSTEP: u64 = 30;
+
+/// Waits until `path` exists (the other process's step of the lockstep barrier).
+fn wait_for(path: &std::path::Path) {
+    while !path.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
 
 /// The racing process's body; a no-op unless the race test started this process. It tries to
 /// append `APPENDS` checkpoints (reading the head, writing head + 1 on it) and prints
@@ -56,6 +68,31 @@ fn child_writer_entry() {
                 Err(e) => panic!("unexpected error: {e}"),
             }
         }
+        if let (Ok(dir), Ok(me)) = (
+            std::env::var("PW_RACE_BARRIER"),
+            std::env::var("PW_RACE_INDEX"),
+        ) {
+            let other = if me == "0" { "1" } else { "0" };
+            let dir = std::path::Path::new(&dir);
+            for round in 0..LOCKSTEP {
+                let head = cp.head(&t).await.expect("head").map(|h| h.0);
+                std::fs::write(dir.join(format!("{me}-{round}")), b"").expect("barrier");
+                wait_for(&dir.join(format!("{other}-{round}")));
+                let id = head.map_or(1, |h| h + 1);
+                let body = format!("{{\"pid\":{}}}", std::process::id());
+                match cp
+                    .put(checkpoint_suite::rec(&t, id, head, BodyKind::Delta, &body))
+                    .await
+                {
+                    Ok(()) => won += 1,
+                    Err(CheckpointError::Conflict { .. }) => lost += 1,
+                    Err(e) => panic!("unexpected error: {e}"),
+                }
+                // Both must have written before either reads the next round's head.
+                std::fs::write(dir.join(format!("{me}-{round}-w")), b"").expect("barrier");
+                wait_for(&dir.join(format!("{other}-{round}-w")));
+            }
+        }
         (won, lost)
     });
     println!("\nrace-result won {won} lost {lost}");
@@ -67,8 +104,10 @@ async fn race(url: &str) {
     // Open once first so both children find the schema migrated.
     let cp = connect(url).await.expect("checkpointer");
     let go = backends::sqlite_path("race-go").with_extension("go");
+    let barrier = backends::sqlite_path("race-barrier").with_extension("d");
+    std::fs::create_dir_all(&barrier).expect("barrier dir");
     let children: Vec<_> = (0..2)
-        .map(|_| {
+        .map(|index| {
             Command::new(&me)
                 .args([
                     "--exact",
@@ -79,6 +118,8 @@ async fn race(url: &str) {
                 .env("PW_RACE_URL", url)
                 .env("PW_RACE_THREAD", &thread)
                 .env("PW_RACE_GO", &go)
+                .env("PW_RACE_BARRIER", &barrier)
+                .env("PW_RACE_INDEX", index.to_string())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -114,8 +155,11 @@ async fn race(url: &str) {
             "linear chain"
         );
     }
-    assert_eq!(won_total + lost_total, 2 * APPENDS);
-    assert!(lost_total > 0, "the two processes really raced");
+    assert_eq!(won_total + lost_total, 2 * (APPENDS + LOCKSTEP));
+    assert!(
+        lost_total >= LOCKSTEP,
+        "every lockstep round is a race one write loses ({lost_total} lost)"
+    );
     println!("{url}: {won_total} checkpoints written, {lost_total} conflicting writes refused");
 }
 
