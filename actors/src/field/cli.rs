@@ -5,7 +5,7 @@
 //! error, 2 for bad input.
 
 use super::graph::{GraphOptions, Topology};
-use super::input::{initial_update, parse_answers, parse_corpus};
+use super::input::{bundled_corpus, initial_update, parse_answers, parse_corpus};
 use super::policy::{responders, ChatFieldPolicy, FieldPolicy, OfflineFieldPolicy};
 use super::runner::{self, AcquireRun, AnswerSource, Start};
 use super::schema::Schema;
@@ -17,13 +17,6 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-
-/// The bundled corpus: the three fixture scenarios' documents.
-pub const BUNDLED_CORPORA: [&str; 3] = [
-    include_str!("../../../fixtures/field/dental.corpus.json"),
-    include_str!("../../../fixtures/field/coffee.corpus.json"),
-    include_str!("../../../fixtures/field/bikes.corpus.json"),
-];
 
 /// The default checkpoint file, under the working directory.
 pub const DEFAULT_CHECKPOINT: &str = "sqlite:.planwright/acquire.db";
@@ -128,13 +121,7 @@ fn prepare(args: &AcquireArgs) -> Result<Prepared, String> {
             Some(p) => {
                 parse_corpus(&read(p, "corpus")?).map_err(|e| format!("{}: {e}", p.display()))?
             }
-            None => {
-                let mut docs = Vec::new();
-                for c in BUNDLED_CORPORA {
-                    docs.extend(parse_corpus(c).map_err(|e| format!("bundled corpus: {e}"))?);
-                }
-                docs
-            }
+            None => bundled_corpus().map_err(|e| e.to_string())?,
         };
         let conversation = conversation_id(args);
         Start::Input(Box::new(initial_update(

@@ -20,6 +20,24 @@ pub enum InputError {
     Answers(String),
 }
 
+/// The bundled corpus's sources: the three fixture scenarios' documents.
+pub const BUNDLED_CORPORA: [&str; 3] = [
+    include_str!("../../../fixtures/field/dental.corpus.json"),
+    include_str!("../../../fixtures/field/coffee.corpus.json"),
+    include_str!("../../../fixtures/field/bikes.corpus.json"),
+];
+
+/// The bundled corpus (what `acquire` and the `acquire` assistant search without a corpus).
+pub fn bundled_corpus() -> Result<Vec<Document>, InputError> {
+    let mut docs = Vec::new();
+    for c in BUNDLED_CORPORA {
+        docs.extend(
+            parse_corpus(c).map_err(|e| InputError::Corpus(format!("bundled corpus: {e}")))?,
+        );
+    }
+    Ok(docs)
+}
+
 /// The default tick cap.
 pub const DEFAULT_MAX_ITERS: u32 = 60;
 

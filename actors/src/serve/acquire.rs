@@ -4,18 +4,15 @@
 //! interrupt `{"field", "question"}`, answered by a run with `command: {"resume": "answer"}`; the
 //! values carry the keys of `acquire --json`.
 
-use crate::field::cli::BUNDLED_CORPORA;
-use crate::field::input::{initial_update, parse_corpus, InputError};
+use crate::field::input::{bundled_corpus, initial_update, parse_corpus, InputError};
 use crate::field::output;
 use crate::field::runner::AcquireRun;
 use crate::field::schema::{Schema, SchemaError};
 use crate::field::state::Status;
 use crate::field::{FieldState, FieldUpdate};
-use crate::tools::bm25::Document;
 use planwright::{Interrupt, RunOutcome, RunStatus, ThreadId};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::sync::OnceLock;
 
 /// Why an `acquire` run request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -45,21 +42,6 @@ struct AcquireInput {
     goal: Option<String>,
 }
 
-/// The bundled corpus, parsed once.
-fn bundled() -> Result<Vec<Document>, InputError> {
-    static BUNDLED: OnceLock<Result<Vec<Document>, String>> = OnceLock::new();
-    BUNDLED
-        .get_or_init(|| {
-            let mut docs = Vec::new();
-            for c in BUNDLED_CORPORA {
-                docs.extend(parse_corpus(c).map_err(|e| e.to_string())?);
-            }
-            Ok(docs)
-        })
-        .clone()
-        .map_err(|e| InputError::Corpus(format!("bundled corpus: {e}")))
-}
-
 /// Checks a run input and turns it into the first update of `thread`.
 pub fn initial(thread: &ThreadId, input: Value) -> Result<FieldUpdate, AcquireRequestError> {
     let input: AcquireInput =
@@ -68,7 +50,7 @@ pub fn initial(thread: &ThreadId, input: Value) -> Result<FieldUpdate, AcquireRe
         .map_err(|e| InputError::Schema(SchemaError::Malformed(e.to_string())))?;
     schema.validate().map_err(InputError::Schema)?;
     let corpus = match input.corpus {
-        None | Some(Value::Null) => bundled()?,
+        None | Some(Value::Null) => bundled_corpus()?,
         Some(v @ Value::Array(_)) => parse_corpus(&v.to_string())?,
         Some(other) => {
             return Err(InputError::Corpus(format!(
