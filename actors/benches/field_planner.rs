@@ -1,5 +1,5 @@
 //! Criterion benchmark of the field-acquisition planner: one whole `dental` conversation (bootstrap
-//! questions answered from the fixture, 11 iterations), staged topology against the single `plan`
+//! questions answered from the fixture, 10 iterations), staged topology against the single `plan`
 //! node, with no checkpointer and on a SQLite file (`sync` durability). The two topologies make the
 //! same decisions; the difference is the cost of the extra node boundaries, which are what make
 //! each model call resumable on its own.

@@ -216,6 +216,16 @@ fn the_checked_in_diagram_matches_the_graph() {
         g.mermaid(),
         "docs/research-planner.mmd is stale: rerun with UPDATE_DIAGRAMS=1"
     );
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/research-planner.md"
+    ))
+    .unwrap();
+    let body = stored.splitn(3, "---\n").nth(2).unwrap();
+    assert!(
+        doc.contains(&format!("```mermaid\n{body}```")),
+        "the diagram in docs/research-planner.md is stale: copy docs/research-planner.mmd into it"
+    );
     for node in [
         "prepare_input",
         "create_plan",
