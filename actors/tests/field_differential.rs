@@ -174,14 +174,14 @@ fn generate(seed: u64) -> Scenario {
 
 async fn both(seed: u64, sc: &Scenario, model_seed: u64) {
     let staged = run_scenario(
-        Arc::new(ScriptedPolicy { seed: model_seed }),
+        Arc::new(ScriptedPolicy::new(model_seed)),
         Topology::Staged,
         sc,
         &format!("c{seed}"),
     )
     .await;
     let plan = run_scenario(
-        Arc::new(ScriptedPolicy { seed: model_seed }),
+        Arc::new(ScriptedPolicy::new(model_seed)),
         Topology::Plan,
         sc,
         &format!("c{seed}"),
@@ -208,9 +208,7 @@ async fn both_topologies_agree_on_sixty_generated_scenarios() {
         let sc = generate(seed);
         both(seed, &sc, seed * 31 + 7).await;
         let run = run_scenario(
-            Arc::new(ScriptedPolicy {
-                seed: seed * 31 + 7,
-            }),
+            Arc::new(ScriptedPolicy::new(seed * 31 + 7)),
             Topology::Staged,
             &sc,
             "again",

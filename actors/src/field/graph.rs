@@ -12,7 +12,7 @@ use super::stages::{acquire, actions, calc_gate, decide, enforce, prepare, tick,
 use super::stages::{applied, Env, StageResult};
 use super::state::{FieldState, FieldUpdate};
 use planwright::graph::{Route, StateGraph, END, START};
-use planwright::{CompiledGraph, GraphError, NodeContext, NodeOptions, RetryPolicy};
+use planwright::{CompiledGraph, GraphError, NodeContext, RetryPolicy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl Topology {
 pub struct GraphOptions {
     /// Which topology.
     pub topology: Topology,
-    /// Retries of model-calling nodes on transient errors (default 3 attempts, 200 ms backoff).
+    /// Retries of each model call on transient errors (default 3 attempts, 200 ms backoff).
     pub model_retry: RetryPolicy,
     /// The superstep cap (a safety net above `max_iters`).
     pub step_limit: u64,
@@ -146,7 +146,6 @@ pub fn build(
     env: Arc<Env>,
     options: &GraphOptions,
 ) -> Result<CompiledGraph<FieldState>, GraphError> {
-    let model = NodeOptions::default().retry(options.model_retry.clone());
     let actions = [
         ("search", "search"),
         ("ask_user", "ask_user"),
@@ -163,9 +162,6 @@ pub fn build(
             g = node(g, "acquire", &env, stage!(acquire::acquire));
             g = node(g, "decide", &env, stage!(decide::decide));
             g = node(g, "enforce_policy", &env, stage!(enforce::enforce_policy));
-            for n in ["prepare", "acquire", "decide", "enforce_policy"] {
-                g = g.node_options(n, model.clone());
-            }
             g = g
                 .add_conditional_edges(
                     "tick",
@@ -197,11 +193,7 @@ pub fn build(
         }
         Topology::Plan => {
             g = node(g, "plan", &env, stage!(plan));
-            g = g.node_options("plan", model.clone()).add_conditional_edges(
-                "plan",
-                route(routes::after_policy),
-                actions,
-            );
+            g = g.add_conditional_edges("plan", route(routes::after_policy), actions);
             "plan"
         }
     };
@@ -212,9 +204,7 @@ pub fn build(
     g = node(g, "ask_user", &env, stage!(user::ask_user));
     g = node(g, "observe_user", &env, stage!(user::observe_user));
     g = node(g, "finish", &env, stage!(actions::finish));
-    g.node_options("observe", model.clone())
-        .node_options("reflect", model)
-        .add_edge(START, entry)
+    g.add_edge(START, entry)
         .add_conditional_edges(
             "search",
             route(routes::after_search),

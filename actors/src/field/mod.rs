@@ -37,7 +37,7 @@ pub fn graph(
 ) -> Result<CompiledGraph<FieldState>, GraphError> {
     let env = Arc::new(stages::Env {
         policy,
-        model_attempts: options.model_retry.max_attempts,
+        model_retry: options.model_retry.clone(),
     });
     graph::build(env, options)
 }

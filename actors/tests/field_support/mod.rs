@@ -66,6 +66,7 @@ pub async fn run_scenario(
 ) -> AcquireRun {
     let options = GraphOptions {
         topology,
+        model_retry: fast_retry(),
         ..GraphOptions::default()
     };
     let e = engine(policy, &options, None).await;
@@ -89,6 +90,11 @@ pub async fn run_scenario(
     run
 }
 
+/// Model-call retries with millisecond backoff, for tests.
+pub fn fast_retry() -> planwright::RetryPolicy {
+    planwright::RetryPolicy::exponential(3, std::time::Duration::from_millis(1))
+}
+
 /// The offline model.
 pub fn offline() -> Arc<dyn FieldPolicy> {
     Arc::new(OfflineFieldPolicy)
@@ -107,9 +113,28 @@ fn hash_of(seed: u64, v: &impl serde::Serialize) -> u64 {
 /// rules all fire; extraction is the offline extractor's.
 pub struct ScriptedPolicy {
     pub seed: u64,
+    /// Requests already failed once with a transient error (about one in five fails once first).
+    pub flaked: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl ScriptedPolicy {
+    /// A scripted model with this seed.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            flaked: Mutex::new(Default::default()),
+        }
+    }
+
+    /// A transient error the first time some requests are seen (a rate limit, say): the retry
+    /// within the model call must absorb it the same way in both topologies.
+    fn flake(&self, h: u64) -> Result<(), PolicyError> {
+        if (h >> 40) % 5 == 0 && self.flaked.lock().unwrap().insert(h) {
+            return Err(PolicyError::Transient("scripted: rate limited".into()));
+        }
+        Ok(())
+    }
+
     fn pick<'a, T>(&self, h: u64, k: u64, items: &'a [T]) -> &'a T {
         &items[((h >> (k * 7)) as usize) % items.len()]
     }
@@ -126,6 +151,7 @@ impl FieldPolicy for ScriptedPolicy {
         req: &DecideRequest,
     ) -> Result<PolicyReply<PlannerDecision>, PolicyError> {
         let h = hash_of(self.seed, req);
+        self.flake(h)?;
         let roll = h % 100;
         if roll < 3 {
             return Err(PolicyError::Failed("scripted: malformed decision".into()));

@@ -2,7 +2,7 @@
 //!
 //! Every stage is `async fn(&Env, &FieldState, &NodeContext) -> Result<FieldUpdate, NodeError>`:
 //! the same functions are the nodes of the staged graph and, called in sequence, the single `plan`
-//! node of the old topology (see `graph`). Rules are plain functions of the state (in `rules`), so
+//! node of the old topology (see `graph`). Rules are plain functions of the state, so
 //! each can be tested on a small state without running anything. A stage makes at most one model
 //! call, through [`Env::call`], whose answer is memoised in the task: a retry or a crash after the
 //! call does not repeat it.
@@ -18,51 +18,56 @@ pub mod user;
 
 use super::policy::{FieldPolicy, PolicyError, PolicyReply};
 use super::state::{FieldState, FieldUpdate, LogEntry, Origin, PlannerDecision};
-use planwright::{NodeContext, NodeError};
+use planwright::{NodeContext, NodeError, RetryPolicy};
 use std::future::Future;
 use std::sync::Arc;
 
-/// What the stages share: the model and the retry budget of its calls.
+/// What the stages share: the model and the retry policy of its calls.
 pub struct Env {
     /// The model.
     pub policy: Arc<dyn FieldPolicy>,
-    /// Attempts a model call gets on transient errors (the node's retry policy backs off).
-    pub model_attempts: u32,
+    /// Retries of one model call on transient errors (timeouts, rate limits, 5xx), with backoff.
+    pub model_retry: RetryPolicy,
 }
 
 impl Env {
-    /// Runs a model call once per task under memo `key`: a transient error is retried by the
-    /// runtime while attempts remain; the final answer or error is saved and returned again on a
-    /// retry or after a crash, never asked twice. Token usage goes into the run's events as a
-    /// custom `model_usage` event.
+    /// Runs a model call once per task under memo `key`. Transient errors are retried here, per
+    /// call, with the retry policy's backoff: every call gets the same budget whichever node it
+    /// sits in, so the staged graph and the single `plan` node behave alike. The final answer or
+    /// error is saved and returned again on a later attempt of the task or after a crash, never
+    /// asked twice. Token usage goes into the run's events as a custom `model_usage` event.
     pub async fn call<T, F, Fut>(
         &self,
         ctx: &NodeContext,
         key: &str,
-        work: F,
+        mut work: F,
     ) -> Result<Result<T, String>, NodeError>
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<PolicyReply<T>, PolicyError>>,
     {
-        let attempts = self.model_attempts;
+        let retry = &self.model_retry;
         ctx.memo(key, || async move {
-            match work().await {
-                Ok(reply) => {
-                    if let Some(u) = reply.usage {
-                        ctx.emit(serde_json::json!({"model_usage": {
-                            "call": key,
-                            "prompt_tokens": u.prompt_tokens,
-                            "completion_tokens": u.completion_tokens,
-                        }}));
+            let mut attempt = 1;
+            loop {
+                match work().await {
+                    Ok(reply) => {
+                        if let Some(u) = reply.usage {
+                            ctx.emit(serde_json::json!({"model_usage": {
+                                "call": key,
+                                "prompt_tokens": u.prompt_tokens,
+                                "completion_tokens": u.completion_tokens,
+                            }}));
+                        }
+                        return Ok(Ok(reply.value));
                     }
-                    Ok(Ok(reply.value))
+                    Err(PolicyError::Transient(_)) if attempt < retry.max_attempts => {
+                        tokio::time::sleep(retry.backoff(attempt, rand::random::<f64>())).await;
+                        attempt += 1;
+                    }
+                    Err(e) => return Ok(Err(format!("{e} (attempt {attempt})"))),
                 }
-                Err(PolicyError::Transient(m)) if ctx.attempt() < attempts => {
-                    Err(NodeError::Retryable(m))
-                }
-                Err(e) => Ok(Err(e.to_string())),
             }
         })
         .await
