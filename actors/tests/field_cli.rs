@@ -250,7 +250,11 @@ fn malformed_inputs_are_refused_with_exit_2_naming_the_problem() {
         ],
         "answers",
     );
-    std::fs::write(dir.join("answers2.json"), r#"{"planet": "Mars"}"#).unwrap();
+    std::fs::write(
+        dir.join("answers2.json"),
+        r#"{"planet": "Mars", "population": "5"}"#,
+    )
+    .unwrap();
     refused(
         &dir,
         &[

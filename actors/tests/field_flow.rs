@@ -384,3 +384,27 @@ async fn a_chat_model_drives_the_planner_and_its_token_usage_is_in_the_events() 
     }
     e.shutdown().await;
 }
+
+#[tokio::test]
+async fn answers_may_name_the_components_of_a_static_decomposition() {
+    let mut sc = scenario("dental");
+    sc.corpus.clear();
+    sc.answers = input::parse_answers(
+        r#"{"region": "Nordland", "currency": "EUR", "population": "5.2 million",
+            "dentists_per_100k": "62", "dentists_per_clinic": "2.5", "annual_price": "1,440",
+            "serviceable_share": "38%", "obtainable_share": "5%"}"#,
+        &sc.schema,
+    )
+    .unwrap();
+    let run = run_scenario(offline(), Topology::Staged, &sc, "components").await;
+    assert_eq!(run.status(), "ok", "{:?}", run.pending);
+    assert_eq!(
+        run.state.values["population"].value,
+        FieldValue::Number(5_200_000.0)
+    );
+    assert!(matches!(
+        run.state.values["clinics"].provenance,
+        Provenance::Composed { .. }
+    ));
+    check_invariants(&run, &sc.corpus);
+}

@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 
 /// Deepest nesting accepted.
 const MAX_DEPTH: usize = 64;
+/// The most binary operators a formula may have: evaluation recurses once per operator, so this
+/// bounds the stack as `MAX_DEPTH` does for parentheses.
+const MAX_OPERATORS: usize = 256;
 
 /// A parsed formula.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +68,7 @@ struct Parser<'a> {
     src: &'a [u8],
     pos: usize,
     depth: usize,
+    operators: usize,
 }
 
 impl Parser<'_> {
@@ -86,10 +90,27 @@ impl Parser<'_> {
         self.src.get(self.pos).copied()
     }
 
+    fn count_operator(&mut self) -> Result<(), FormulaError> {
+        self.operators += 1;
+        if self.operators > MAX_OPERATORS {
+            return Err(self.err(format!("more than {MAX_OPERATORS} operators")));
+        }
+        Ok(())
+    }
+
+    /// The character at the current position (for messages; the source is UTF-8).
+    fn current_char(&self) -> char {
+        std::str::from_utf8(&self.src[self.pos.min(self.src.len())..])
+            .ok()
+            .and_then(|s| s.chars().next())
+            .unwrap_or('\u{FFFD}')
+    }
+
     fn expr(&mut self) -> Result<Expr, FormulaError> {
         let mut left = self.term()?;
         while let Some(c @ (b'+' | b'-')) = self.peek() {
             self.pos += 1;
+            self.count_operator()?;
             let right = self.term()?;
             let op = if c == b'+' { Op::Add } else { Op::Sub };
             left = Expr::Bin(op, Box::new(left), Box::new(right));
@@ -101,6 +122,7 @@ impl Parser<'_> {
         let mut left = self.factor()?;
         while let Some(c @ (b'*' | b'/')) = self.peek() {
             self.pos += 1;
+            self.count_operator()?;
             let right = self.factor()?;
             let op = if c == b'*' { Op::Mul } else { Op::Div };
             left = Expr::Bin(op, Box::new(left), Box::new(right));
@@ -131,7 +153,7 @@ impl Parser<'_> {
             }
             Some(c) if c.is_ascii_digit() || c == b'.' => self.number(),
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => Ok(self.name()),
-            Some(c) => Err(self.err(format!("unexpected `{}`", c as char))),
+            Some(_) => Err(self.err(format!("unexpected `{}`", self.current_char()))),
             None => Err(self.err("unexpected end of formula")),
         };
         self.depth -= 1;
@@ -175,13 +197,14 @@ pub fn parse(text: &str) -> Result<Expr, FormulaError> {
         src: text.as_bytes(),
         pos: 0,
         depth: 0,
+        operators: 0,
     };
     let e = p.expr()?;
     match p.peek() {
         None => Ok(e),
-        Some(c) => Err(p.err(format!(
+        Some(_) => Err(p.err(format!(
             "unexpected `{}` after a complete formula",
-            c as char
+            p.current_char()
         ))),
     }
 }
@@ -296,6 +319,16 @@ mod tests {
         assert_eq!(e("a / zero"), "division by zero in `a / zero`");
         assert!(e(&"(".repeat(100)).contains("nested deeper"));
         assert!(e(&"-".repeat(100)).contains("nested deeper"));
+    }
+
+    #[test]
+    fn long_and_non_ascii_formulas_are_parse_errors_not_crashes() {
+        let long = vec!["a"; 30_000].join(" + ");
+        let e = parse(&long).unwrap_err().to_string();
+        assert!(e.contains("more than 256 operators"), "{e}");
+        assert!(parse(&vec!["a"; 200].join(" * ")).is_ok());
+        let e = parse("a × 2").unwrap_err().to_string();
+        assert!(e.contains('×'), "{e}");
     }
 
     proptest! {

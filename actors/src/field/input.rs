@@ -63,15 +63,20 @@ pub fn parse_corpus(text: &str) -> Result<Vec<Document>, InputError> {
     Ok(docs)
 }
 
-/// Parses answers: a JSON object mapping schema field names to answer text.
+/// Parses answers: a JSON object mapping schema field names (or components of the schema's
+/// decompositions, which become fields while the planner runs) to answer text.
 pub fn parse_answers(text: &str, schema: &Schema) -> Result<BTreeMap<String, String>, InputError> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
         .map_err(|e| InputError::Answers(format!("expected a JSON object of field → text: {e}")))?;
     let mut out = BTreeMap::new();
     for (k, v) in map {
-        if schema.field(&k).is_none() {
+        let component = schema
+            .decompositions
+            .iter()
+            .any(|d| d.components.contains(&k));
+        if schema.field(&k).is_none() && !component {
             return Err(InputError::Answers(format!(
-                "`{k}` is not a field of the schema"
+                "`{k}` is not a field of the schema or a component of its decompositions"
             )));
         }
         let text = match v {

@@ -147,7 +147,13 @@ pub enum SchemaError {
     /// A decomposition of a field the schema does not have.
     #[error("decomposition of unknown field `{0}`")]
     UnknownDecomposed(String),
+    /// Fields, targets and decompositions that cannot work together; the message names them.
+    #[error("{0}")]
+    Inconsistent(String),
 }
+
+/// The most fields a schema may declare.
+pub const MAX_FIELDS: usize = 1_000;
 
 impl Schema {
     /// The field named `name`.
@@ -165,6 +171,12 @@ impl Schema {
 
     /// Checks the schema; the first problem found is returned.
     pub fn validate(&self) -> Result<(), SchemaError> {
+        if self.fields.len() > MAX_FIELDS {
+            return Err(SchemaError::Inconsistent(format!(
+                "the schema declares {} fields; at most {MAX_FIELDS} are supported",
+                self.fields.len()
+            )));
+        }
         let mut names = BTreeSet::new();
         for f in &self.fields {
             if !names.insert(f.name.as_str()) {
@@ -209,6 +221,74 @@ impl Schema {
         }
         if let Some(cycle) = find_cycle(&deps) {
             return Err(SchemaError::Cycle(cycle));
+        }
+        self.check_consistency(&deps)
+    }
+
+    /// The rules beyond names and formulas: numeric targets and formulas, core fields that can be
+    /// asked, decompositions only of raw requires-components fields, with distinct components.
+    fn check_consistency(&self, deps: &BTreeMap<&str, Vec<String>>) -> Result<(), SchemaError> {
+        let bad = |m: String| Err(SchemaError::Inconsistent(m));
+        let text = |n: &str| {
+            self.field(n)
+                .is_some_and(|f| f.value_type == ValueType::Text)
+        };
+        for t in &self.targets {
+            if text(t) {
+                return bad(format!(
+                    "target `{t}` is a text field; targets must be numbers"
+                ));
+            }
+        }
+        for f in &self.fields {
+            if f.core && (f.kind == Kind::Derived || f.requires_components) {
+                return bad(format!(
+                    "core field `{}` must be a raw field asked directly (not derived, not decomposed)",
+                    f.name
+                ));
+            }
+        }
+        for (field, used) in deps {
+            if let Some(u) = used.iter().find(|u| text(u)) {
+                return bad(format!("formula of `{field}` uses text field `{u}`"));
+            }
+        }
+        let mut decomposed = BTreeSet::new();
+        for d in &self.decompositions {
+            let Some(f) = self.field(&d.field) else {
+                continue;
+            };
+            if f.kind == Kind::Derived {
+                return bad(format!(
+                    "decomposition of derived field `{}`: only raw fields are decomposed",
+                    d.field
+                ));
+            }
+            if !f.requires_components {
+                return bad(format!(
+                    "decomposition of `{}`, which is not marked `requires_components`",
+                    d.field
+                ));
+            }
+            if !decomposed.insert(d.field.as_str()) {
+                return bad(format!("`{}` is decomposed twice", d.field));
+            }
+            let mut seen = BTreeSet::new();
+            for c in &d.components {
+                if !seen.insert(c.as_str()) {
+                    return bad(format!("component `{c}` of `{}` is listed twice", d.field));
+                }
+                let clash = c == &d.field
+                    || self.field(c).is_some_and(|f| {
+                        f.kind == Kind::Derived || f.value_type == ValueType::Text
+                    });
+                if clash {
+                    return bad(format!(
+                        "component `{c}` of `{}` must be a new or raw numeric field, not the field itself, a derived or a text field",
+                        d.field
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -336,6 +416,36 @@ mod tests {
             e(|v| v["decompositions"][0]["formula"] = "population * doctors".into()),
             "formula of `clinics` names unknown field `doctors`"
         );
+        assert_eq!(
+            e(|v| v["targets"] = serde_json::json!(["region"])),
+            "target `region` is a text field; targets must be numbers"
+        );
+        assert!(
+            e(|v| v["fields"][6]["formula"] = "region * 2".into()).contains("text field `region`")
+        );
+        assert!(
+            e(|v| v["decompositions"][0]["field"] = "tam".into()).contains("derived field `tam`")
+        );
+        assert!(
+            e(|v| v["decompositions"][0]["field"] = "annual_price".into())
+                .contains("not marked `requires_components`")
+        );
+        assert!(e(
+            |v| v["decompositions"][0]["components"] = serde_json::json!([
+                "population",
+                "population",
+                "dentists_per_100k",
+                "dentists_per_clinic"
+            ])
+        )
+        .contains("listed twice"));
+        assert!(e(|v| {
+            v["decompositions"][0]["components"][0] = "tam".into();
+            v["decompositions"][0]["formula"] = "tam * dentists_per_100k".into();
+        })
+        .contains("component `tam`"));
+        assert!(e(|v| v["fields"][0]["requires_components"] = true.into())
+            .contains("core field `region`"));
         assert!(Schema::from_json("not json")
             .unwrap_err()
             .to_string()
