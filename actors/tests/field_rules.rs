@@ -534,3 +534,166 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_blocked_calculation_prefers_a_search_and_decomposes_only_as_a_fallback() {
+    let mut s = with_region(state());
+    s.schema.decompositions.clear();
+    s.recipes.clear();
+    s.calculation = Calculation::Blocked {
+        missing: vec!["clinics".into(), "price".into()],
+    };
+    assert_eq!(
+        acquire::blocked_calculation_task(&s),
+        Some(Task::Search("price".into()))
+    );
+    s.attempts.insert(
+        "price".into(),
+        Attempts {
+            searches: 2,
+            asks: 2,
+            ..Attempts::default()
+        },
+    );
+    assert_eq!(
+        acquire::blocked_calculation_task(&s),
+        Some(Task::Decompose("clinics".into()))
+    );
+    s.decomposed_at = s.iterations;
+    assert_eq!(
+        acquire::blocked_calculation_task(&s),
+        None,
+        "one fresh generation per tick"
+    );
+}
+
+#[test]
+fn the_calculation_cap_names_why_and_a_premature_calculate_acquires_instead() {
+    let mut s = with_region(state());
+    s.calculation = Calculation::Error {
+        reason: "`tam` = base / 0: division by zero".into(),
+    };
+    s.calc_attempts = 3;
+    assert!(calc_gate::calculation_cap(&s)
+        .unwrap()
+        .reasoning
+        .contains("division by zero"));
+    let calc = PlannerDecision::new(Action::Calculate, None, "model");
+    let d = enforce::calculation_adjustment(&s, &calc).unwrap();
+    assert_eq!(
+        (d.action, d.target.as_deref()),
+        (Action::Search, Some("people"))
+    );
+}
+
+#[test]
+fn a_failing_formula_no_target_needs_does_not_fail_the_calculation() {
+    use planwright_actors::field::stages::actions::calculate_values;
+    let mut s = with_region(state());
+    s.schema
+        .fields
+        .push(planwright_actors::field::schema::Field {
+            name: "junk".into(),
+            kind: planwright_actors::field::schema::Kind::Derived,
+            source: Default::default(),
+            value_type: ValueType::Number,
+            core: false,
+            unit: None,
+            description: None,
+            requires_components: false,
+            formula: Some("price / 0".into()),
+        });
+    for (f, v) in [
+        ("clinics", 10.0),
+        ("price", 2.0),
+        ("share", 0.5),
+        ("web_only", 1.0),
+    ] {
+        set(&mut s, f, v);
+    }
+    assert!(matches!(calculate_values(&s), Calculation::Success { .. }));
+    s.schema.targets.push("junk".into());
+    match calculate_values(&s) {
+        Calculation::Error { reason } => assert!(reason.contains("junk"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn generated_components_must_be_new_and_distinct() {
+    let s = state();
+    let d = |comps: &[&str]| planwright_actors::field::schema::Decomposition {
+        field: "clinics".into(),
+        components: comps.iter().map(|c| c.to_string()).collect(),
+        formula: comps.join(" * "),
+        descriptions: BTreeMap::new(),
+        types: BTreeMap::new(),
+    };
+    assert!(prepare::validate_generated(&s, "clinics", &d(&["region"]))
+        .unwrap_err()
+        .contains("not a new field"));
+    assert!(prepare::validate_generated(&s, "clinics", &d(&["a", "a"]))
+        .unwrap_err()
+        .contains("twice"));
+}
+
+#[test]
+fn a_core_field_asked_again_says_why() {
+    let mut s = state();
+    s.reask = Some(Question {
+        field: "region".into(),
+        question: "Which region? (the answer \"\" could not be used: the answer is empty)".into(),
+    });
+    let d = tick::bootstrap_question(&s).unwrap().unwrap();
+    assert!(d.question.unwrap().contains("could not be used"));
+}
+
+#[test]
+fn an_extraction_must_come_from_a_hit_and_be_stated_by_its_quote() {
+    use planwright_actors::field::policy::Extraction;
+    use planwright_actors::field::stages::actions::check_extraction;
+    use planwright_actors::field::state::Observation;
+    let s = state();
+    let doc = planwright_actors::tools::bm25::Document {
+        id: "d1".into(),
+        title: "Prices".into(),
+        text: "Software costs 1,440 EUR per year. Support is extra.".into(),
+    };
+    let obs = Observation {
+        field: "price".into(),
+        query: "price".into(),
+        hits: vec![doc],
+    };
+    let e = |value: f64, quote: &str, id: &str| Extraction {
+        value,
+        quote: quote.into(),
+        source_id: id.into(),
+    };
+    assert!(check_extraction(
+        &s,
+        &obs,
+        &e(1440.0, "Software costs 1,440 EUR per year.", "d1")
+    )
+    .is_ok());
+    assert!(check_extraction(
+        &s,
+        &obs,
+        &e(1500.0, "Software costs 1,440 EUR per year.", "d1")
+    )
+    .unwrap_err()
+    .contains("does not state"));
+    assert!(check_extraction(
+        &s,
+        &obs,
+        &e(1440.0, "Software costs 1,440 EUR a year.", "d1")
+    )
+    .unwrap_err()
+    .contains("not in document"));
+    assert!(check_extraction(
+        &s,
+        &obs,
+        &e(1440.0, "Software costs 1,440 EUR per year.", "d9")
+    )
+    .unwrap_err()
+    .contains("not among the hits"));
+}

@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 pub struct Evaluation {
     /// The derived fields that could be computed.
     pub values: BTreeMap<String, f64>,
-    /// The first formula that failed for another reason than a missing input, naming the field.
-    pub error: Option<String>,
+    /// Formulas that failed for another reason than a missing input: (field, reason naming it).
+    pub errors: Vec<(String, String)>,
 }
 
 /// Evaluates every derived field of the running schema from the numeric raw values. Never panics:
-/// parse errors, unknown fields and division by zero are reported in [`Evaluation::error`].
+/// parse errors, unknown fields and division by zero are reported in [`Evaluation::errors`].
 pub fn evaluate(s: &FieldState) -> Evaluation {
     let mut known: BTreeMap<String, Option<f64>> = s
         .schema
@@ -50,8 +50,9 @@ pub fn evaluate(s: &FieldState) -> Evaluation {
                 }
                 Err(FormulaError::Missing(_)) => {}
                 Err(e) => {
-                    if out.error.is_none() {
-                        out.error = Some(format!("`{}` = {text}: {e}", f.name));
+                    if !out.errors.iter().any(|(n, _)| *n == f.name) {
+                        out.errors
+                            .push((f.name.clone(), format!("`{}` = {text}: {e}", f.name)));
                     }
                 }
             }

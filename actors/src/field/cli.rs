@@ -81,7 +81,7 @@ struct Prepared {
     topology: Topology,
 }
 
-fn prepare(args: &AcquireArgs) -> Result<Prepared, String> {
+fn prepare(args: &AcquireArgs, conversation: &str) -> Result<Prepared, String> {
     let policy = policy_for(&args.model)?;
     let topology = match args.topology.as_str() {
         "staged" => Topology::Staged,
@@ -123,9 +123,8 @@ fn prepare(args: &AcquireArgs) -> Result<Prepared, String> {
             }
             None => bundled_corpus().map_err(|e| e.to_string())?,
         };
-        let conversation = conversation_id(args);
         Start::Input(Box::new(initial_update(
-            &conversation,
+            conversation,
             &args.goal,
             schema,
             corpus,
@@ -220,7 +219,8 @@ fn render(run: &AcquireRun) -> String {
 
 /// Runs the command.
 pub async fn run(args: AcquireArgs) -> ExitCode {
-    let prepared = match prepare(&args) {
+    let conversation = conversation_id(&args);
+    let prepared = match prepare(&args, &conversation) {
         Ok(p) => p,
         Err(e) => return bad_input(e),
     };
@@ -248,7 +248,6 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
         builder = builder.checkpointer(cp);
     }
     let engine: Engine<FieldState> = builder.build().await;
-    let conversation = conversation_id(&args);
     let mut terminal = Terminal;
     let mut map = prepared.answers.clone().unwrap_or_default();
     // Without an answers file, questions go to the terminal (or whatever feeds stdin: one answer

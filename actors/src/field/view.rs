@@ -71,6 +71,20 @@ pub fn needed_raw(s: &FieldState) -> Vec<String> {
         .collect()
 }
 
+/// The derived fields the targets need (the targets themselves included).
+pub fn needed_derived(s: &FieldState) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<String> = s.schema.targets.clone();
+    while let Some(n) = stack.pop() {
+        if let Some(f) = field(s, &n).filter(|f| f.kind == Kind::Derived) {
+            if seen.insert(n.clone()) {
+                stack.extend(formula_fields(f.formula.as_deref().unwrap_or("")));
+            }
+        }
+    }
+    seen
+}
+
 /// The needed raw fields without a value, in schema order.
 pub fn missing_inputs(s: &FieldState) -> Vec<String> {
     needed_raw(s)

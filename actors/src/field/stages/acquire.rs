@@ -22,12 +22,23 @@ pub fn reask(s: &FieldState) -> Option<PlannerDecision> {
     })
 }
 
-/// Rule `blocked_calculation_task`: the first task among the fields a blocked calculation misses.
+/// Rule `blocked_calculation_task`: the first search or question among the fields a blocked
+/// calculation misses, falling back to the decomposition of the first uncovered one (while a
+/// generation is still allowed this tick).
 pub fn blocked_calculation_task(s: &FieldState) -> Option<Task> {
     let Calculation::Blocked { missing } = &s.calculation else {
         return None;
     };
-    missing.iter().find_map(|f| view::task_for(s, f))
+    let tasks: Vec<Task> = missing
+        .iter()
+        .filter_map(|f| view::task_for(s, f))
+        .collect();
+    let fresh_generation = s.decomposed_at != s.iterations;
+    tasks
+        .iter()
+        .find(|t| !matches!(t, Task::Decompose(_)))
+        .or_else(|| tasks.iter().find(|_| fresh_generation))
+        .cloned()
 }
 
 /// Rule `acquisition_fast_path`: a decomposition is under way (its field has no value, some
@@ -66,7 +77,7 @@ pub async fn acquire(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
         return Ok(chosen(d));
     }
     match blocked_calculation_task(s) {
-        Some(Task::Decompose(field)) if s.decomposed_at != s.iterations => {
+        Some(Task::Decompose(field)) => {
             let u = prepare::generate(env, s, ctx, "acquire.decompose", &field).await?;
             let next = applied(s, &u)?;
             let task = view::task_for(&next, &field);

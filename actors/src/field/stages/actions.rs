@@ -3,6 +3,7 @@
 //! (a model note) and `finish` (the final status).
 
 use super::{Env, StageResult};
+use crate::field::numbers::readings;
 use crate::field::policy::{ExtractRequest, ReflectRequest};
 use crate::field::schema::ValueType;
 use crate::field::state::{
@@ -56,7 +57,8 @@ fn taken(s: &FieldState) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Checks an extraction: from a hit, quote verbatim in that document, a value of the field's type.
+/// Checks an extraction: from a hit, quote verbatim in that document, a value of the field's type
+/// that the quote states.
 pub fn check_extraction(
     s: &FieldState,
     obs: &Observation,
@@ -73,9 +75,18 @@ pub fn check_extraction(
     if !e.value.is_finite() {
         return Err("the value is not a finite number".into());
     }
-    let ty = view::field(s, &obs.field).map(|f| f.value_type);
-    if ty == Some(ValueType::Ratio) && !(0.0..=1.0).contains(&e.value) {
+    let ty = view::field(s, &obs.field).map_or(ValueType::Number, |f| f.value_type);
+    if ty == ValueType::Ratio && !(0.0..=1.0).contains(&e.value) {
         return Err(format!("{} is not a ratio between 0 and 1", e.value));
+    }
+    if e.value < 0.0 {
+        return Err(format!("{} is negative", e.value));
+    }
+    let stated = readings(&e.quote, ty)
+        .iter()
+        .any(|r| (r.value - e.value).abs() <= 1e-9 * e.value.abs().max(1.0));
+    if !stated {
+        return Err(format!("the quote does not state {}", e.value));
     }
     Ok(())
 }
@@ -133,7 +144,9 @@ pub fn calculate_values(s: &FieldState) -> Calculation {
         return Calculation::Blocked { missing };
     }
     let eval = calculator::evaluate(s);
-    if let Some(reason) = eval.error {
+    // A failing formula matters only if the targets need it.
+    let needed = view::needed_derived(s);
+    if let Some((_, reason)) = eval.errors.into_iter().find(|(f, _)| needed.contains(f)) {
         return Calculation::Error { reason };
     }
     let uncomputable: Vec<String> = s

@@ -14,8 +14,13 @@ pub fn calculation_cap(s: &FieldState) -> Option<PlannerDecision> {
         Calculation::Blocked { .. } | Calculation::Error { .. }
     );
     (failing && s.calc_attempts >= s.caps.calculations).then(|| {
+        let why = match &s.calculation {
+            Calculation::Blocked { missing } => format!("missing {}", missing.join(", ")),
+            Calculation::Error { reason } => reason.clone(),
+            _ => String::new(),
+        };
         PlannerDecision::finish(format!(
-            "the calculator ran {} times without success",
+            "the calculator ran {} times without success: {why}",
             s.calc_attempts
         ))
     })

@@ -24,7 +24,7 @@ pub mod rule {
     /// A question past the caps (or pointless) goes to other work, or finishes.
     pub const ASK_CAP: &str = "ask_cap";
     /// Finish becomes calculate when the targets can be calculated; calculate becomes finish
-    /// when they are.
+    /// when they are, and the next acquisition while inputs are missing.
     pub const CALCULATION_ADJUSTMENT: &str = "calculation_adjustment";
 }
 
@@ -180,6 +180,14 @@ pub fn calculation_adjustment(s: &FieldState, d: &PlannerDecision) -> Option<Pla
         Action::Calculate if view::calculation_current(s) => Some(PlannerDecision::finish(
             "the calculation is current already",
         )),
+        // Calculating with inputs missing would only spend a calculator run.
+        Action::Calculate if !view::all_inputs_collected(s) => Some(
+            view::next_task(s)
+                .and_then(|t| view::decision_for(s, &t, "inputs are missing; acquiring them first"))
+                .unwrap_or_else(|| {
+                    PlannerDecision::finish("inputs are missing and nothing can progress")
+                }),
+        ),
         _ => None,
     }
 }

@@ -39,16 +39,18 @@ pub fn validate_generated(s: &FieldState, field: &str, d: &Decomposition) -> Res
     if d.components.is_empty() {
         return Err("has no components".into());
     }
+    let mut seen = std::collections::BTreeSet::new();
     for c in &d.components {
         let ok = c.starts_with(|ch: char| ch.is_ascii_alphabetic())
             && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
         if !ok {
             return Err(format!("component `{c}` is not a valid name"));
         }
-        if c == field || view::field(s, c).is_some_and(|f| f.kind == Kind::Derived) {
-            return Err(format!(
-                "component `{c}` is the field itself or a derived field"
-            ));
+        if !seen.insert(c.as_str()) {
+            return Err(format!("component `{c}` is listed twice"));
+        }
+        if c == field || view::field(s, c).is_some() {
+            return Err(format!("component `{c}` is not a new field"));
         }
     }
     let expr = formula::parse(&d.formula).map_err(|e| format!("formula: {e}"))?;

@@ -3,7 +3,7 @@
 //! bootstrap questions for core fields (region, currency), which bypass `enforce_policy`.
 
 use super::{decided, Env, StageResult};
-use crate::field::schema::{Kind, ValueType};
+use crate::field::schema::Kind;
 use crate::field::state::{Action, FieldState, FieldUpdate, Origin, PlannerDecision, Status};
 use crate::field::view;
 use planwright::NodeContext;
@@ -39,12 +39,12 @@ pub fn bootstrap_question(s: &FieldState) -> Option<Result<PlannerDecision, Plan
             f.name
         ))));
     }
-    let question = match (f.name.as_str(), f.value_type) {
-        ("region", _) => "Which region is the market in (country, state or city)?".to_string(),
-        ("currency", _) => {
+    let question = match (&s.reask, f.name.as_str()) {
+        (Some(q), _) if q.field == f.name => q.question.clone(),
+        (_, "region") => "Which region is the market in (country, state or city)?".to_string(),
+        (_, "currency") => {
             "Which currency should amounts be in (for example EUR or USD)?".to_string()
         }
-        (_, ValueType::Text) => view::default_question(s, &f.name),
         _ => view::default_question(s, &f.name),
     };
     Some(Ok(PlannerDecision::new(
