@@ -344,9 +344,12 @@ async fn a_chat_model_drives_the_planner_and_its_token_usage_is_in_the_events() 
     let mut rx = handle.events.take().unwrap();
     let mut out = handle.wait().await.unwrap();
     let mut usage_calls = Vec::new();
+    let (mut decision_events, mut steps) = (0, 0);
     loop {
         while let Ok(ev) = rx.try_recv() {
             if let planwright::RunEvent::Custom { payload, .. } = ev {
+                decision_events += usize::from(payload.get("decision").is_some());
+                steps += usize::from(payload.get("planning_step").is_some());
                 if let Some(u) = payload.get("model_usage") {
                     assert!(u["prompt_tokens"].as_u64().unwrap() > 0);
                     usage_calls.push(u["call"].as_str().unwrap().to_string());
@@ -375,6 +378,15 @@ async fn a_chat_model_drives_the_planner_and_its_token_usage_is_in_the_events() 
     assert_eq!(
         out.state.status,
         planwright_actors::field::state::Status::Ok
+    );
+    assert_eq!(
+        decision_events,
+        out.state.decisions.len(),
+        "one event per logged decision"
+    );
+    assert_eq!(
+        steps as u32, out.state.iterations,
+        "one planning_step event per tick"
     );
     for call in ["decide", "prepare.decompose", "extract"] {
         assert!(

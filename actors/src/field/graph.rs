@@ -93,8 +93,24 @@ fn node(g: StateGraph<FieldState>, name: &str, env: &Arc<Env>, f: Stage) -> Stat
     let env = env.clone();
     g.add_node(name, move |s: Arc<FieldState>, ctx: NodeContext| {
         let env = env.clone();
-        async move { f(&env, &s, &ctx).await }
+        async move {
+            let u = f(&env, &s, &ctx).await?;
+            announce(&u, &ctx);
+            Ok(u)
+        }
     })
+}
+
+/// Custom events for whoever streams the run: `{"planning_step": n}` when a tick starts an
+/// iteration and `{"decision": entry}` for each logged decision. They are derived from the update,
+/// so both topologies emit the same ones.
+fn announce(u: &FieldUpdate, ctx: &NodeContext) {
+    if let Some(n) = u.iterations {
+        ctx.emit(serde_json::json!({ "planning_step": n }));
+    }
+    for entry in u.decisions.iter().flatten() {
+        ctx.emit(serde_json::json!({ "decision": entry }));
+    }
 }
 
 /// A label router as the runtime's router.
