@@ -405,7 +405,7 @@ async fn answers_may_name_the_components_of_a_static_decomposition() {
         r#"{"region": "Nordland", "currency": "EUR", "population": "5.2 million",
             "dentists_per_100k": "62", "dentists_per_clinic": "2.5", "annual_price": "1,440",
             "serviceable_share": "38%", "obtainable_share": "5%"}"#,
-        &sc.schema,
+        Some(&sc.schema),
     )
     .unwrap();
     let run = run_scenario(offline(), Topology::Staged, &sc, "components").await;

@@ -94,22 +94,14 @@ fn prepare(args: &AcquireArgs, conversation: &str) -> Result<Prepared, String> {
         ),
         None => None,
     };
-    let answers = match (&args.answers, &schema) {
-        (Some(p), Some(s)) => Some(
-            parse_answers(&read(p, "answers")?, s).map_err(|e| format!("{}: {e}", p.display()))?,
+    let answers = match &args.answers {
+        Some(p) => Some(
+            parse_answers(&read(p, "answers")?, schema.as_ref())
+                .map_err(|e| format!("{}: {e}", p.display()))?,
         ),
-        (Some(p), None) => {
-            let text = read(p, "answers")?;
-            let map: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
-                format!(
-                    "{}: answers: expected a JSON object of field → text: {e}",
-                    p.display()
-                )
-            })?;
-            Some(map)
-        }
-        (None, _) => None,
+        None => None,
     };
+
     let start = if let Some(text) = &args.resume {
         if args.thread.is_none() {
             return Err("--resume needs --thread ID (the paused thread)".into());

@@ -64,17 +64,24 @@ pub fn parse_corpus(text: &str) -> Result<Vec<Document>, InputError> {
 }
 
 /// Parses answers: a JSON object mapping schema field names (or components of the schema's
-/// decompositions, which become fields while the planner runs) to answer text.
-pub fn parse_answers(text: &str, schema: &Schema) -> Result<BTreeMap<String, String>, InputError> {
+/// decompositions, which become fields while the planner runs) to answer text. Without a schema
+/// (answers for a thread being resumed, whose schema is in its checkpoint) names are not checked.
+pub fn parse_answers(
+    text: &str,
+    schema: Option<&Schema>,
+) -> Result<BTreeMap<String, String>, InputError> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
         .map_err(|e| InputError::Answers(format!("expected a JSON object of field → text: {e}")))?;
     let mut out = BTreeMap::new();
     for (k, v) in map {
-        let component = schema
-            .decompositions
-            .iter()
-            .any(|d| d.components.contains(&k));
-        if schema.field(&k).is_none() && !component {
+        let known = schema.is_none_or(|schema| {
+            schema.field(&k).is_some()
+                || schema
+                    .decompositions
+                    .iter()
+                    .any(|d| d.components.contains(&k))
+        });
+        if !known {
             return Err(InputError::Answers(format!(
                 "`{k}` is not a field of the schema or a component of its decompositions"
             )));

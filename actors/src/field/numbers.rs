@@ -105,7 +105,7 @@ pub fn readings(text: &str, ty: ValueType) -> Vec<Reading> {
             let trimmed = rest.trim_start();
             let next_word = trimmed.split_whitespace().next().unwrap_or("");
             let mut percent = false;
-            if rest.starts_with('%')
+            if trimmed.starts_with('%')
                 || next_word.eq_ignore_ascii_case("percent")
                 || next_word.eq_ignore_ascii_case("per")
                     && trimmed[3..].trim_start().starts_with("cent")
@@ -178,6 +178,7 @@ mod tests {
             [0.35]
         );
         assert_eq!(values("Roughly 35% of clinics.", ValueType::Number), [35.0]);
+        assert_eq!(values("Über 40 % der Praxen.", ValueType::Ratio), [0.4]);
         assert_eq!(
             values("A licence costs 1,200.50 EUR per year.", ValueType::Number),
             [1_200.5]
