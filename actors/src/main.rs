@@ -70,7 +70,13 @@ async fn run_load(args: load::LoadArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e @ (load::LoadError::Usage(_) | load::LoadError::Model(_))) => {
+        Err(
+            e @ (load::LoadError::Usage(_)
+            | load::LoadError::Model(_)
+            | load::LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl {
+                ..
+            })),
+        ) => {
             eprintln!("load: {e}");
             ExitCode::from(2)
         }

@@ -249,3 +249,26 @@ async fn load_drives_acquire_conversations_on_a_serve_instance() {
         "read from the server's /metrics"
     );
 }
+
+#[test]
+fn a_malformed_checkpoint_url_is_bad_input_exit_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args([
+            "load",
+            "--graph",
+            "loop",
+            "--conversations",
+            "1",
+            "--quiet",
+            "--checkpoint",
+            "mysql://x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
