@@ -111,6 +111,16 @@ impl<K: Eq + Hash, V, S: std::hash::BuildHasher> MapLike for HashMap<K, V, S> {
     }
 }
 
+/// Combines two optional writes of a field with its reducer `f`: both present, `f(first, second)`;
+/// one present, that one. Used by the updates' `then`.
+pub fn combine_writes<T>(first: &mut Option<T>, second: Option<T>, f: impl FnOnce(&mut T, T)) {
+    match (first.as_mut(), second) {
+        (Some(a), Some(b)) => f(a, b),
+        (None, Some(b)) => *first = Some(b),
+        (_, None) => {}
+    }
+}
+
 /// Applies a single update outside any superstep (tests, `update_state`).
 pub fn apply_one<S: State>(state: &mut S, update: S::Update) -> Result<(), MergeError> {
     let mut ctx = MergeCtx::new();

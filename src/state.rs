@@ -116,6 +116,17 @@ macro_rules! state {
         }
 
         impl $update {
+            /// This update followed by `next`, as one update that applies like the two in order:
+            /// each field combines through its reducer (`replace`: `next` wins; `append`: both, in
+            /// order; `merge`: both, `next` winning per key; `custom`: the reducer applied to the
+            /// two writes, so it must be associative, as `max` and `sum` are). A node that runs
+            /// several steps inside itself returns their updates combined this way.
+            #[must_use]
+            pub fn then(mut self, next: Self) -> Self {
+                $( $crate::__combine!($reducer $(($custom))?, &mut self.$field, next.$field); )*
+                self
+            }
+
             $(
                 #[doc = concat!("Sets the write to `", stringify!($field), "`.")]
                 #[must_use]
@@ -161,6 +172,27 @@ macro_rules! state {
     };
 }
 
+/// Combines two writes of one field through its reducer (used by [`state!`](crate::state!)'s
+/// `then`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __combine {
+    (replace, $a:expr, $b:expr) => {
+        if let Some(v) = $b {
+            *$a = Some(v);
+        }
+    };
+    (append, $a:expr, $b:expr) => {
+        $crate::reducer::combine_writes($a, $b, $crate::reducer::append)
+    };
+    (merge, $a:expr, $b:expr) => {
+        $crate::reducer::combine_writes($a, $b, $crate::reducer::merge)
+    };
+    (custom($f:path), $a:expr, $b:expr) => {
+        $crate::reducer::combine_writes($a, $b, $f)
+    };
+}
+
 /// Dispatches one field to its reducer (used by [`state!`](crate::state!)).
 #[doc(hidden)]
 #[macro_export]
@@ -189,7 +221,41 @@ mod tests {
             replace note: Option<String>,
             /// Counted.
             replace n: u32,
+            /// Appended to.
+            append log: Vec<u32>,
+            /// Merged per key.
+            merge seen: std::collections::BTreeMap<String, u32>,
+            /// The largest.
+            custom(crate::reducer::max) best: u32,
         }
+    }
+
+    #[test]
+    fn then_applies_like_the_two_updates_in_order() {
+        let a = OptUpdate::default()
+            .note(Some("a".into()))
+            .n(1)
+            .log(vec![1])
+            .seen([("x".to_string(), 1), ("y".to_string(), 1)].into())
+            .best(7);
+        let b = OptUpdate::default()
+            .n(2)
+            .log(vec![2, 3])
+            .seen([("y".to_string(), 2)].into())
+            .best(5);
+        let mut one = Opt::default();
+        crate::reducer::apply_one(&mut one, a.clone()).unwrap();
+        crate::reducer::apply_one(&mut one, b.clone()).unwrap();
+        let mut combined = Opt::default();
+        crate::reducer::apply_one(&mut combined, a.then(b)).unwrap();
+        assert_eq!(
+            serde_json::to_value(&one).unwrap(),
+            serde_json::to_value(&combined).unwrap()
+        );
+        assert_eq!(combined.log, [1, 2, 3]);
+        assert_eq!(combined.seen["y"], 2);
+        assert_eq!(combined.best, 7);
+        assert_eq!(combined.note.as_deref(), Some("a"));
     }
 
     #[test]
