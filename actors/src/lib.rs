@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod field;
+pub mod kit;
 pub mod load;
 pub mod model;
 pub mod research;

@@ -332,7 +332,10 @@ async fn search_provenance_quotes_the_document_it_names() {
 
 #[tokio::test]
 async fn a_chat_model_drives_the_planner_and_its_token_usage_is_in_the_events() {
-    let policy = planwright_actors::field::cli::policy_for("sim:p50=1ms,p99=2ms,seed=5").unwrap();
+    let policy = planwright_actors::kit::policy_for::<dyn planwright_actors::field::FieldPolicy>(
+        "sim:p50=1ms,p99=2ms,seed=5",
+    )
+    .unwrap();
     assert!(policy.name().starts_with("chat:"));
     let sc = scenario("coffee");
     let e = engine(policy, &GraphOptions::default(), None).await;

@@ -6,11 +6,11 @@
 
 use super::graph::{GraphOptions, Topology};
 use super::input::{bundled_corpus, initial_update, parse_answers, parse_corpus};
-use super::policy::{responders, ChatFieldPolicy, FieldPolicy, OfflineFieldPolicy};
+use super::policy::FieldPolicy;
 use super::runner::{self, AcquireRun, AnswerSource, Start};
 use super::schema::Schema;
 use super::state::FieldState;
-use crate::model::{ModelError, ModelSpec};
+use crate::kit;
 use planwright::Engine;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -61,15 +61,6 @@ fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The policy a `--model` value names.
-pub fn policy_for(model: &str) -> Result<Arc<dyn FieldPolicy>, String> {
-    let spec: ModelSpec = model.parse().map_err(|e: ModelError| e.to_string())?;
-    match spec.build(responders()).map_err(|e| e.to_string())? {
-        None => Ok(Arc::new(OfflineFieldPolicy)),
-        Some(chat) => Ok(Arc::new(ChatFieldPolicy::new(chat))),
-    }
-}
-
 fn read(path: &PathBuf, what: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
 }
@@ -82,7 +73,7 @@ struct Prepared {
 }
 
 fn prepare(args: &AcquireArgs, conversation: &str) -> Result<Prepared, String> {
-    let policy = policy_for(&args.model)?;
+    let policy = kit::policy_for::<dyn FieldPolicy>(&args.model).map_err(|e| e.to_string())?;
     let topology = match args.topology.as_str() {
         "staged" => Topology::Staged,
         "plan" => Topology::Plan,
@@ -159,17 +150,6 @@ impl AnswerSource for Terminal {
     }
 }
 
-fn ensure_parent_dir(url: &str) {
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.split('?').next().unwrap_or(path);
-        if let Some(dir) = std::path::Path::new(path).parent() {
-            if !dir.as_os_str().is_empty() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-        }
-    }
-}
-
 fn render(run: &AcquireRun) -> String {
     let out = run.output_json();
     let mut s = String::new();
@@ -227,19 +207,19 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    ensure_parent_dir(&args.checkpoint);
-    let checkpointer = match crate::research::cli::checkpointer_for(Some(&args.checkpoint)).await {
+    kit::ensure_parent_dir(&args.checkpoint);
+    let checkpointer = match kit::checkpointer(&args.checkpoint).await {
         Ok(cp) => cp,
-        Err((code, msg)) => {
-            eprintln!("acquire: {msg}");
-            return code;
+        Err(e) => {
+            eprintln!("acquire: {e}");
+            return e.exit_code();
         }
     };
-    let mut builder = Engine::builder(graph).migration(runner::migration);
-    if let Some(cp) = checkpointer {
-        builder = builder.checkpointer(cp);
-    }
-    let engine: Engine<FieldState> = builder.build().await;
+    let engine: Engine<FieldState> = Engine::builder(graph)
+        .migration(runner::migration)
+        .checkpointer(checkpointer)
+        .build()
+        .await;
     let mut terminal = Terminal;
     let mut map = prepared.answers.clone().unwrap_or_default();
     // Without an answers file, questions go to the terminal (or whatever feeds stdin: one answer
@@ -260,9 +240,7 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
     engine.shutdown().await;
     let run = match outcome {
         Ok(r) => r,
-        Err(e @ (runner::RunnerError::UnknownThread(_) | runner::RunnerError::NotPaused(_))) => {
-            return bad_input(e)
-        }
+        Err(e) if e.is_bad_input() => return bad_input(e),
         Err(e) => {
             eprintln!("acquire: {e}");
             return ExitCode::from(1);

@@ -8,6 +8,7 @@ use super::graph::Topology;
 use super::input::rebootstrap;
 use super::stages::user::answer_text;
 use super::state::{FieldState, FieldUpdate, Status};
+use crate::kit::{self, Decision};
 use planwright::{Engine, Resume, RunError, RunOptions, RunOutcome, RunStatus, ThreadId};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -69,31 +70,11 @@ impl AcquireRun {
     }
 }
 
-/// Why a run could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum RunnerError {
-    /// Resume was asked for a thread that is not paused.
-    #[error("thread `{0}` is not waiting for an answer; nothing to resume")]
-    NotPaused(ThreadId),
-    /// Resume was asked for an unknown thread.
-    #[error("thread `{0}` does not exist")]
-    UnknownThread(ThreadId),
-    /// The run was cancelled or suspended.
-    #[error("the run stopped early ({0:?}); run the same command again to continue it")]
-    Stopped(RunStatus),
-    /// The engine failed.
-    #[error(transparent)]
-    Run(#[from] RunError),
-}
+pub use crate::kit::RunnerError;
 
-/// What to do.
-#[derive(Clone, Debug)]
-pub enum Start {
-    /// Start with this input, unless the thread exists: then continue or report it.
-    Input(Box<FieldUpdate>),
-    /// Answer the paused question.
-    Resume(String),
-}
+/// What to do: start with an input (unless the thread exists: then continue or report it), or
+/// answer the paused question.
+pub type Start = kit::Start<Box<FieldUpdate>, String>;
 
 /// The thread of a conversation under a topology.
 pub fn thread_for(conversation: &str, topology: Topology) -> ThreadId {
@@ -133,16 +114,15 @@ pub async fn run(
     let thread = thread_for(conversation, topology);
     let existing = engine.get_state(&thread).await?;
     let opts = RunOptions::default;
-    let (mut out, action) = match (start, existing) {
-        (Start::Resume(text), Some(ts)) if !ts.interrupts.is_empty() => (
+    let decision = kit::decide(&thread, start, existing, |s| s.status != Status::Running)?;
+    let (mut out, action) = match decision {
+        Decision::Resume(text) => (
             engine
                 .resume(thread.clone(), Resume::Value(json!(text)), opts())
                 .await?,
             "resumed",
         ),
-        (Start::Resume(_), Some(_)) => return Err(RunnerError::NotPaused(thread)),
-        (Start::Resume(_), None) => return Err(RunnerError::UnknownThread(thread)),
-        (Start::Input(_), Some(ts)) if !ts.interrupts.is_empty() => {
+        Decision::Paused(ts) => {
             let pending = ts.interrupts.first().map(|i| i.value.clone());
             match pending.as_ref().and_then(|p| ask(answers, p)) {
                 Some(a) => (
@@ -161,11 +141,11 @@ pub async fn run(
                 }
             }
         }
-        (Start::Input(_), Some(ts)) if !ts.next.is_empty() => (
+        Decision::Continue => (
             engine.continue_run(thread.clone(), opts()).await?,
             "continued",
         ),
-        (Start::Input(_), Some(ts)) if ts.values.status != Status::Running => {
+        Decision::Finished(ts) => {
             return Ok(AcquireRun {
                 thread,
                 state: ts.values,
@@ -173,14 +153,19 @@ pub async fn run(
                 action: "stored",
             })
         }
-        (Start::Input(_), Some(_)) => (
+        Decision::Start {
+            existing: Some(_), ..
+        } => (
             // A thread re-bootstrapped by the migration hook: run it from the start.
             engine
                 .run(thread.clone(), FieldUpdate::default(), opts())
                 .await?,
             "rebootstrapped",
         ),
-        (Start::Input(update), None) => {
+        Decision::Start {
+            input: update,
+            existing: None,
+        } => {
             let prior = match topology {
                 Topology::Staged => engine
                     .get_state(&thread_for(conversation, Topology::Plan))

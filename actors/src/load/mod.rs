@@ -15,10 +15,9 @@ pub use report::LoadReport;
 
 use crate::bench::loop_shape;
 use crate::field;
-use crate::model::{CountedModel, ModelError, ModelSpec, ModelStats};
-use crate::research::policy::{
-    responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy,
-};
+use crate::kit;
+use crate::model::{ModelError, ModelSpec, ModelStats};
+use crate::research::policy::ResearchPolicy;
 use crate::research::{self, GraphOptions, ResearchInput};
 use planwright::runtime::Resume;
 use planwright::Engine;
@@ -162,13 +161,7 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             .await
         }
         "research" => {
-            let policy: Arc<dyn ResearchPolicy> = match spec.build(responders())? {
-                None => Arc::new(OfflineResearchPolicy),
-                Some(m) => Arc::new(ChatResearchPolicy::new(Arc::new(CountedModel::new(
-                    m,
-                    stats.clone(),
-                )))),
-            };
+            let policy = kit::policy::<dyn ResearchPolicy>(&spec, Some(stats.clone()))?;
             let engine = Engine::builder(research::graph(policy, GraphOptions::default())?)
                 .maybe_checkpointer(checkpointer)
                 .build()
@@ -176,13 +169,7 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             driver::run(&engine, research_workload(args, prefix, on_done)?).await
         }
         "acquire" => {
-            let policy: Arc<dyn field::FieldPolicy> =
-                match spec.build(field::policy::responders())? {
-                    None => Arc::new(field::OfflineFieldPolicy),
-                    Some(m) => Arc::new(field::policy::ChatFieldPolicy::new(Arc::new(
-                        CountedModel::new(m, stats.clone()),
-                    ))),
-                };
+            let policy = kit::policy::<dyn field::FieldPolicy>(&spec, Some(stats.clone()))?;
             let graph = field::graph(policy, &field::GraphOptions::default())?;
             let engine = Engine::builder(graph)
                 .maybe_checkpointer(checkpointer)

@@ -9,11 +9,10 @@ use super::graph::GraphOptions;
 use super::input::{initial_update, ResearchInput};
 use super::nodes::review::parse_review;
 use super::notes::parse_notes;
-use super::policy::{responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy};
+use super::policy::ResearchPolicy;
 use super::runner::{self, Start};
 use super::{output_json, render, ResearchState};
-use crate::model::{ModelError, ModelSpec};
-use planwright::checkpoint::{CheckpointError, Checkpointer};
+use crate::kit;
 use planwright::{Engine, ThreadId};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -56,37 +55,13 @@ fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The policy a `--model` value names.
-pub fn policy_for(model: &str) -> Result<Arc<dyn ResearchPolicy>, String> {
-    let spec: ModelSpec = model.parse().map_err(|e: ModelError| e.to_string())?;
-    match spec.build(responders()).map_err(|e| e.to_string())? {
-        None => Ok(Arc::new(OfflineResearchPolicy)),
-        Some(chat) => Ok(Arc::new(ChatResearchPolicy::new(chat))),
-    }
-}
-
-/// Opens the checkpointer a `--checkpoint` URL names. A malformed URL is bad input (exit 2); a
-/// backend that cannot be reached is a run error (exit 1).
-pub async fn checkpointer_for(
-    url: Option<&str>,
-) -> Result<Option<Arc<dyn Checkpointer>>, (ExitCode, String)> {
-    let Some(url) = url else {
-        return Ok(None);
-    };
-    match planwright::checkpoint::connect(url).await {
-        Ok(cp) => Ok(Some(cp)),
-        Err(e @ CheckpointError::BadUrl { .. }) => Err((ExitCode::from(2), e.to_string())),
-        Err(e) => Err((ExitCode::from(1), format!("cannot open {url}: {e}"))),
-    }
-}
-
 struct Prepared {
     start: Start,
     policy: Arc<dyn ResearchPolicy>,
 }
 
 fn prepare(args: &ResearchArgs) -> Result<Prepared, String> {
-    let policy = policy_for(&args.model)?;
+    let policy = kit::policy_for::<dyn ResearchPolicy>(&args.model).map_err(|e| e.to_string())?;
     let start = if let Some(raw) = &args.resume {
         if args.thread.is_none() {
             return Err("--resume needs --thread ID (the paused thread)".into());
@@ -142,12 +117,15 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let checkpointer = match checkpointer_for(args.checkpoint.as_deref()).await {
-        Ok(cp) => cp,
-        Err((code, msg)) => {
-            eprintln!("research: {msg}");
-            return code;
-        }
+    let checkpointer = match &args.checkpoint {
+        None => None,
+        Some(url) => match kit::checkpointer(url).await {
+            Ok(cp) => Some(cp),
+            Err(e) => {
+                eprintln!("research: {e}");
+                return e.exit_code();
+            }
+        },
     };
     let durable = checkpointer.is_some();
     let mut builder = Engine::builder(graph);
@@ -173,11 +151,7 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
     engine.shutdown().await;
     let run = match outcome {
         Ok(r) => r,
-        Err(
-            e @ (runner::RunnerError::BadResume(_)
-            | runner::RunnerError::UnknownThread(_)
-            | runner::RunnerError::NotPaused(_)),
-        ) => return bad_input(e),
+        Err(e) if e.is_bad_input() => return bad_input(e),
         Err(e) => {
             eprintln!("research: {e}");
             return ExitCode::from(1);

@@ -5,9 +5,10 @@
 //! the engine's memory. Resume values are checked before the engine sees them, so a bad one is
 //! refused without touching the paused thread.
 
-use super::nodes::review::{parse_review, ReviewError};
+use super::nodes::review::parse_review;
 use super::state::{ResearchState, ResearchUpdate};
-use planwright::{Engine, Resume, RunError, RunEvent, RunOptions, RunStatus, ThreadId};
+use crate::kit::{self, Decision};
+use planwright::{Engine, Resume, RunEvent, RunOptions, RunStatus, ThreadId};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -27,35 +28,11 @@ pub struct ResearchRun {
     pub action: &'static str,
 }
 
-/// Why a run could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum RunnerError {
-    /// The resume value is not one of the three accepted answers.
-    #[error(transparent)]
-    BadResume(#[from] ReviewError),
-    /// Resume was asked for a thread that is not paused.
-    #[error("thread `{0}` is not waiting for approval; nothing to resume")]
-    NotPaused(ThreadId),
-    /// Resume or continue was asked for an unknown thread.
-    #[error("thread `{0}` does not exist")]
-    UnknownThread(ThreadId),
-    /// The run was cancelled or suspended.
-    #[error("the run stopped early ({0:?}); run the same command again to continue it")]
-    Stopped(RunStatus),
-    /// The engine failed.
-    #[error(transparent)]
-    Run(#[from] RunError),
-}
+pub use crate::kit::RunnerError;
 
-/// What to do on a thread.
-#[derive(Clone, Debug)]
-pub enum Start {
-    /// Start a new run with this input, unless the thread already has a run: then continue an
-    /// unfinished one, or report a finished or paused one.
-    Input(Box<ResearchUpdate>),
-    /// Answer the thread's approval interrupt.
-    Resume(Value),
-}
+/// What to do on a thread: start with an input (or continue or report the thread), or answer
+/// its approval interrupt.
+pub type Start = kit::Start<Box<ResearchUpdate>, Value>;
 
 fn finished(
     thread: ThreadId,
@@ -88,16 +65,32 @@ pub async fn run(
     start: Start,
     mut on_event: impl FnMut(&RunEvent),
 ) -> Result<ResearchRun, RunnerError> {
+    if let Start::Resume(value) = &start {
+        parse_review(value).map_err(RunnerError::bad_resume)?;
+    }
     let existing = engine.get_state(&thread).await?;
-    match start {
-        Start::Resume(value) => {
-            parse_review(&value)?;
-            let Some(ts) = existing else {
-                return Err(RunnerError::UnknownThread(thread));
-            };
-            if ts.interrupts.is_empty() {
-                return Err(RunnerError::NotPaused(thread));
-            }
+    match kit::decide(&thread, start, existing, |s| !s.status.is_empty())? {
+        Decision::Paused(ts) => Ok(ResearchRun {
+            thread,
+            status: "interrupted".into(),
+            state: ts.values,
+            interrupt: ts.interrupts.first().map(|i| i.value.clone()),
+            action: "stored",
+        }),
+        Decision::Finished(ts) => Ok(ResearchRun {
+            thread,
+            status: ts.values.status.clone(),
+            state: ts.values,
+            interrupt: None,
+            action: "stored",
+        }),
+        Decision::Continue => {
+            let out = engine
+                .continue_run(thread.clone(), RunOptions::default())
+                .await?;
+            finished(thread, out, "continued")
+        }
+        Decision::Resume(value) => {
             let handle = engine
                 .start_resume(
                     thread.clone(),
@@ -105,63 +98,15 @@ pub async fn run(
                     RunOptions::streaming(),
                 )
                 .await?;
-            let out = drive(handle, &mut on_event).await?;
+            let out = kit::drive(handle, &mut on_event).await?;
             finished(thread, out, "resumed")
         }
-        Start::Input(update) => match existing {
-            Some(ts) if !ts.interrupts.is_empty() => Ok(ResearchRun {
-                thread,
-                status: "interrupted".into(),
-                state: ts.values,
-                interrupt: ts.interrupts.first().map(|i| i.value.clone()),
-                action: "stored",
-            }),
-            Some(ts) if !ts.next.is_empty() => {
-                let out = engine
-                    .continue_run(thread.clone(), RunOptions::default())
-                    .await?;
-                finished(thread, out, "continued")
-            }
-            Some(ts) if !ts.values.status.is_empty() => Ok(ResearchRun {
-                thread,
-                status: ts.values.status.clone(),
-                state: ts.values,
-                interrupt: None,
-                action: "stored",
-            }),
-            _ => {
-                let handle = engine
-                    .start(thread.clone(), *update, RunOptions::streaming())
-                    .await?;
-                let out = drive(handle, &mut on_event).await?;
-                finished(thread, out, "started")
-            }
-        },
-    }
-}
-
-async fn drive(
-    mut handle: planwright::runtime::RunHandle<ResearchState>,
-    on_event: &mut impl FnMut(&RunEvent),
-) -> Result<planwright::RunOutcome<ResearchState>, RunError> {
-    let Some(mut rx) = handle.events.take() else {
-        return handle.wait().await;
-    };
-    let wait = handle.wait();
-    tokio::pin!(wait);
-    loop {
-        tokio::select! {
-            biased;
-            ev = rx.recv() => match ev {
-                Some(e) => on_event(&e),
-                None => return wait.await,
-            },
-            out = &mut wait => {
-                while let Ok(e) = rx.try_recv() {
-                    on_event(&e);
-                }
-                return out;
-            }
+        Decision::Start { input: update, .. } => {
+            let handle = engine
+                .start(thread.clone(), *update, RunOptions::streaming())
+                .await?;
+            let out = kit::drive(handle, &mut on_event).await?;
+            finished(thread, out, "started")
         }
     }
 }

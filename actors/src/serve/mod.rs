@@ -12,11 +12,10 @@ mod metrics;
 mod runs;
 mod stream;
 
+use crate::field::FieldPolicy;
 use crate::field::{self, FieldState};
-use crate::model::ModelSpec;
-use crate::research::policy::{
-    responders, ChatResearchPolicy, OfflineResearchPolicy, ResearchPolicy,
-};
+use crate::kit;
+use crate::research::policy::ResearchPolicy;
 use crate::research::{self, GraphOptions, ResearchState};
 use axum::routing::{get, post};
 use axum::Router;
@@ -81,17 +80,8 @@ pub enum ServeError {
 
 /// Builds the state: engine, storage and policy.
 pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
-    let spec: ModelSpec = args
-        .model
-        .parse()
-        .map_err(|e: crate::model::ModelError| ServeError::Usage(e.to_string()))?;
-    let policy: Arc<dyn ResearchPolicy> = match spec
-        .build(responders())
-        .map_err(|e| ServeError::Usage(e.to_string()))?
-    {
-        None => Arc::new(OfflineResearchPolicy),
-        Some(m) => Arc::new(ChatResearchPolicy::new(m)),
-    };
+    let usage = |e: crate::model::ModelError| ServeError::Usage(e.to_string());
+    let policy = kit::policy_for::<dyn ResearchPolicy>(&args.model).map_err(usage)?;
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let graph = research::graph(policy, GraphOptions::default())
         .map_err(|e| ServeError::Usage(format!("research graph: {e}")))?;
@@ -99,7 +89,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         .checkpointer(checkpointer.clone())
         .build()
         .await;
-    let field_policy = field::cli::policy_for(&args.model).map_err(ServeError::Usage)?;
+    let field_policy = kit::policy_for::<dyn FieldPolicy>(&args.model).map_err(usage)?;
     let field_graph = field::graph(field_policy, &field::GraphOptions::default())
         .map_err(|e| ServeError::Usage(format!("acquire graph: {e}")))?;
     let acquire = Engine::builder(field_graph)

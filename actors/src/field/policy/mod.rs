@@ -10,7 +10,7 @@ pub mod offline;
 mod offline_decompose;
 mod offline_extract;
 
-pub use crate::research::policy::{PolicyError, PolicyReply, TokenUsage};
+pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};
 pub use chat::{responders, ChatFieldPolicy};
 pub use offline::OfflineFieldPolicy;
 pub use offline_decompose::decompose as decompose_offline;
@@ -109,6 +109,19 @@ pub struct ReflectRequest {
 pub struct Reflection {
     /// The note.
     pub note: String,
+}
+
+impl crate::kit::Policies for dyn FieldPolicy {
+    type Policy = dyn FieldPolicy;
+    fn offline() -> std::sync::Arc<Self::Policy> {
+        std::sync::Arc::new(OfflineFieldPolicy)
+    }
+    fn chat(model: std::sync::Arc<dyn crate::model::ChatModel>) -> std::sync::Arc<Self::Policy> {
+        std::sync::Arc::new(ChatFieldPolicy::new(model))
+    }
+    fn responders() -> std::collections::HashMap<String, crate::model::Responder> {
+        responders()
+    }
 }
 
 /// The calls of the field planner that need judgement.

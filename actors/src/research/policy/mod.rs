@@ -99,6 +99,19 @@ pub struct Report {
     pub text: String,
 }
 
+impl crate::kit::Policies for dyn ResearchPolicy {
+    type Policy = dyn ResearchPolicy;
+    fn offline() -> std::sync::Arc<Self::Policy> {
+        std::sync::Arc::new(OfflineResearchPolicy)
+    }
+    fn chat(model: std::sync::Arc<dyn crate::model::ChatModel>) -> std::sync::Arc<Self::Policy> {
+        std::sync::Arc::new(ChatResearchPolicy::new(model))
+    }
+    fn responders() -> std::collections::HashMap<String, crate::model::Responder> {
+        responders()
+    }
+}
+
 /// The calls of the research planner that need judgement.
 #[async_trait::async_trait]
 pub trait ResearchPolicy: Send + Sync {
