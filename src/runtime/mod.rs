@@ -6,6 +6,7 @@ mod node_actor;
 mod persist;
 mod saved;
 mod shared;
+mod histogram;
 mod stats;
 pub mod superstep;
 mod supervisor;

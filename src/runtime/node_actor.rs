@@ -145,6 +145,7 @@ impl<S: State> Message<RunTask<S>> for NodeActor<S> {
         match &node.body {
             NodeBody::Sync(f) => {
                 let start = Instant::now();
+                self.stats.started();
                 // A panic unwinds through here: `reply` reports it, kameo restarts this actor.
                 let result = if node_ctx.is_cancelled() {
                     Err(NodeError::Cancelled)
@@ -171,6 +172,7 @@ impl<S: State> Message<RunTask<S>> for NodeActor<S> {
                     return;
                 };
                 let start = Instant::now();
+                self.stats.started();
                 let queued = start.saturating_duration_since(enqueued);
                 let span = node_ctx.task_span();
                 let fut = n.run(state, node_ctx.clone()).instrument(span);

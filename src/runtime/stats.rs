@@ -1,6 +1,7 @@
 //! Per-node counters shared by a node actor and the engine: mailbox depth, executions, time spent
 //! queueing versus working. Lock-free, so reading them never slows a run.
 
+use super::histogram::LatencyHistogram;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters of one node actor.
@@ -13,6 +14,9 @@ pub struct NodeStats {
     panics: AtomicU64,
     queue_us: AtomicU64,
     work_us: AtomicU64,
+    running: AtomicU64,
+    queue_hist: LatencyHistogram,
+    work_hist: LatencyHistogram,
 }
 
 /// A copy of a node's counters at one moment.
@@ -34,6 +38,16 @@ pub struct NodeStatsSnapshot {
     pub queue_us: u64,
     /// Total time tasks ran, in microseconds.
     pub work_us: u64,
+    /// Tasks running now (out of the mailbox, holding a concurrency slot).
+    pub running: u64,
+    /// Median time a task waited before it ran, in microseconds.
+    pub queue_p50_us: u64,
+    /// 99th percentile of the wait, in microseconds.
+    pub queue_p99_us: u64,
+    /// Median time a task ran, in microseconds.
+    pub work_p50_us: u64,
+    /// 99th percentile of the run time, in microseconds.
+    pub work_p99_us: u64,
 }
 
 impl NodeStats {
@@ -46,7 +60,14 @@ impl NodeStats {
         self.queued.fetch_sub(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn started(&self) {
+        self.running.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn finished(&self, queue_us: u64, work_us: u64, failed: bool, panicked: bool) {
+        self.running.fetch_sub(1, Ordering::Relaxed);
+        self.queue_hist.record(queue_us);
+        self.work_hist.record(work_us);
         self.executions.fetch_add(1, Ordering::Relaxed);
         self.queue_us.fetch_add(queue_us, Ordering::Relaxed);
         self.work_us.fetch_add(work_us, Ordering::Relaxed);
@@ -69,6 +90,11 @@ impl NodeStats {
             panics: self.panics.load(Ordering::Relaxed),
             queue_us: self.queue_us.load(Ordering::Relaxed),
             work_us: self.work_us.load(Ordering::Relaxed),
+            running: self.running.load(Ordering::Relaxed),
+            queue_p50_us: self.queue_hist.quantile(0.5),
+            queue_p99_us: self.queue_hist.quantile(0.99),
+            work_p50_us: self.work_hist.quantile(0.5),
+            work_p99_us: self.work_hist.quantile(0.99),
         }
     }
 }

@@ -266,17 +266,23 @@ pub async fn values_at(
     })
 }
 
-/// The thread's checkpoints, newest first.
+/// The thread's checkpoints, newest first, older than `before` if given.
 pub async fn history(
     state: &AppState,
-    a: Assistant,
+    _a: Assistant,
     thread: &ThreadId,
+    before: Option<CheckpointId>,
     limit: usize,
 ) -> Result<Vec<planwright::runtime::CheckpointInfo>, RunError> {
-    match a {
-        Assistant::Research => state.research.history(thread, limit).await,
-        Assistant::Acquire => state.acquire.history(thread, limit).await,
-    }
+    let list = state.checkpointer.list(thread, before, limit).await?;
+    Ok(list
+        .into_iter()
+        .map(|(id, parent, metadata)| planwright::runtime::CheckpointInfo {
+            id,
+            parent,
+            metadata,
+        })
+        .collect())
 }
 
 /// True while the thread has a run in progress.

@@ -28,7 +28,8 @@ fn now() -> String {
     httpdate::fmt_http_date(std::time::SystemTime::now())
 }
 
-fn new_thread_id() -> String {
+/// A fresh thread id (a random UUID-shaped string).
+pub fn new_thread_id() -> String {
     let mut rng = rand::rng();
     format!(
         "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
@@ -146,29 +147,80 @@ pub async fn delete_thread(
     }
 }
 
+/// `POST /threads/search` body (LangGraph's fields this server supports, plus `prefix`).
 #[derive(Deserialize, Default)]
 pub struct Search {
     #[serde(default)]
     limit: Option<usize>,
     #[serde(default)]
     offset: Option<usize>,
+    /// Only threads in this status (`idle`, `busy`, `interrupted`, `error`).
+    #[serde(default)]
+    status: Option<String>,
+    /// Only threads whose id starts with this (a Planwright extension).
+    #[serde(default)]
+    prefix: Option<String>,
 }
 
-/// `POST /threads/search`: threads with checkpoints, by id.
+/// The statuses a thread can be in.
+const THREAD_STATUSES: [&str; 4] = ["idle", "busy", "interrupted", "error"];
+/// Threads read per page while filtering by status.
+const SCAN_PAGE: usize = 200;
+
+/// `POST /threads/search`: threads by id, `limit` (default 10, at most 1000) from `offset`,
+/// optionally only those with an id `prefix` and in one `status` (then `offset` counts matches).
 pub async fn search_threads(
     State(state): State<Arc<AppState>>,
     body: Result<Json<Search>, JsonRejection>,
 ) -> ApiResult {
     let Json(q) = body?;
-    let list = state
-        .checkpointer
-        .list_threads("", q.limit.unwrap_or(10).min(1000), q.offset.unwrap_or(0))
-        .await
-        .map_err(ApiError::internal)?;
+    if let Some(s) = q.status.as_deref() {
+        if !THREAD_STATUSES.contains(&s) {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("status `{s}`: use one of {}", THREAD_STATUSES.join(", ")),
+            ));
+        }
+    }
+    let limit = q.limit.unwrap_or(10).min(1000);
+    let prefix = q.prefix.as_deref().unwrap_or("");
     let mut out = Vec::new();
-    for t in list {
-        let Json(v) = thread_json(&state, &t.thread_id, t.metadata).await?;
-        out.push(v);
+    let Some(wanted) = q.status.as_deref() else {
+        let list = state
+            .checkpointer
+            .list_threads(prefix, limit, q.offset.unwrap_or(0))
+            .await
+            .map_err(ApiError::internal)?;
+        for t in list {
+            let Json(v) = thread_json(&state, &t.thread_id, t.metadata).await?;
+            out.push(v);
+        }
+        return Ok(Json(Value::Array(out)));
+    };
+    let mut skip = q.offset.unwrap_or(0);
+    let mut from = 0;
+    while out.len() < limit {
+        let list = state
+            .checkpointer
+            .list_threads(prefix, SCAN_PAGE, from)
+            .await
+            .map_err(ApiError::internal)?;
+        let done = list.len() < SCAN_PAGE;
+        from += list.len();
+        for t in list {
+            let Json(v) = thread_json(&state, &t.thread_id, t.metadata).await?;
+            if v["status"] != wanted {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+            } else if out.len() < limit {
+                out.push(v);
+            }
+        }
+        if done {
+            break;
+        }
     }
     Ok(Json(Value::Array(out)))
 }

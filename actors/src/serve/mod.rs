@@ -8,9 +8,11 @@ mod acquire;
 pub mod assistants;
 mod errors;
 mod handlers;
+mod inspect;
 mod metrics;
 mod runs;
 mod stream;
+mod studio;
 
 use crate::field::FieldPolicy;
 use crate::field::{self, FieldState};
@@ -129,10 +131,21 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(runs::cancel),
         )
         .route("/threads/{thread_id}/history", post(runs::history))
+        .route("/assistants/search", post(inspect::search_assistants))
+        .route("/assistants/{assistant_id}", get(inspect::get_assistant))
+        .route("/assistants/{assistant_id}/graph", get(inspect::graph))
+        .route("/assistants/{assistant_id}/nodes", get(inspect::nodes))
+        .route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            get(inspect::state_at),
+        )
+        .route("/threads/{thread_id}/copy", post(inspect::copy))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             errors::auth,
         ))
+        // The studio's page and scripts hold no data: they load without a token and ask for one.
+        .merge(studio::routes())
         .layer(axum::extract::DefaultBodyLimit::max(2 * 1024 * 1024))
         .with_state(state)
 }

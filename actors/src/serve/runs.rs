@@ -131,7 +131,16 @@ pub async fn history(
         .and_then(Value::as_u64)
         .unwrap_or(10)
         .min(1000) as usize;
-    let list = assistants::history(&state, assistant, &thread, limit)
+    // `before`: a checkpoint id, or LangGraph's `{"checkpoint_id": …}` config.
+    let before = match body.as_ref().and_then(|Json(b)| b.get("before")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+        Some(v) => match v.get("checkpoint_id").or_else(|| v.pointer("/configurable/checkpoint_id")) {
+            Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+            _ => return Err(ApiError::bad(format!("before: expected a checkpoint id or {{\"checkpoint_id\": …}}, not {v}"))),
+        },
+    };
+    let list = assistants::history(&state, assistant, &thread, before, limit)
         .await
         .map_err(ApiError::internal)?;
     let mut out = Vec::with_capacity(list.len());
