@@ -461,6 +461,7 @@ async function copyThread(threadId, checkpointId, rerun) {
 
 /** Streams a run on the thread and keeps the page following it. */
 function follow(threadId, body) {
+  if (threadCtx && threadCtx.threadId === threadId) threadCtx.pinned = false;
   streamRun(threadId, body).catch((e) => flash("run: " + e.message, true));
   setTimeout(() => currentThread === threadId && loadThread(threadId, { keepSelection: true }).catch(() => {}), 200);
 }
@@ -468,7 +469,11 @@ function follow(threadId, body) {
 function renderInterrupt(threadId) {
   const panel = $("#interrupt-panel");
   const interrupts = (threadCtx.state.interrupts || []);
-  if (!interrupts.length) { panel.replaceChildren(); return; }
+  if (!interrupts.length) { panel.replaceChildren(); delete panel.dataset.interrupt; return; }
+  // The same question stays as it is, so a refresh never wipes what a person is typing.
+  const key = threadId + "/" + (interrupts[0].id || pretty(interrupts[0].value));
+  if (panel.dataset.interrupt === key && panel.firstChild) return;
+  panel.dataset.interrupt = key;
   const value = interrupts[0].value || {};
   const resume = (v) => follow(threadId, { assistant_id: threadCtx.assistant, command: { resume: v } });
   const card = h("section", { class: "card", "aria-label": "pending interrupt" }, h("h2", {}, "Waiting for you"));
@@ -518,9 +523,9 @@ function renderLive(threadId) {
     const now = performance.now() - live.t0;
     const t0 = Math.min(...tasks.map((t) => t.start - t.queue));
     const t1 = Math.max(...tasks.map((t) => (t.running ? now : t.end)), t0 + 1);
-    const LABEL = 190, W = 720, ROW = 16;
+    const LABEL = 150, W = 560, ROW = 16;
     const x = (t) => LABEL + ((t - t0) / (t1 - t0)) * W;
-    const svg = h("svg", { width: LABEL + W + 20, height: tasks.length * ROW + 30, role: "img", "aria-label": "timeline of node executions" });
+    const svg = h("svg", { width: "100%", viewBox: `0 0 ${LABEL + W + 30} ${tasks.length * ROW + 30}`, role: "img", "aria-label": "timeline of node executions" });
     for (let i = 0; i <= 4; i++) {
       const t = t0 + ((t1 - t0) * i) / 4, gx = x(t);
       svg.append(h("line", { class: "gridline", x1: gx, x2: gx, y1: 0, y2: tasks.length * ROW + 4 }), h("text", { x: gx, y: tasks.length * ROW + 20, "font-size": 10, "text-anchor": "middle" }, fmtMs(t - t0)));
@@ -575,7 +580,7 @@ async function loadHistory(threadId, keepSelection) {
     const tr = h("tr", { tabindex: 0, "data-checkpoint": id, class: threadCtx.selected === id ? "selected" : "" },
       h("td", { class: "num" }, c.metadata.step), h("td", {}, id), h("td", {}, (c.metadata.writes || []).join(", ") || c.metadata.source || ""),
       h("td", {}, h("button", { class: "secondary", type: "button", "data-rerun": id, title: "fork the thread here and run from this checkpoint" }, "Rerun from here")));
-    const pick = () => selectCheckpoint(threadId, i);
+    const pick = () => { threadCtx.pinned = true; selectCheckpoint(threadId, i); };
     tr.addEventListener("click", (e) => { if (!e.target.dataset.rerun) pick(); });
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") pick(); });
     tr.querySelector("button").addEventListener("click", () => copyThread(threadId, id, true));
@@ -589,7 +594,7 @@ async function loadHistory(threadId, keepSelection) {
     page.length ? h("table", { id: "checkpoints-table" }, h("thead", {}, h("tr", {}, ["step", "checkpoint", "written by", ""].map((c) => h("th", {}, c)))), tbody) : h("p", { class: "muted" }, "No checkpoints yet."),
     h("div", { class: "row pager" }, newer, older));
   if (!page.length) { renderPlannerView(threadCtx.thread.values || {}); return; }
-  const index = keepSelection && threadCtx.selected ? page.findIndex((c) => c.checkpoint.checkpoint_id === threadCtx.selected) : -1;
+  const index = keepSelection && threadCtx.pinned && threadCtx.selected ? page.findIndex((c) => c.checkpoint.checkpoint_id === threadCtx.selected) : -1;
   await selectCheckpoint(threadId, index >= 0 ? index : 0);
 }
 

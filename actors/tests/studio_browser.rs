@@ -1,0 +1,309 @@
+//! The studio in a real browser: headless Chromium (Debian's package, installed when missing)
+//! driven over WebDriver against a real `serve` process. A person's path through every view:
+//! the graphs with live node statistics, a research run that waits for plan approval, approved
+//! from the page while the timeline fills and the brief appears, the checkpoints with their diffs,
+//! the threads list and its filter, a fork, a field-planner question answered from the page, a
+//! `load` report opened and charted, and a token asked for when the server needs one.
+//! Assertions read the page's content; screenshots of each view are written under
+//! `target/studio-screenshots/` (and, with `UPDATE_SCREENSHOTS=1`, into `docs/studio/`).
+
+mod studio_support;
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use studio_support::{ensure_browser, free_port, Browser};
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn serve(dir: &Path, extra: &[&str]) -> Server {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--checkpoint"])
+        .arg(format!("sqlite:{}", dir.join("serve.sqlite").display()))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..400 {
+        if reqwest::get(format!("{url}/studio")).await.is_ok() {
+            return Server { child, url };
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("serve did not open {url}");
+}
+
+fn shots_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target/tmp has a parent")
+        .join("studio-screenshots")
+}
+
+/// Copies the screenshots into docs/studio/ when asked to.
+fn publish_screenshots() {
+    if std::env::var_os("UPDATE_SCREENSHOTS").is_none() {
+        return;
+    }
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/studio");
+    std::fs::create_dir_all(&docs).unwrap();
+    for e in std::fs::read_dir(shots_dir()).unwrap().flatten() {
+        if e.file_name() != "failure.png" {
+            std::fs::copy(e.path(), docs.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn browser_or_skip() -> bool {
+    match ensure_browser() {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_some() => panic!("CI is set and {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            false
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_watches_and_steers_both_planners_from_the_studio() {
+    if !tokio::task::spawn_blocking(browser_or_skip).await.unwrap() {
+        return;
+    }
+    let dir = scratch("studio");
+    let server = serve(&dir, &[]).await;
+    let b = Browser::start(&shots_dir()).await;
+    let url = &server.url;
+
+    // Graphs: both assistants drawn from their compiled graphs, with a statistics row per node.
+    b.goto(&format!("{url}/studio#/graphs")).await;
+    b.wait_css("#graph-research svg g.node[data-node='create_plan']", 20)
+        .await;
+    b.wait_css("#graph-acquire svg g.node[data-node='decide']", 20)
+        .await;
+    let graph: serde_json::Value = reqwest::get(format!("{url}/assistants/research/graph"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let research_nodes = graph["nodes"].as_array().unwrap().len();
+    assert_eq!(
+        b.count("#graph-research svg g.node").await,
+        research_nodes,
+        "every node of the compiled graph is drawn, __start__ and __end__ included"
+    );
+    assert_eq!(
+        b.count("#nodes-research tbody tr").await,
+        research_nodes - 2,
+        "one statistics row per node"
+    );
+    assert!(b.count("#graph-research svg path.edge.conditional").await > 0);
+
+    // A research run that asks for approval, started from the form.
+    b.goto(&format!("{url}/studio#/new")).await;
+    b.wait_css("#start-run", 10).await;
+    b.type_into("#new-thread-id", "brief-studio").await;
+    b.type_into(
+        "#constraints",
+        r#"{"max_steps": 4, "required_sections": ["cost", "risks"], "require_approval": true}"#,
+    )
+    .await;
+    b.click("#start-run").await;
+    b.wait_css("#interrupt-panel #approve", 30).await;
+    assert!(b.count("#review-plan tbody tr").await >= 2, "the plan to review is shown");
+    assert_eq!(
+        b.text("#thread-status-badge").await.as_deref(),
+        Some("interrupted")
+    );
+    assert!(
+        b.count("#timeline svg rect.bar-work").await > 0,
+        "the nodes before the pause are on the timeline"
+    );
+    b.screenshot("thread-approval").await;
+
+    // Approve from the page and watch the run go on to the brief.
+    b.click("#approve").await;
+    b.wait_for(
+        "the brief",
+        60,
+        "const b = document.querySelector('#brief'); return b && document.querySelector('#thread-status-badge').textContent === 'idle' ? b.textContent : null;",
+        json!([]),
+    )
+    .await;
+    let brief = b.text("#brief").await.unwrap();
+    assert!(brief.contains("Research brief"), "the brief is rendered: {brief}");
+    assert!(b.count("#brief h2, #brief h3").await > 0, "Markdown headings rendered");
+    let bars = b.count("#timeline svg rect.bar-work").await;
+    assert!(bars >= 8, "the timeline holds every node execution seen: {bars}");
+    assert!(
+        b.count("#timeline svg g.task[data-node='execute_step'], #timeline svg g.task[data-node='execute_steps']").await
+            + b.count("#timeline svg g.task").await
+            > 0
+    );
+    let events = b.text("#events-log").await.unwrap();
+    assert!(events.contains("run_finished"), "events log: {events}");
+    assert!(b.count("#plan-graph svg g.node[data-status='complete']").await >= 1);
+    assert!(b.count("#evidence tbody tr").await >= 1, "evidence with sources");
+    b.screenshot("thread-brief").await;
+
+    // Checkpoints: pick an older one and see what its superstep changed.
+    let rows = b.count("#checkpoints-table tbody tr").await;
+    assert!(rows >= 5, "checkpoints listed: {rows}");
+    b.click("#checkpoints-table tbody tr:nth-child(3) td:nth-child(2)")
+        .await;
+    b.wait_for(
+        "the diff of the selected checkpoint",
+        10,
+        "const r = document.querySelector('#checkpoints-table tbody tr:nth-child(3)'); return r.classList.contains('selected') && document.querySelector('#diff').textContent.includes('checkpoint ' + r.dataset.checkpoint);",
+        json!([]),
+    )
+    .await;
+    assert!(b.count("#diff .add, #diff .chg, #diff .del").await > 0, "the diff shows changes");
+    b.screenshot("checkpoint-diff").await;
+
+    // Fork the thread: a new thread with the same values.
+    b.click("#fork-thread").await;
+    let forked = b
+        .wait_for(
+            "the forked thread",
+            10,
+            "const h = decodeURIComponent(location.hash); return h.startsWith('#/thread/') && !h.endsWith('brief-studio') && document.querySelector('#brief') ? h.slice(9) : null;",
+            json!([]),
+        )
+        .await;
+    let forked = forked.as_str().unwrap().to_string();
+    let copy: serde_json::Value = reqwest::get(format!("{url}/threads/{forked}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(copy["metadata"]["copied_from"]["thread_id"], "brief-studio");
+
+    // The threads list, filtered by status.
+    b.goto(&format!("{url}/studio#/threads")).await;
+    b.wait_css("#threads-table a[href='#/thread/brief-studio']", 10)
+        .await;
+    b.eval(
+        "const s = document.querySelector('#thread-status'); s.value = 'interrupted'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.click("#threads-filter button[type='submit']").await;
+    b.wait_for(
+        "the filtered list",
+        10,
+        "return location.hash.includes('status=interrupted') && !document.querySelector(\"#threads-table a[href='#/thread/brief-studio']\");",
+        json!([]),
+    )
+    .await;
+    b.goto(&format!("{url}/studio#/threads")).await;
+    b.wait_css("#threads-table a[href='#/thread/brief-studio']", 10)
+        .await;
+    b.screenshot("threads").await;
+
+    // The field planner: its question answered from the page, the run going on.
+    b.goto(&format!("{url}/studio#/new")).await;
+    b.wait_css("#start-run", 10).await;
+    b.eval(
+        "const s = document.querySelector('#new-assistant'); s.value = 'acquire'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    b.type_into("#new-thread-id", "dental-studio").await;
+    b.click("#start-run").await;
+    b.wait_css("#interrupt-panel #answer-input", 30).await;
+    let question = b.text("#question").await.unwrap();
+    assert!(question.starts_with("region"), "the first question asks for the region: {question}");
+    b.type_into("#answer-input", "Germany").await;
+    b.click("#answer-submit").await;
+    b.wait_for(
+        "the next question",
+        30,
+        "const q = document.querySelector('#question'); return q && !q.textContent.startsWith('region') && document.querySelector(\"#fields-table tr[data-field='region']\").textContent.includes('Germany');",
+        json!([]),
+    )
+    .await;
+    assert!(b.count("#decisions tbody tr").await >= 1, "decisions with their origin");
+    b.screenshot("field-question").await;
+
+    // A load report, opened from a file.
+    let report = dir.join("load.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["load", "--conversations", "12", "--concurrency", "4", "--model", "offline", "--quiet", "--report"])
+        .arg(&report)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "load wrote its report");
+    b.goto(&format!("{url}/studio#/load")).await;
+    b.wait_css("#load-file", 10).await;
+    b.keys("#load-file", report.to_str().unwrap()).await;
+    b.wait_css("#load-summary", 10).await;
+    let summary = b.text("#load-summary").await.unwrap();
+    assert!(summary.contains("conversations") && summary.contains("12"), "{summary}");
+    assert!(b.count("#load-charts figure svg").await >= 1, "charts drawn");
+    b.screenshot("load-report").await;
+
+    // The graphs again: the node statistics now count the runs.
+    b.goto(&format!("{url}/studio#/graphs")).await;
+    b.wait_for(
+        "node statistics",
+        10,
+        "const r = document.querySelector(\"#nodes-research tbody tr[data-node='create_plan']\"); return r && Number(r.children[2].textContent) >= 1;",
+        json!([]),
+    )
+    .await;
+    b.screenshot("graphs").await;
+    publish_screenshots();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_studio_asks_for_the_token_when_the_server_needs_one() {
+    if !tokio::task::spawn_blocking(browser_or_skip).await.unwrap() {
+        return;
+    }
+    let dir = scratch("studio-token");
+    let server = serve(&dir, &["--token", "s3cret"]).await;
+    let b = Browser::start(&shots_dir()).await;
+    let page = reqwest::get(format!("{}/studio", server.url)).await.unwrap();
+    assert_eq!(page.status(), 200, "the page itself holds no data and loads without a token");
+    let api = reqwest::get(format!("{}/assistants/research/graph", server.url))
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 401, "the API still needs the token");
+    b.goto(&format!("{}/studio#/graphs", server.url)).await;
+    b.wait_for(
+        "the token dialog",
+        10,
+        "return document.querySelector('#token-dialog').open;",
+        json!([]),
+    )
+    .await;
+    b.type_into("#token-input", "s3cret").await;
+    b.click("#token-ok").await;
+    b.wait_css("#graph-research svg g.node[data-node='create_plan']", 20)
+        .await;
+}
