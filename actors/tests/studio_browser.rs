@@ -202,6 +202,38 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
         .unwrap();
     assert_eq!(copy["metadata"]["copied_from"]["thread_id"], "brief-studio");
 
+    // Rerun from a past checkpoint (between supersteps): a copy there goes on to its own brief.
+    b.goto(&format!("{url}/studio#/thread/brief-studio")).await;
+    b.wait_css("#checkpoints-table", 10).await;
+    let past = b
+        .eval(
+            "const r = [...document.querySelectorAll('#checkpoints-table tbody tr')].find((r) => r.children[2].textContent === 'select_next_step'); return r ? r.dataset.checkpoint : null;",
+            json!([]),
+        )
+        .await;
+    let past = past.as_str().expect("a select_next_step checkpoint").to_string();
+    b.click(&format!("button[data-rerun='{past}']")).await;
+    let rerun = b
+        .wait_for(
+            "the rerun thread's brief",
+            60,
+            "const h = decodeURIComponent(location.hash); const b = document.querySelector('#brief'); return h.startsWith('#/thread/') && !h.endsWith('brief-studio') && b && document.querySelector('#thread-status-badge').textContent === 'idle' ? h.slice(9) : null;",
+            json!([]),
+        )
+        .await;
+    let rerun = rerun.as_str().unwrap().to_string();
+    let copy: serde_json::Value = reqwest::get(format!("{url}/threads/{rerun}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(copy["metadata"]["copied_from"]["checkpoint_id"], past.as_str());
+    assert!(
+        b.count("#timeline svg g.task[data-node='execute_step']").await >= 2,
+        "the rerun executed the plan's steps again"
+    );
+
     // The threads list, filtered by status.
     b.goto(&format!("{url}/studio#/threads")).await;
     b.wait_css("#threads-table a[href='#/thread/brief-studio']", 10)

@@ -231,10 +231,17 @@ impl<S: State> Engine<S> {
         thread: ThreadId,
         opts: RunOptions,
     ) -> Result<RunOutcome<S>, RunError> {
-        self.launch(thread, StartMode::Continue, opts)
-            .await?
-            .wait()
-            .await
+        self.start_continue(thread, opts).await?.wait().await
+    }
+
+    /// Continues a thread whose run stopped between supersteps, and returns the run's handle at
+    /// once (a server's "run with no input": go on from the newest checkpoint).
+    pub async fn start_continue(
+        &self,
+        thread: ThreadId,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Continue, opts).await
     }
 
     /// Resumes an interrupted thread and waits for the run to end.

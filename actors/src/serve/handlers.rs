@@ -284,9 +284,7 @@ pub async fn start_run(
     opts.stream_events = stream;
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     if resume.is_none() && body.input.is_none() {
-        return Err(ApiError::bad(
-            "a run needs `input`, or `command: {\"resume\": …}`",
-        ));
+        return continue_thread(state, id, thread, rec, assistant, opts).await;
     }
     // Everything the request says is checked before the thread is bound or anything runs.
     let started = match assistant {
@@ -355,6 +353,50 @@ pub async fn start_run(
         Ok(h) => Ok((thread, assistant, h)),
         Err(e) => Err(run_error(id, e)),
     }
+}
+
+/// A run with neither input nor a resume goes on from the thread's newest checkpoint, as
+/// LangGraph's `input: null` does: only when that checkpoint has work left and nothing paused.
+async fn continue_thread(
+    state: &AppState,
+    id: &str,
+    thread: ThreadId,
+    rec: Value,
+    assistant: Assistant,
+    opts: RunOptions,
+) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
+    let view = assistants::view(state, assistant, &thread)
+        .await
+        .map_err(ApiError::internal)?;
+    match &view {
+        Some(v) if !v.next.is_empty() && v.interrupts.is_empty() => {}
+        Some(v) if !v.interrupts.is_empty() => {
+            return Err(ApiError::bad(format!(
+                "thread `{id}` is waiting for an answer: resume it with `command: {{\"resume\": …}}`"
+            )))
+        }
+        _ => {
+            return Err(ApiError::bad(format!(
+                "a run needs `input`, or `command: {{\"resume\": …}}`; thread `{id}` has no unfinished superstep to continue"
+            )))
+        }
+    }
+    assistants::bind(state, &thread, rec, assistant, true).await?;
+    let started = match assistant {
+        Assistant::Research => state
+            .research
+            .start_continue(thread.clone(), opts)
+            .await
+            .map(AnyHandle::Research),
+        Assistant::Acquire => state
+            .acquire
+            .start_continue(thread.clone(), opts)
+            .await
+            .map(AnyHandle::Acquire),
+    };
+    started
+        .map(|h| (thread, assistant, h))
+        .map_err(|e| run_error(id, e))
 }
 
 fn run_error(id: &str, e: RunError) -> ApiError {

@@ -453,8 +453,10 @@ async function copyThread(threadId, checkpointId, rerun) {
     flash(`forked into ${copy.thread_id}`);
     location.hash = "#/thread/" + enc(copy.thread_id);
     if (rerun) {
+      // A copy paused on a question waits for the person; one between supersteps goes on.
+      const state = await api(`/threads/${enc(copy.thread_id)}/state`);
       const assistant = (copy.metadata && copy.metadata.assistant_id) || threadCtx.assistant;
-      setTimeout(() => follow(copy.thread_id, { assistant_id: assistant, input: null }), 50);
+      if (!(state.interrupts || []).length && (state.next || []).length) follow(copy.thread_id, { assistant_id: assistant, input: null });
     }
   } catch (e) { flash("fork: " + e.message, true); }
 }
