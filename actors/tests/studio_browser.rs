@@ -54,6 +54,36 @@ async fn serve(dir: &Path, extra: &[&str]) -> Server {
     panic!("serve did not open {url}");
 }
 
+/// Stores `n` research threads (`t-00000`, …) in the server's SQLite file: one real run to its
+/// brief, then forks of it, each a thread of its own with a snapshot checkpoint.
+async fn seed_threads(dir: &Path, n: usize) {
+    use planwright_actors::research::{self, policy::OfflineResearchPolicy, GraphOptions};
+    let cp = planwright::checkpoint::connect(&format!(
+        "sqlite:{}",
+        dir.join("serve.sqlite").display()
+    ))
+    .await
+    .unwrap();
+    let graph = research::graph(std::sync::Arc::new(OfflineResearchPolicy), GraphOptions::default())
+        .unwrap();
+    let engine = planwright::Engine::builder(graph).checkpointer(cp.clone()).build().await;
+    let first = planwright::ThreadId::new("t-00000");
+    let input: research::ResearchInput = serde_json::from_value(json!({"input": "Should our support team adopt retrieval-augmented generation?"})).unwrap();
+    let out = engine
+        .run(first.clone(), research::initial_update(input).unwrap(), planwright::RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, planwright::RunStatus::Finished);
+    let head = engine.get_state(&first).await.unwrap().unwrap().checkpoint.unwrap();
+    let record = json!({"metadata": {"seeded": true}, "created_at": "Tue, 24 Nov 2026 12:00:00 GMT", "assistant_id": "research"});
+    cp.set_thread_metadata(&first, record.clone()).await.unwrap();
+    for i in 1..n {
+        let t = planwright::ThreadId::new(format!("t-{i:05}"));
+        engine.fork(&first, head, &t).await.unwrap();
+        cp.set_thread_metadata(&t, record.clone()).await.unwrap();
+    }
+}
+
 fn shots_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -338,4 +368,38 @@ async fn the_studio_asks_for_the_token_when_the_server_needs_one() {
     b.click("#token-ok").await;
     b.wait_css("#graph-research svg g.node[data-node='create_plan']", 20)
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_threads_are_paged_not_loaded() {
+    if !tokio::task::spawn_blocking(browser_or_skip).await.unwrap() {
+        return;
+    }
+    let dir = scratch("studio-many");
+    seed_threads(&dir, 10_000).await;
+    let server = serve(&dir, &[]).await;
+    let b = Browser::start(&shots_dir()).await;
+    b.goto(&format!("{}/studio#/threads", server.url)).await;
+    b.wait_css("#threads-table a[href='#/thread/t-00000']", 20)
+        .await;
+    assert_eq!(b.count("#threads-table tbody tr").await, 25, "one page, not 10,000 rows");
+    b.click("#threads-next").await;
+    b.wait_css("#threads-table a[href='#/thread/t-00025']", 10)
+        .await;
+    assert_eq!(b.text("#threads-info").await.as_deref(), Some("threads 26–50"));
+    b.goto(&format!("{}/studio#/threads?offset=9975", server.url))
+        .await;
+    b.wait_css("#threads-table a[href='#/thread/t-09999']", 20)
+        .await;
+    assert_eq!(b.count("#threads-table tbody tr").await, 25);
+    assert!(b.eval("return document.querySelector('#threads-next').disabled", json!([])).await == json!(true));
+    b.type_into("#thread-prefix", "t-0420").await;
+    b.click("#threads-filter button[type='submit']").await;
+    b.wait_for(
+        "the prefix filter",
+        10,
+        "const rows = document.querySelectorAll('#threads-table tbody tr'); return rows.length === 10 && rows[0].textContent.startsWith('t-04200');",
+        json!([]),
+    )
+    .await;
 }

@@ -183,7 +183,7 @@ function route() {
   clearInterval(timer);
   timer = null;
   currentThread = null;
-  const hash = location.hash || "#/graphs";
+  const hash = (location.hash || "#/graphs").split("?")[0];
   const [, view, ...rest] = hash.split("/");
   for (const a of document.querySelectorAll("[data-nav]")) {
     if (a.dataset.nav === view) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
@@ -296,13 +296,13 @@ async function viewGraphs(main) {
   for (const a of assistants) {
     const graph = await api(`/assistants/${enc(a.assistant_id)}/graph`);
     const svgBox = h("div", { class: "scroll-x", id: "graph-" + a.assistant_id });
-    const table = h("table", { id: "nodes-" + a.assistant_id },
+    const table = h("table", { id: "nodes-" + a.assistant_id, class: "stats" },
       h("thead", {}, h("tr", {}, ["node", "runs now", "executions", "failures", "mailbox", "queue p50", "queue p99", "work p50", "work p99"].map((c, i) => h("th", { class: i ? "num" : "" }, c)))),
       h("tbody"));
     const active = h("span", { class: "muted" });
     main.append(h("section", { class: "card" },
       h("h2", {}, a.assistant_id, " ", active), h("p", { class: "muted" }, a.description || ""),
-      h("div", { class: "grid2" }, svgBox, h("div", { class: "scroll-x" }, table))));
+      h("div", { class: "graphs-grid" }, svgBox, h("div", { class: "scroll-x" }, table))));
     panels.push({ a, graph, svgBox, table, active });
   }
   const refresh = async () => {
@@ -351,10 +351,11 @@ async function viewThreads(main) {
     h("table", { id: "threads-table" }, h("thead", {}, h("tr", {}, ["thread", "assistant", "status", "created", "step"].map((c) => h("th", {}, c)))), tbody),
     h("div", { class: "row pager" }, prev, next, info)));
   const load = async () => {
-    const body = { limit: PAGE, offset };
+    const body = { limit: PAGE + 1, offset };
     if (status.value) body.status = status.value;
     if (prefix.value.trim()) body.prefix = prefix.value.trim();
-    const list = await api("/threads/search", { body });
+    const found = await api("/threads/search", { body });
+    const list = found.slice(0, PAGE);
     tbody.replaceChildren(...list.map((t) => h("tr", {},
       h("td", {}, h("a", { href: "#/thread/" + enc(t.thread_id) }, t.thread_id)),
       h("td", {}, (t.metadata && t.metadata.assistant_id) || "–"),
@@ -364,7 +365,7 @@ async function viewThreads(main) {
     if (!list.length) tbody.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No threads here.")));
     info.textContent = `threads ${list.length ? offset + 1 : 0}–${offset + list.length}`;
     prev.disabled = offset === 0;
-    next.disabled = list.length < PAGE;
+    next.disabled = found.length <= PAGE;
   };
   const go = () => {
     const q = new URLSearchParams({ offset: String(offset) });
@@ -384,7 +385,7 @@ async function viewThreads(main) {
 let threadCtx = null;
 
 async function viewThread(main, id) {
-  const threadId = id.split("?")[0];
+  const threadId = id;
   currentThread = threadId;
   threadCtx = { threadId, selected: null, before: [], page: null };
   main.append(h("div", { id: "thread-view" },
