@@ -297,6 +297,12 @@ impl Browser {
 
     /// Writes a screenshot of the viewport as `NAME.png`; returns its path.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
+        // Passing notices would cover the view.
+        self.eval(
+            "const f = document.querySelector('#flash'); if (f) f.replaceChildren();",
+            json!([]),
+        )
+        .await;
         let b64 = self.call(reqwest::Method::GET, "/screenshot", None).await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap_or_default())

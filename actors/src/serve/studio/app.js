@@ -156,7 +156,9 @@ function onStreamEvent(live, name, data) {
     } else if (data.event === "node_finished") {
       const work = data.duration_us / 1000, queue = data.queued_us / 1000;
       const t = live.tasks.get(taskKey(data)) || { node: data.node, task: data.task, attempt: data.attempt, step: live.lastStep };
-      Object.assign(t, { end: now, start: now - work, queue, running: false, error: data.error || null });
+      // A node that stops on `interrupt` reports it as its error: that is a pause, not a failure.
+      const paused = /^interrupted\b/.test(data.error || "");
+      Object.assign(t, { end: now, start: now - work, queue, running: false, paused, error: paused ? null : data.error || null });
       live.tasks.set(taskKey(data), t);
     } else if (data.event === "state_updated") {
       live.lastStep = data.step;
@@ -394,7 +396,7 @@ async function viewThread(main, id) {
     h("div", { id: "interrupt-panel" }),
     h("div", { class: "grid2" },
       h("section", { class: "card" }, h("h2", {}, "Timeline"),
-        h("p", { class: "legend" }, h("span", {}, h("i", { style: "background:var(--queue)" }), "queue wait"), h("span", {}, h("i", { style: "background:var(--work)" }), "work"), h("span", {}, h("i", { style: "background:var(--lit)" }), "running"), h("span", {}, h("i", { style: "background:var(--err)" }), "error"), h("span", {}, "↻ retry")),
+        h("p", { class: "legend" }, h("span", {}, h("i", { style: "background:var(--queue)" }), "queue wait"), h("span", {}, h("i", { style: "background:var(--work)" }), "work"), h("span", {}, h("i", { style: "background:var(--lit)" }), "running"), h("span", {}, h("i", { style: "background:var(--err)" }), "error"), h("span", {}, h("i", { style: "background:var(--pause)" }), "paused (interrupt)"), h("span", {}, "↻ retry")),
         h("div", { id: "timeline", class: "scroll-x" })),
       h("section", { class: "card" }, h("h2", {}, "Events"), h("div", { id: "events-log", class: "events", tabindex: 0, "aria-label": "events log" }))),
     h("div", { class: "grid2" },
@@ -538,8 +540,8 @@ function renderLive(threadId) {
       const g = h("g", { class: "task", "data-node": t.node });
       g.append(h("text", { x: 4, y: y + 11, "font-size": 11 }, `${t.node}${t.attempt > 1 ? " ↻" + t.attempt : ""}`));
       if (t.queue > 0) g.append(h("rect", { class: "bar-queue", x: x(t.start - t.queue), y, width: Math.max(1, x(t.start) - x(t.start - t.queue)), height: ROW - 4 }));
-      g.append(h("rect", { class: "bar-work" + (t.error ? " error" : "") + (t.running ? " running" : ""), x: x(t.start), y, width: Math.max(2, x(end) - x(t.start)), height: ROW - 4 },
-        h("title", {}, `${t.node} attempt ${t.attempt}: queued ${fmtMs(t.queue)}, ran ${fmtMs(end - t.start)}${t.error ? ", error: " + t.error : ""}`)));
+      g.append(h("rect", { class: "bar-work" + (t.error ? " error" : "") + (t.paused ? " paused" : "") + (t.running ? " running" : ""), x: x(t.start), y, width: Math.max(2, x(end) - x(t.start)), height: ROW - 4 },
+        h("title", {}, `${t.node} attempt ${t.attempt}: queued ${fmtMs(t.queue)}, ran ${fmtMs(end - t.start)}${t.error ? ", error: " + t.error : ""}${t.paused ? ", paused on an interrupt" : ""}`)));
       svg.append(g);
     });
     const note = all.length > MAX_ROWS ? h("p", { class: "muted" }, `showing the latest ${MAX_ROWS} of ${all.length} tasks`) : null;
@@ -556,7 +558,7 @@ function summarize(e) {
   const d = e.data || {};
   switch (e.kind) {
     case "node_started": return `${d.node} (attempt ${d.attempt})`;
-    case "node_finished": return `${d.node} ran ${fmtUs(d.duration_us)}, queued ${fmtUs(d.queued_us)}${d.error ? " ERROR " + d.error : ""}`;
+    case "node_finished": return `${d.node} ran ${fmtUs(d.duration_us)}, queued ${fmtUs(d.queued_us)}${d.error ? (/^interrupted\b/.test(d.error) ? " — paused: " : " ERROR ") + d.error : ""}`;
     case "state_updated": return `step ${d.step}: ${(d.nodes || []).join(", ")}`;
     case "interrupted": return (d.interrupts || []).map((i) => i.node).join(", ");
     case "run_finished": return `${d.status} after ${d.steps} steps, ${d.node_executions} node executions`;
