@@ -38,7 +38,10 @@ async fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, 
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 async fn get(url: &str) -> (u16, Value) {
@@ -49,11 +52,17 @@ async fn post(url: &str, body: Value) -> (u16, Value) {
     call(reqwest::Method::POST, url, Some(body)).await
 }
 
-const GOAL: &str = "Should our support team adopt retrieval-augmented generation for customer support?";
+const GOAL: &str =
+    "Should our support team adopt retrieval-augmented generation for customer support?";
 
 /// A research thread run to its brief.
 async fn briefed(url: &str, id: &str) {
-    assert_eq!(post(&format!("{url}/threads"), json!({"thread_id": id})).await.0, 200);
+    assert_eq!(
+        post(&format!("{url}/threads"), json!({"thread_id": id}))
+            .await
+            .0,
+        200
+    );
     let (s, v) = post(
         &format!("{url}/threads/{id}/runs/wait"),
         json!({"assistant_id": "research", "input": {"input": GOAL}}),
@@ -68,16 +77,32 @@ async fn graphs_and_node_statistics_come_from_the_compiled_graphs() {
     let url = start().await;
     let (s, list) = post(&format!("{url}/assistants/search"), json!({})).await;
     assert_eq!(s, 200);
-    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|a| a["assistant_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["assistant_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["research", "acquire"]);
     assert_eq!(get(&format!("{url}/assistants/nope")).await.0, 404);
 
     let (s, g) = get(&format!("{url}/assistants/research/graph")).await;
     assert_eq!(s, 200);
-    let nodes: Vec<&str> = g["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_str().unwrap()).collect();
+    let nodes: Vec<&str> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
     assert_eq!(nodes.first(), Some(&"__start__"));
     assert_eq!(nodes.last(), Some(&"__end__"));
-    for n in ["prepare_input", "create_plan", "review_plan", "execute_step", "synthesize_report"] {
+    for n in [
+        "prepare_input",
+        "create_plan",
+        "review_plan",
+        "execute_step",
+        "synthesize_report",
+    ] {
         assert!(nodes.contains(&n), "{n} in {nodes:?}");
     }
     // Every edge joins drawn nodes, and each conditional edge names its router label; the
@@ -96,11 +121,21 @@ async fn graphs_and_node_statistics_come_from_the_compiled_graphs() {
     let (s, stats) = get(&format!("{url}/assistants/research/nodes")).await;
     assert_eq!(s, 200);
     assert_eq!(stats["active_runs"], 0);
-    let plan = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "create_plan").unwrap();
+    let plan = stats["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "create_plan")
+        .unwrap();
     assert_eq!(plan["executions"], 1);
     assert_eq!(plan["running"], 0);
     assert!(plan["work_p99_us"].as_u64().unwrap() >= plan["work_p50_us"].as_u64().unwrap());
-    let steps = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "execute_step").unwrap();
+    let steps = stats["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "execute_step")
+        .unwrap();
     assert!(steps["executions"].as_u64().unwrap() >= 2);
 }
 
@@ -108,13 +143,26 @@ async fn graphs_and_node_statistics_come_from_the_compiled_graphs() {
 async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
     let url = start().await;
     briefed(&url, "hist-1").await;
-    let (s, all) = post(&format!("{url}/threads/hist-1/history"), json!({"limit": 100})).await;
+    let (s, all) = post(
+        &format!("{url}/threads/hist-1/history"),
+        json!({"limit": 100}),
+    )
+    .await;
     assert_eq!(s, 200);
     let all = all.as_array().unwrap().clone();
     assert!(all.len() >= 6, "{}", all.len());
-    let id = |c: &Value| c["checkpoint"]["checkpoint_id"].as_str().unwrap().to_string();
+    let id = |c: &Value| {
+        c["checkpoint"]["checkpoint_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     // Paging with `before` (plain id or LangGraph's config) walks the same list.
-    let (_, first) = post(&format!("{url}/threads/hist-1/history"), json!({"limit": 3})).await;
+    let (_, first) = post(
+        &format!("{url}/threads/hist-1/history"),
+        json!({"limit": 3}),
+    )
+    .await;
     let (_, second) = post(
         &format!("{url}/threads/hist-1/history"),
         json!({"limit": 3, "before": {"checkpoint_id": id(&first[2])}}),
@@ -126,10 +174,20 @@ async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
     )
     .await;
     assert_eq!(second, second_plain);
-    let paged: Vec<String> = first.as_array().unwrap().iter().chain(second.as_array().unwrap()).map(id).collect();
+    let paged: Vec<String> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second.as_array().unwrap())
+        .map(id)
+        .collect();
     let direct: Vec<String> = all.iter().take(6).map(id).collect();
     assert_eq!(paged, direct);
-    let (s, e) = post(&format!("{url}/threads/hist-1/history"), json!({"before": {"x": 1}})).await;
+    let (s, e) = post(
+        &format!("{url}/threads/hist-1/history"),
+        json!({"before": {"x": 1}}),
+    )
+    .await;
     assert_eq!(s, 400, "{e}");
 
     // The state at a past checkpoint is the history's values there.
@@ -138,7 +196,10 @@ async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
     assert_eq!(s, 200);
     assert_eq!(at["values"], past["values"]);
     assert_eq!(get(&format!("{url}/threads/hist-1/state/abc")).await.0, 400);
-    assert_eq!(get(&format!("{url}/threads/hist-1/state/999999")).await.0, 404);
+    assert_eq!(
+        get(&format!("{url}/threads/hist-1/state/999999")).await.0,
+        404
+    );
     assert_eq!(get(&format!("{url}/threads/none/state/1")).await.0, 404);
 
     // A copy at a checkpoint between supersteps continues to its own brief with no input;
@@ -162,9 +223,20 @@ async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
     .await;
     assert_eq!(s, 200, "{done}");
     assert_eq!(done["status"], "ok");
-    assert!(done["final_report"].as_str().unwrap().contains("Research brief"));
-    let (_, source) = post(&format!("{url}/threads/hist-1/history"), json!({"limit": 100})).await;
-    assert_eq!(source.as_array().unwrap().len(), all.len(), "the source thread is untouched");
+    assert!(done["final_report"]
+        .as_str()
+        .unwrap()
+        .contains("Research brief"));
+    let (_, source) = post(
+        &format!("{url}/threads/hist-1/history"),
+        json!({"limit": 100}),
+    )
+    .await;
+    assert_eq!(
+        source.as_array().unwrap().len(),
+        all.len(),
+        "the source thread is untouched"
+    );
     // Nothing left to continue: a clear 400.
     let (s, e) = post(
         &format!("{url}/threads/hist-1/runs/wait"),
@@ -174,9 +246,17 @@ async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
     assert_eq!(s, 400);
     assert!(e.to_string().contains("no unfinished superstep"), "{e}");
     // Copies that cannot be made say why.
-    let (s, _) = post(&format!("{url}/threads/hist-1/copy"), json!({"thread_id": "hist-1-rerun"})).await;
+    let (s, _) = post(
+        &format!("{url}/threads/hist-1/copy"),
+        json!({"thread_id": "hist-1-rerun"}),
+    )
+    .await;
     assert_eq!(s, 409);
-    let (s, _) = post(&format!("{url}/threads/hist-1/copy"), json!({"checkpoint_id": "x"})).await;
+    let (s, _) = post(
+        &format!("{url}/threads/hist-1/copy"),
+        json!({"checkpoint_id": "x"}),
+    )
+    .await;
     assert_eq!(s, 400);
     let (s, _) = post(&format!("{url}/threads/hist-1/copy"), json!({"bogus": 1})).await;
     assert_eq!(s, 400);
@@ -187,7 +267,12 @@ async fn threads_are_searched_by_status_and_id_prefix() {
     let url = start().await;
     briefed(&url, "team-a-1").await;
     briefed(&url, "team-a-2").await;
-    assert_eq!(post(&format!("{url}/threads"), json!({"thread_id": "team-b-1"})).await.0, 200);
+    assert_eq!(
+        post(&format!("{url}/threads"), json!({"thread_id": "team-b-1"}))
+            .await
+            .0,
+        200
+    );
     let (s, v) = post(
         &format!("{url}/threads/team-b-1/runs/wait"),
         json!({"assistant_id": "research", "input": {"input": GOAL, "constraints": {"require_approval": true}}}),
@@ -196,15 +281,35 @@ async fn threads_are_searched_by_status_and_id_prefix() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["status"], "interrupted");
     let ids = |v: &Value| -> Vec<String> {
-        v.as_array().unwrap().iter().map(|t| t["thread_id"].as_str().unwrap().to_string()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["thread_id"].as_str().unwrap().to_string())
+            .collect()
     };
-    let (_, v) = post(&format!("{url}/threads/search"), json!({"prefix": "team-a"})).await;
+    let (_, v) = post(
+        &format!("{url}/threads/search"),
+        json!({"prefix": "team-a"}),
+    )
+    .await;
     assert_eq!(ids(&v), ["team-a-1", "team-a-2"]);
-    let (_, v) = post(&format!("{url}/threads/search"), json!({"status": "interrupted"})).await;
+    let (_, v) = post(
+        &format!("{url}/threads/search"),
+        json!({"status": "interrupted"}),
+    )
+    .await;
     assert_eq!(ids(&v), ["team-b-1"]);
-    let (_, v) = post(&format!("{url}/threads/search"), json!({"status": "idle", "limit": 1, "offset": 1})).await;
+    let (_, v) = post(
+        &format!("{url}/threads/search"),
+        json!({"status": "idle", "limit": 1, "offset": 1}),
+    )
+    .await;
     assert_eq!(ids(&v), ["team-a-2"], "offset counts matching threads");
-    let (s, e) = post(&format!("{url}/threads/search"), json!({"status": "sleeping"})).await;
+    let (s, e) = post(
+        &format!("{url}/threads/search"),
+        json!({"status": "sleeping"}),
+    )
+    .await;
     assert_eq!(s, 422);
     assert!(e.to_string().contains("sleeping"), "{e}");
 }

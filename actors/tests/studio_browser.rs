@@ -37,7 +37,12 @@ fn scratch(name: &str) -> PathBuf {
 async fn serve(dir: &Path, extra: &[&str]) -> Server {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--checkpoint"])
+        .args([
+            "serve",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            "--checkpoint",
+        ])
         .arg(format!("sqlite:{}", dir.join("serve.sqlite").display()))
         .args(extra)
         .stdout(Stdio::null())
@@ -45,38 +50,58 @@ async fn serve(dir: &Path, extra: &[&str]) -> Server {
         .spawn()
         .expect("serve starts");
     let url = format!("http://127.0.0.1:{port}");
+    let server = Server { child, url };
     for _ in 0..400 {
-        if reqwest::get(format!("{url}/studio")).await.is_ok() {
-            return Server { child, url };
+        if reqwest::get(format!("{}/studio", server.url)).await.is_ok() {
+            return server;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("serve did not open {url}");
+    panic!("serve did not open {}", server.url);
 }
 
 /// Stores `n` research threads (`t-00000`, …) in the server's SQLite file: one real run to its
 /// brief, then forks of it, each a thread of its own with a snapshot checkpoint.
 async fn seed_threads(dir: &Path, n: usize) {
     use planwright_actors::research::{self, policy::OfflineResearchPolicy, GraphOptions};
-    let cp = planwright::checkpoint::connect(&format!(
-        "sqlite:{}",
-        dir.join("serve.sqlite").display()
-    ))
-    .await
+    let cp =
+        planwright::checkpoint::connect(&format!("sqlite:{}", dir.join("serve.sqlite").display()))
+            .await
+            .unwrap();
+    let graph = research::graph(
+        std::sync::Arc::new(OfflineResearchPolicy),
+        GraphOptions::default(),
+    )
     .unwrap();
-    let graph = research::graph(std::sync::Arc::new(OfflineResearchPolicy), GraphOptions::default())
-        .unwrap();
-    let engine = planwright::Engine::builder(graph).checkpointer(cp.clone()).build().await;
+    let engine = planwright::Engine::builder(graph)
+        .checkpointer(cp.clone())
+        .build()
+        .await;
     let first = planwright::ThreadId::new("t-00000");
-    let input: research::ResearchInput = serde_json::from_value(json!({"input": "Should our support team adopt retrieval-augmented generation?"})).unwrap();
+    let input: research::ResearchInput = serde_json::from_value(
+        json!({"input": "Should our support team adopt retrieval-augmented generation?"}),
+    )
+    .unwrap();
     let out = engine
-        .run(first.clone(), research::initial_update(input).unwrap(), planwright::RunOptions::default())
+        .run(
+            first.clone(),
+            research::initial_update(input).unwrap(),
+            planwright::RunOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(out.status, planwright::RunStatus::Finished);
-    let head = engine.get_state(&first).await.unwrap().unwrap().checkpoint.unwrap();
+    let head = engine
+        .get_state(&first)
+        .await
+        .unwrap()
+        .unwrap()
+        .checkpoint
+        .unwrap();
     let record = json!({"metadata": {"seeded": true}, "created_at": "Tue, 24 Nov 2026 12:00:00 GMT", "assistant_id": "research"});
-    cp.set_thread_metadata(&first, record.clone()).await.unwrap();
+    cp.set_thread_metadata(&first, record.clone())
+        .await
+        .unwrap();
     for i in 1..n {
         let t = planwright::ThreadId::new(format!("t-{i:05}"));
         engine.fork(&first, head, &t).await.unwrap();
@@ -162,7 +187,10 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
     .await;
     b.click("#start-run").await;
     b.wait_css("#interrupt-panel #approve", 30).await;
-    assert!(b.count("#review-plan tbody tr").await >= 2, "the plan to review is shown");
+    assert!(
+        b.count("#review-plan tbody tr").await >= 2,
+        "the plan to review is shown"
+    );
     assert_eq!(
         b.text("#thread-status-badge").await.as_deref(),
         Some("interrupted")
@@ -183,10 +211,19 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
     )
     .await;
     let brief = b.text("#brief").await.unwrap();
-    assert!(brief.contains("Research brief"), "the brief is rendered: {brief}");
-    assert!(b.count("#brief h2, #brief h3").await > 0, "Markdown headings rendered");
+    assert!(
+        brief.contains("Research brief"),
+        "the brief is rendered: {brief}"
+    );
+    assert!(
+        b.count("#brief h2, #brief h3").await > 0,
+        "Markdown headings rendered"
+    );
     let bars = b.count("#timeline svg rect.bar-work").await;
-    assert!(bars >= 8, "the timeline holds every node execution seen: {bars}");
+    assert!(
+        bars >= 8,
+        "the timeline holds every node execution seen: {bars}"
+    );
     assert!(
         b.count("#timeline svg g.task[data-node='execute_step'], #timeline svg g.task[data-node='execute_steps']").await
             + b.count("#timeline svg g.task").await
@@ -194,8 +231,15 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
     );
     let events = b.text("#events-log").await.unwrap();
     assert!(events.contains("run_finished"), "events log: {events}");
-    assert!(b.count("#plan-graph svg g.node[data-status='complete']").await >= 1);
-    assert!(b.count("#evidence tbody tr").await >= 1, "evidence with sources");
+    assert!(
+        b.count("#plan-graph svg g.node[data-status='complete']")
+            .await
+            >= 1
+    );
+    assert!(
+        b.count("#evidence tbody tr").await >= 1,
+        "evidence with sources"
+    );
     b.screenshot("thread-brief").await;
 
     // Checkpoints: pick an older one and see what its superstep changed.
@@ -210,7 +254,10 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
         json!([]),
     )
     .await;
-    assert!(b.count("#diff .add, #diff .chg, #diff .del").await > 0, "the diff shows changes");
+    assert!(
+        b.count("#diff .add, #diff .chg, #diff .del").await > 0,
+        "the diff shows changes"
+    );
     b.screenshot("checkpoint-diff").await;
 
     // Fork the thread: a new thread with the same values.
@@ -241,7 +288,10 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
             json!([]),
         )
         .await;
-    let past = past.as_str().expect("a select_next_step checkpoint").to_string();
+    let past = past
+        .as_str()
+        .expect("a select_next_step checkpoint")
+        .to_string();
     b.click(&format!("button[data-rerun='{past}']")).await;
     let rerun = b
         .wait_for(
@@ -258,9 +308,14 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
         .json()
         .await
         .unwrap();
-    assert_eq!(copy["metadata"]["copied_from"]["checkpoint_id"], past.as_str());
+    assert_eq!(
+        copy["metadata"]["copied_from"]["checkpoint_id"],
+        past.as_str()
+    );
     assert!(
-        b.count("#timeline svg g.task[data-node='execute_step']").await >= 2,
+        b.count("#timeline svg g.task[data-node='execute_step']")
+            .await
+            >= 2,
         "the rerun executed the plan's steps again"
     );
 
@@ -298,7 +353,10 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
     b.click("#start-run").await;
     b.wait_css("#interrupt-panel #answer-input", 30).await;
     let question = b.text("#question").await.unwrap();
-    assert!(question.starts_with("region"), "the first question asks for the region: {question}");
+    assert!(
+        question.starts_with("region"),
+        "the first question asks for the region: {question}"
+    );
     b.type_into("#answer-input", "Germany").await;
     b.click("#answer-submit").await;
     b.wait_for(
@@ -308,13 +366,26 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
         json!([]),
     )
     .await;
-    assert!(b.count("#decisions tbody tr").await >= 1, "decisions with their origin");
+    assert!(
+        b.count("#decisions tbody tr").await >= 1,
+        "decisions with their origin"
+    );
     b.screenshot("field-question").await;
 
     // A load report, opened from a file.
     let report = dir.join("load.json");
     let status = Command::new(env!("CARGO_BIN_EXE_planwright"))
-        .args(["load", "--conversations", "12", "--concurrency", "4", "--model", "offline", "--quiet", "--report"])
+        .args([
+            "load",
+            "--conversations",
+            "12",
+            "--concurrency",
+            "4",
+            "--model",
+            "offline",
+            "--quiet",
+            "--report",
+        ])
         .arg(&report)
         .stdout(Stdio::null())
         .status()
@@ -325,8 +396,14 @@ async fn a_person_watches_and_steers_both_planners_from_the_studio() {
     b.keys("#load-file", report.to_str().unwrap()).await;
     b.wait_css("#load-summary", 10).await;
     let summary = b.text("#load-summary").await.unwrap();
-    assert!(summary.contains("conversations") && summary.contains("12"), "{summary}");
-    assert!(b.count("#load-charts figure svg").await >= 1, "charts drawn");
+    assert!(
+        summary.contains("conversations") && summary.contains("12"),
+        "{summary}"
+    );
+    assert!(
+        b.count("#load-charts figure svg").await >= 1,
+        "charts drawn"
+    );
     b.screenshot("load-report").await;
 
     // The graphs again: the node statistics now count the runs.
@@ -350,8 +427,14 @@ async fn the_studio_asks_for_the_token_when_the_server_needs_one() {
     let dir = scratch("studio-token");
     let server = serve(&dir, &["--token", "s3cret"]).await;
     let b = Browser::start(&shots_dir()).await;
-    let page = reqwest::get(format!("{}/studio", server.url)).await.unwrap();
-    assert_eq!(page.status(), 200, "the page itself holds no data and loads without a token");
+    let page = reqwest::get(format!("{}/studio", server.url))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.status(),
+        200,
+        "the page itself holds no data and loads without a token"
+    );
     let api = reqwest::get(format!("{}/assistants/research/graph", server.url))
         .await
         .unwrap();
@@ -382,17 +465,31 @@ async fn ten_thousand_threads_are_paged_not_loaded() {
     b.goto(&format!("{}/studio#/threads", server.url)).await;
     b.wait_css("#threads-table a[href='#/thread/t-00000']", 20)
         .await;
-    assert_eq!(b.count("#threads-table tbody tr").await, 25, "one page, not 10,000 rows");
+    assert_eq!(
+        b.count("#threads-table tbody tr").await,
+        25,
+        "one page, not 10,000 rows"
+    );
     b.click("#threads-next").await;
     b.wait_css("#threads-table a[href='#/thread/t-00025']", 10)
         .await;
-    assert_eq!(b.text("#threads-info").await.as_deref(), Some("threads 26–50"));
+    assert_eq!(
+        b.text("#threads-info").await.as_deref(),
+        Some("threads 26–50")
+    );
     b.goto(&format!("{}/studio#/threads?offset=9975", server.url))
         .await;
     b.wait_css("#threads-table a[href='#/thread/t-09999']", 20)
         .await;
     assert_eq!(b.count("#threads-table tbody tr").await, 25);
-    assert!(b.eval("return document.querySelector('#threads-next').disabled", json!([])).await == json!(true));
+    assert!(
+        b.eval(
+            "return document.querySelector('#threads-next').disabled",
+            json!([])
+        )
+        .await
+            == json!(true)
+    );
     b.type_into("#thread-prefix", "t-0420").await;
     b.click("#threads-filter button[type='submit']").await;
     b.wait_for(

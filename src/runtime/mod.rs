@@ -2,11 +2,11 @@
 
 mod engine;
 mod error;
+mod histogram;
 mod node_actor;
 mod persist;
 mod saved;
 mod shared;
-mod histogram;
 mod stats;
 pub mod superstep;
 mod supervisor;

@@ -277,11 +277,13 @@ pub async fn history(
     let list = state.checkpointer.list(thread, before, limit).await?;
     Ok(list
         .into_iter()
-        .map(|(id, parent, metadata)| planwright::runtime::CheckpointInfo {
-            id,
-            parent,
-            metadata,
-        })
+        .map(
+            |(id, parent, metadata)| planwright::runtime::CheckpointInfo {
+                id,
+                parent,
+                metadata,
+            },
+        )
         .collect())
 }
 

@@ -65,7 +65,8 @@ pub fn graph_json<S: planwright::State>(g: &CompiledGraph<S>) -> Value {
     let mut edges = Vec::new();
     let mut out = |source: &str, plain: &[Target], router: Option<&CompiledRouter<S>>| {
         for t in plain {
-            edges.push(json!({"source": source, "target": target_name(g, t), "conditional": false}));
+            edges
+                .push(json!({"source": source, "target": target_name(g, t), "conditional": false}));
         }
         for (label, t) in router.map(|r| r.labels.as_slice()).unwrap_or_default() {
             edges.push(json!({"source": source, "target": target_name(g, t), "conditional": true, "data": label}));
@@ -94,15 +95,18 @@ pub async fn nodes(State(state): State<Arc<AppState>>, Path(id): Path<String>) -
         Assistant::Research => (state.research.node_stats(), state.research.active_runs()),
         Assistant::Acquire => (state.acquire.node_stats(), state.acquire.active_runs()),
     };
-    Ok(Json(json!({"assistant_id": id, "active_runs": active, "nodes": stats})))
+    Ok(Json(
+        json!({"assistant_id": id, "active_runs": active, "nodes": stats}),
+    ))
 }
 
 /// Parses a checkpoint id as the API writes it (decimal).
 pub fn checkpoint_id(s: &str) -> Result<CheckpointId, ApiError> {
-    s.trim()
-        .parse::<u64>()
-        .map(CheckpointId)
-        .map_err(|_| ApiError::bad(format!("checkpoint_id `{s}` is not a checkpoint id of this server (a decimal number)")))
+    s.trim().parse::<u64>().map(CheckpointId).map_err(|_| {
+        ApiError::bad(format!(
+            "checkpoint_id `{s}` is not a checkpoint id of this server (a decimal number)"
+        ))
+    })
 }
 
 /// The thread's record and assistant, or 404.
@@ -167,9 +171,15 @@ pub async fn copy(
     let at = match (&body.checkpoint_id, view.and_then(|v| v.checkpoint)) {
         (Some(s), _) => checkpoint_id(s)?,
         (None, Some(head)) => head,
-        (None, None) => return Err(ApiError::conflict(format!("thread `{id}` has no checkpoint to copy"))),
+        (None, None) => {
+            return Err(ApiError::conflict(format!(
+                "thread `{id}` has no checkpoint to copy"
+            )))
+        }
     };
-    let new_id = body.thread_id.unwrap_or_else(super::handlers::new_thread_id);
+    let new_id = body
+        .thread_id
+        .unwrap_or_else(super::handlers::new_thread_id);
     let new_thread = ThreadId::new(&new_id);
     if state
         .checkpointer
@@ -178,13 +188,16 @@ pub async fn copy(
         .map_err(ApiError::internal)?
         .is_some()
     {
-        return Err(ApiError::conflict(format!("thread `{new_id}` already exists")));
+        return Err(ApiError::conflict(format!(
+            "thread `{new_id}` already exists"
+        )));
     }
     let forked = match a {
         Assistant::Research => state.research.fork(&thread, at, &new_thread).await,
         Assistant::Acquire => state.acquire.fork(&thread, at, &new_thread).await,
     };
-    forked.map_err(|e| ApiError::bad(format!("cannot copy thread `{id}` at checkpoint {at}: {e}")))?;
+    forked
+        .map_err(|e| ApiError::bad(format!("cannot copy thread `{id}` at checkpoint {at}: {e}")))?;
     let rec = json!({
         "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
         "created_at": httpdate::fmt_http_date(std::time::SystemTime::now()),

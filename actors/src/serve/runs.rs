@@ -135,9 +135,16 @@ pub async fn history(
     let before = match body.as_ref().and_then(|Json(b)| b.get("before")) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
-        Some(v) => match v.get("checkpoint_id").or_else(|| v.pointer("/configurable/checkpoint_id")) {
+        Some(v) => match v
+            .get("checkpoint_id")
+            .or_else(|| v.pointer("/configurable/checkpoint_id"))
+        {
             Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
-            _ => return Err(ApiError::bad(format!("before: expected a checkpoint id or {{\"checkpoint_id\": …}}, not {v}"))),
+            _ => {
+                return Err(ApiError::bad(format!(
+                    "before: expected a checkpoint id or {{\"checkpoint_id\": …}}, not {v}"
+                )))
+            }
         },
     };
     let list = assistants::history(&state, assistant, &thread, before, limit)

@@ -41,7 +41,10 @@ fn asset(kind: &'static str, body: &'static str) -> impl IntoResponse {
 /// The studio's routes (mounted outside the API's auth layer).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route("/studio", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route(
+            "/studio",
+            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
         .route("/studio/", get(|| async { Redirect::permanent("/studio") }))
         .route(
             "/studio/app.js",
