@@ -64,7 +64,23 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Ends the session first (ChromeDriver closes Chromium), then stops ChromeDriver: killing
+    /// the driver alone would leave the browser running. Plain blocking HTTP, since `drop`
+    /// cannot await.
     fn drop(&mut self) {
+        use std::io::{Read, Write};
+        if let Some(rest) = self.base.strip_prefix("http://") {
+            if let Some((host, path)) = rest.split_once('/') {
+                if let Ok(mut s) = std::net::TcpStream::connect(host) {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                    let _ = write!(
+                        s,
+                        "DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = s.read_to_end(&mut Vec::new());
+                }
+            }
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
