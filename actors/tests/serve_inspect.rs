@@ -237,6 +237,25 @@ async fn history_pages_with_before_and_past_states_and_copies_are_reachable() {
         all.len(),
         "the source thread is untouched"
     );
+    // Every run of this process is recorded, newest first.
+    let (s, runs) = get(&format!("{url}/threads/hist-1-rerun/runs")).await;
+    assert_eq!(s, 200);
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["status"], "success");
+    assert_eq!(runs[0]["multitask_strategy"], "reject");
+    let (s, one) = get(&format!(
+        "{url}/threads/hist-1-rerun/runs/{}",
+        runs[0]["run_id"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!((s, &one), (200, &runs[0]));
+    assert_eq!(
+        get(&format!("{url}/threads/hist-1-rerun/runs?limit=x"))
+            .await
+            .0,
+        422
+    );
+    assert_eq!(get(&format!("{url}/threads/nobody/runs")).await.0, 404);
     // Nothing left to continue: a clear 400.
     let (s, e) = post(
         &format!("{url}/threads/hist-1/runs/wait"),

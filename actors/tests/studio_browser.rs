@@ -500,3 +500,73 @@ async fn ten_thousand_threads_are_paged_not_loaded() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_cancelled_from_the_page_and_then_continued() {
+    if !tokio::task::spawn_blocking(browser_or_skip).await.unwrap() {
+        return;
+    }
+    let dir = scratch("studio-cancel");
+    // A slow simulated model, so the run is still going when the person cancels it.
+    let server = serve(&dir, &["--model", "sim:p50=400ms,p99=800ms,seed=3"]).await;
+    let url = &server.url;
+    let b = Browser::start(&shots_dir()).await;
+    b.goto(&format!("{url}/studio#/new")).await;
+    b.wait_css("#start-run", 10).await;
+    b.type_into("#new-thread-id", "slow-1").await;
+    b.type_into("#constraints", r#"{"max_steps": 4}"#).await;
+    b.click("#start-run").await;
+    b.wait_for(
+        "the run to be under way",
+        30,
+        "const c = document.querySelector('#cancel-run'); return c && !c.disabled && document.querySelectorAll('#timeline rect.bar-work').length > 0;",
+        json!([]),
+    )
+    .await;
+    b.click("#cancel-run").await;
+    b.wait_for(
+        "the cancelled run's end",
+        30,
+        "return document.querySelector('#events-log').textContent.includes('run_finished') && document.querySelector('#thread-status-badge').textContent !== 'busy';",
+        json!([]),
+    )
+    .await;
+    let log = b.text("#events-log").await.unwrap();
+    assert!(log.contains("cancelled"), "the run ended cancelled: {log}");
+    let runs: serde_json::Value = reqwest::get(format!("{url}/threads/slow-1/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    assert!(
+        b.text("#brief-empty").await.is_some(),
+        "no brief after the cancel"
+    );
+    // The thread stays usable: continue it from its newest checkpoint to the brief.
+    b.wait_for(
+        "Continue enabled",
+        10,
+        "const c = document.querySelector('#continue-run'); return c && !c.disabled;",
+        json!([]),
+    )
+    .await;
+    b.screenshot("thread-cancelled").await;
+    b.click("#continue-run").await;
+    b.wait_for(
+        "the continued run's brief",
+        90,
+        "return document.querySelector('#brief') && document.querySelector('#thread-status-badge').textContent === 'idle';",
+        json!([]),
+    )
+    .await;
+    let runs: serde_json::Value = reqwest::get(format!("{url}/threads/slow-1/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    assert_eq!(runs[0]["status"], "success", "{runs}");
+}

@@ -262,6 +262,13 @@ pub struct RunBody {
     pub stream_mode: Option<Value>,
 }
 
+impl RunBody {
+    /// The multitask strategy the request asks for (`reject` when it names none).
+    pub fn strategy(&self) -> &str {
+        self.multitask_strategy.as_deref().unwrap_or("reject")
+    }
+}
+
 /// Checks a run request and starts (or resumes) the run on the assistant's engine. The
 /// thread's first run binds it to the run's assistant.
 pub async fn start_run(
@@ -422,8 +429,12 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let (_, _, handle) = start_run(&state, &id, body, false).await?;
+    let strategy = body.strategy().to_string();
+    let (thread, assistant, handle) = start_run(&state, &id, body, false).await?;
+    let run_id = handle.run_id().0.to_string();
+    super::runs::track(&state, &thread, assistant, &run_id, &strategy);
     let result = handle.wait().await;
+    super::runs::finished(&state, &run_id, &result);
     match result {
         Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,

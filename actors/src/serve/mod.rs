@@ -124,7 +124,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/threads/{thread_id}/state", get(handlers::thread_state))
         .route("/threads/{thread_id}/runs/wait", post(handlers::run_wait))
         .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
-        .route("/threads/{thread_id}/runs", post(runs::create))
+        .route(
+            "/threads/{thread_id}/runs",
+            post(runs::create).get(runs::list),
+        )
         .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
         .route(
             "/threads/{thread_id}/runs/{run_id}/cancel",

@@ -1,6 +1,8 @@
-//! Background runs: `POST /threads/{thread_id}/runs` starts a run and answers at once with a run
-//! record; `GET …/runs/{run_id}` reads its status (`pending`, `running`, `success`,
-//! `interrupted`, `error`); `POST …/runs/{run_id}/cancel` cancels it. Also the thread's history.
+//! Run records: every run this process starts (background, `wait` and `stream`) gets a record;
+//! `POST /threads/{thread_id}/runs` starts a run and answers at once with it; `GET
+//! …/runs/{run_id}` reads its status (`pending`, `running`, `success`, `interrupted`, `error`);
+//! `GET /threads/{thread_id}/runs` lists the thread's runs, newest first; `POST
+//! …/runs/{run_id}/cancel` cancels a running one. Also the thread's history.
 
 use super::assistants;
 use super::errors::ApiError;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 #[derive(Default)]
 pub struct RunRegistry {
     runs: DashMap<String, Value>,
+    seq: std::sync::atomic::AtomicU64,
 }
 
 impl RunRegistry {
@@ -30,6 +33,78 @@ impl RunRegistry {
     }
 }
 
+/// Finished run records kept in memory; past this (plus a tenth, so eviction is amortised) the
+/// oldest finished ones are dropped. Running records are never dropped.
+const KEEP_FINISHED: usize = 10_000;
+
+impl RunRegistry {
+    fn evict(&self) {
+        if self.runs.len() <= KEEP_FINISHED + KEEP_FINISHED / 10 {
+            return;
+        }
+        let mut done: Vec<(u64, String)> = self
+            .runs
+            .iter()
+            .filter(|r| r["status"] != "running" && r["status"] != "pending")
+            .map(|r| (r["seq"].as_u64().unwrap_or(0), r.key().clone()))
+            .collect();
+        done.sort_unstable();
+        let excess = self.runs.len().saturating_sub(KEEP_FINISHED);
+        for (_, id) in done.into_iter().take(excess) {
+            self.runs.remove(&id);
+        }
+    }
+}
+
+/// Records a run that has just started; returns its record.
+pub fn track(
+    state: &AppState,
+    thread: &ThreadId,
+    assistant: assistants::Assistant,
+    run_id: &str,
+    strategy: &str,
+) -> Value {
+    let now = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let seq = state
+        .background
+        .seq
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let record = json!({
+        "run_id": run_id, "thread_id": thread.as_str(), "assistant_id": assistant.as_str(),
+        "status": "running", "created_at": now, "updated_at": now, "metadata": {},
+        "multitask_strategy": strategy, "seq": seq,
+    });
+    state
+        .background
+        .runs
+        .insert(run_id.to_string(), record.clone());
+    state.background.evict();
+    record
+}
+
+/// The record status of a run's end, counted in the metrics.
+pub fn finished(
+    state: &AppState,
+    run_id: &str,
+    result: &Result<assistants::Outcome, planwright::RunError>,
+) -> &'static str {
+    let status = match result {
+        Ok(out) if out.status == RunStatus::Interrupted => "interrupted",
+        Ok(out) if out.status == RunStatus::Cancelled => "interrupted",
+        Ok(out) => {
+            if matches!(out.values["status"].as_str(), Some("failed" | "aborted")) {
+                "error"
+            } else {
+                "success"
+            }
+        }
+        Err(planwright::RunError::Cancelled) => "interrupted",
+        Err(_) => "error",
+    };
+    state.background.set_status(run_id, status);
+    status
+}
+
 /// `POST /threads/{thread_id}/runs`.
 pub async fn create(
     State(state): State<Arc<AppState>>,
@@ -37,38 +112,70 @@ pub async fn create(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
+    let strategy = body.strategy().to_string();
     let (thread, assistant, handle) = start_run(&state, &id, body, false).await?;
     let run_id = handle.run_id().0.to_string();
-    let now = httpdate::fmt_http_date(std::time::SystemTime::now());
-    let record = json!({
-        "run_id": run_id, "thread_id": thread.as_str(), "assistant_id": assistant.as_str(),
-        "status": "running", "created_at": now, "updated_at": now, "metadata": {},
-        "multitask_strategy": "reject",
-    });
-    state.background.runs.insert(run_id.clone(), record.clone());
+    let mut record = track(&state, &thread, assistant, &run_id, &strategy);
+    record.as_object_mut().map(|r| r.remove("seq"));
     let st = state.clone();
     tokio::spawn(async move {
-        let status = match handle.wait().await {
-            Ok(out) if out.status == RunStatus::Interrupted => "interrupted",
-            Ok(out) if out.status == RunStatus::Cancelled => "interrupted",
-            Ok(out) => {
-                if matches!(out.values["status"].as_str(), Some("failed" | "aborted")) {
-                    "error"
-                } else {
-                    "success"
-                }
-            }
-            Err(planwright::RunError::Cancelled) => "interrupted",
-            Err(_) => "error",
-        };
+        let result = handle.wait().await;
+        let status = finished(&st, &run_id, &result);
         st.runs.count(match status {
             "success" => "finished",
             "interrupted" => "interrupted",
             _ => "failed",
         });
-        st.background.set_status(&run_id, status);
     });
     Ok(Json(record))
+}
+
+/// `GET /threads/{thread_id}/runs`: the thread's runs started by this process, newest first
+/// (`limit`, default 10, at most 1000; `offset`).
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let number = |k: &str, default: usize| -> Result<usize, ApiError> {
+        match q.get(k) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| {
+                ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("{k} `{v}` is not a non-negative integer"),
+                )
+            }),
+        }
+    };
+    let (limit, offset) = (number("limit", 10)?.min(1000), number("offset", 0)?);
+    if state
+        .checkpointer
+        .thread_metadata(&ThreadId::new(&id))
+        .await
+        .map_err(ApiError::internal)?
+        .is_none()
+    {
+        return Err(ApiError::not_found(format!("thread `{id}` does not exist")));
+    }
+    let mut runs: Vec<Value> = state
+        .background
+        .runs
+        .iter()
+        .filter(|r| r["thread_id"] == id.as_str())
+        .map(|r| r.clone())
+        .collect();
+    runs.sort_by_key(|r| std::cmp::Reverse(r["seq"].as_u64().unwrap_or(0)));
+    let out = runs
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|mut r| {
+            r.as_object_mut().map(|o| o.remove("seq"));
+            r
+        })
+        .collect();
+    Ok(Json(Value::Array(out)))
 }
 
 fn find(state: &AppState, thread: &str, run_id: &str) -> Result<Value, ApiError> {
@@ -76,7 +183,11 @@ fn find(state: &AppState, thread: &str, run_id: &str) -> Result<Value, ApiError>
         .background
         .runs
         .get(run_id)
-        .map(|r| r.clone())
+        .map(|r| {
+            let mut r = r.clone();
+            r.as_object_mut().map(|o| o.remove("seq"));
+            r
+        })
         .filter(|r| r["thread_id"] == thread)
         .ok_or_else(|| {
             ApiError::not_found(format!(

@@ -42,9 +42,11 @@ pub async fn run_stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(body) = body?;
     let modes = modes(&body.stream_mode);
+    let strategy = body.strategy().to_string();
     let (thread, assistant, mut handle) = start_run(&state, &id, body, true).await?;
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
     let run_id = handle.run_id().0;
+    super::runs::track(&state, &thread, assistant, &run_id.to_string(), &strategy);
     let _ = tx.send(event(
         "metadata",
         &json!({"run_id": run_id.to_string(), "attempt": 1}),
@@ -79,7 +81,9 @@ pub async fn run_stream(
                 }
             }
         }
-        match handle.wait().await {
+        let result = handle.wait().await;
+        super::runs::finished(&state, &run_id.to_string(), &result);
+        match result {
             Ok(out) => {
                 state
                     .runs
