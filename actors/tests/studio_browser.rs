@@ -107,6 +107,17 @@ async fn seed_threads(dir: &Path, n: usize) {
         engine.fork(&first, head, &t).await.unwrap();
         cp.set_thread_metadata(&t, record.clone()).await.unwrap();
     }
+    // One long thread: 500 more supersteps written on the first one.
+    for i in 0..500u32 {
+        engine
+            .update_state(
+                &first,
+                research::ResearchUpdate::default().replan_count(i + 1),
+                "assess_progress",
+            )
+            .await
+            .unwrap();
+    }
 }
 
 fn shots_dir() -> PathBuf {
@@ -454,7 +465,7 @@ async fn the_studio_asks_for_the_token_when_the_server_needs_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_threads_are_paged_not_loaded() {
+async fn ten_thousand_threads_and_a_500_superstep_history_are_paged_not_loaded() {
     if !tokio::task::spawn_blocking(browser_or_skip).await.unwrap() {
         return;
     }
@@ -490,6 +501,50 @@ async fn ten_thousand_threads_are_paged_not_loaded() {
         .await
             == json!(true)
     );
+    // The thread with 500 more supersteps: 20 checkpoints a page, older pages on demand, the diff
+    // of each superstep.
+    b.goto(&format!("{}/studio#/thread/t-00000", server.url))
+        .await;
+    b.wait_css("#checkpoints-table", 20).await;
+    assert_eq!(b.count("#checkpoints-table tbody tr").await, 20);
+    let newest = b
+        .text("#checkpoints-table tbody tr td:nth-child(2)")
+        .await
+        .unwrap();
+    assert!(
+        newest.trim().parse::<u64>().unwrap() >= 500,
+        "newest checkpoint {newest}"
+    );
+    // (Serving the file continued the thread once: its newest superstep is the brief again.)
+    b.click("#checkpoints-table tbody tr:nth-child(2) td:nth-child(2)")
+        .await;
+    b.wait_for(
+        "the diff of the last update",
+        10,
+        "return document.querySelector('#diff').textContent.includes('replan_count: 499 → 500');",
+        json!([]),
+    )
+    .await;
+    for page in 1..=3u64 {
+        b.click("#history-older").await;
+        b.wait_for(
+            "the next older page",
+            10,
+            "const r = document.querySelector('#checkpoints-table tbody tr td:nth-child(2)'); return r && Number(r.textContent) === Number(arguments[0]) - 20 * arguments[1];",
+            json!([newest.trim(), page]),
+        )
+        .await;
+    }
+    b.wait_for(
+        "the fourth page",
+        10,
+        "const r = document.querySelector('#checkpoints-table tbody tr td:nth-child(2)'); return r && Number(r.textContent) === Number(arguments[0]) - 60;",
+        json!([newest.trim()]),
+    )
+    .await;
+    assert_eq!(b.count("#checkpoints-table tbody tr").await, 20);
+    b.goto(&format!("{}/studio#/threads", server.url)).await;
+    b.wait_css("#thread-prefix", 10).await;
     b.type_into("#thread-prefix", "t-0420").await;
     b.click("#threads-filter button[type='submit']").await;
     b.wait_for(

@@ -593,8 +593,10 @@ async function loadHistory(threadId, keepSelection) {
   });
   const newer = h("button", { class: "secondary", type: "button", id: "history-newer", disabled: !threadCtx.before.length }, "← Newer");
   const older = h("button", { class: "secondary", type: "button", id: "history-older", disabled: !more }, "Older →");
-  newer.addEventListener("click", () => { threadCtx.before.pop(); loadHistory(threadId, false); });
-  older.addEventListener("click", () => { threadCtx.before.push(page[page.length - 1].checkpoint.checkpoint_id); loadHistory(threadId, false); });
+  // Both buttons go inactive until the page they asked for is shown: a double click moves one page.
+  const turn = (f) => () => { newer.disabled = older.disabled = true; f(); loadHistory(threadId, false).catch((e) => flash(e.message, true)); };
+  newer.addEventListener("click", turn(() => threadCtx.before.pop()));
+  older.addEventListener("click", turn(() => threadCtx.before.push(page[page.length - 1].checkpoint.checkpoint_id)));
   $("#checkpoints").replaceChildren(
     page.length ? h("table", { id: "checkpoints-table" }, h("thead", {}, h("tr", {}, ["step", "checkpoint", "written by", ""].map((c) => h("th", {}, c)))), tbody) : h("p", { class: "muted" }, "No checkpoints yet."),
     h("div", { class: "row pager" }, newer, older));
