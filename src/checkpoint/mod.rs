@@ -17,15 +17,20 @@
 //! - [`Checkpointer::prune`] rebases and deletes in one transaction: no reader ever sees a chain
 //!   whose oldest delta has lost its snapshot.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
 mod memory;
 pub mod migrate;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod url;
 
 pub use memory::MemoryCheckpointer;
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresCheckpointer;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
 pub use url::connect;
 
