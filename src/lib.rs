@@ -5,6 +5,7 @@
 extern crate self as planwright;
 
 pub mod checkpoint;
+pub mod context;
 pub mod events;
 pub mod graph;
 pub mod ids;
@@ -13,7 +14,9 @@ pub mod policy;
 pub mod reducer;
 pub mod runtime;
 pub mod state;
+pub mod store;
 
+pub use context::RunContext;
 pub use events::{Interrupt, RunEvent, RunStatus};
 pub use graph::{CompiledGraph, GraphError, Route, Send, StateGraph, END, START};
 pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};

@@ -6,9 +6,11 @@
 //! function (run inline on its node actor: the fast path for trivial nodes that do no I/O), or any
 //! type implementing [`Node`].
 
+use crate::context::RunContext;
 use crate::events::{EventSink, RunEvent};
 use crate::ids::TaskId;
 use crate::state::State;
+use crate::store::Store;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -67,6 +69,10 @@ pub struct NodeContext {
     pub(crate) span: tracing::Span,
     /// Results memoised by this task, from earlier attempts and from this one.
     pub(crate) memos: Arc<Memos>,
+    /// The run's context (`RunOptions::context`).
+    pub(crate) context: Option<RunContext>,
+    /// The engine's store (`EngineBuilder::store`).
+    pub(crate) store: Option<Arc<dyn Store>>,
 }
 
 /// What a task memoised with [`NodeContext::memo`]: results saved by earlier attempts of the same
@@ -97,7 +103,21 @@ impl NodeContext {
             cancel: CancellationToken::new(),
             span: tracing::Span::none(),
             memos: Arc::default(),
+            context: None,
+            store: None,
         }
+    }
+
+    /// The same detached context carrying a run context (as `RunOptions::context` gives one).
+    pub fn with_context<C: Send + Sync + 'static>(mut self, value: C) -> Self {
+        self.context = Some(RunContext::new(value));
+        self
+    }
+
+    /// The same detached context with a store (as `EngineBuilder::store` gives one).
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// The same detached context carrying a fan-out input.
@@ -216,6 +236,34 @@ impl NodeContext {
             .unwrap_or_else(|p| p.into_inner())
             .push((key.to_string(), v));
         Ok(())
+    }
+
+    /// The run's context, if the run was given one of type `C` (`RunOptions::context`). It is
+    /// never checkpointed: after a resume it is the resuming run's.
+    pub fn context<C: Send + Sync + 'static>(&self) -> Option<&C> {
+        self.context.as_ref().and_then(RunContext::get::<C>)
+    }
+
+    /// [`NodeContext::context`], or a fatal error naming the type a node needs and did not get.
+    pub fn require_context<C: Send + Sync + 'static>(&self) -> Result<&C, NodeError> {
+        self.context::<C>().ok_or_else(|| {
+            NodeError::Fatal(format!(
+                "node `{}` needs a run context of type `{}` (RunOptions::context)",
+                self.node,
+                std::any::type_name::<C>()
+            ))
+        })
+    }
+
+    /// The engine's store: memory shared across threads (see [`crate::store`]). A fatal error
+    /// when the engine has none, so a node that needs it says so.
+    pub fn store(&self) -> Result<&Arc<dyn Store>, NodeError> {
+        self.store.as_ref().ok_or_else(|| {
+            NodeError::Fatal(format!(
+                "node `{}` needs a store; give the engine one with EngineBuilder::store",
+                self.node
+            ))
+        })
     }
 
     /// The resume value, if this task is being re-run after an interrupt.

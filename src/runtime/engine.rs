@@ -6,6 +6,7 @@
 
 use super::error::RunError;
 use super::node_actor::{NodeActor, NodeActorArgs};
+use super::per_run::PerRun;
 use super::persist::{self, Durability};
 use super::saved::{SavedThread, SavedWrite};
 use super::shared::{
@@ -85,9 +86,17 @@ pub struct EngineBuilder<S: State> {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     durability: Durability,
     migration: Option<MigrationHook<S>>,
+    store: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl<S: State> EngineBuilder<S> {
+    /// Gives every node of this engine's runs a store (cross-thread memory), read with
+    /// [`NodeContext::store`](crate::NodeContext::store).
+    pub fn store(mut self, store: Arc<dyn crate::store::Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Stores threads in `cp` (without one, threads live in memory only).
     pub fn checkpointer(mut self, cp: Arc<dyn Checkpointer>) -> Self {
         self.checkpointer = Some(cp);
@@ -152,6 +161,7 @@ impl<S: State> EngineBuilder<S> {
                 migration: self.migration,
                 shutting_down: AtomicBool::new(false),
                 total_node_executions: Default::default(),
+                store: self.store,
             }),
             _root: root,
         }
@@ -187,6 +197,7 @@ impl<S: State> Engine<S> {
             checkpointer: None,
             durability: Durability::Sync,
             migration: None,
+            store: None,
         }
     }
 
@@ -351,6 +362,7 @@ impl<S: State> Engine<S> {
         mode: StartMode<S>,
         opts: RunOptions,
     ) -> Result<RunHandle<S>, RunError> {
+        let per_run = PerRun::resolve(&self.sh.graph, &opts)?;
         let (run_id, cancel) = self.claim(&thread, opts.on_busy).await?;
         match self.prepare(&thread, mode).await {
             Ok((saved, resume, persisted_head)) => {
@@ -369,6 +381,7 @@ impl<S: State> Engine<S> {
                     resume,
                     persisted_head,
                     durability: opts.durability.unwrap_or(self.sh.durability),
+                    per_run,
                     events,
                     cancel,
                     outcome: tx,

@@ -73,6 +73,9 @@ pub enum RunError {
     /// The thread does not exist.
     #[error("thread `{0}` does not exist")]
     UnknownThread(ThreadId),
+    /// A run option is invalid (e.g. a zero step limit).
+    #[error("bad run options: {0}")]
+    BadOptions(String),
     /// A node named in an API call does not exist.
     #[error("graph has no node `{0}`")]
     UnknownNode(String),

@@ -4,6 +4,7 @@ mod engine;
 mod error;
 mod histogram;
 mod node_actor;
+mod per_run;
 mod persist;
 mod saved;
 mod shared;

@@ -8,6 +8,7 @@ use super::saved::SavedThread;
 use super::stats::NodeStats;
 use super::writer::AsyncWriter;
 use crate::checkpoint::Checkpointer;
+use crate::context::RunContext;
 use crate::events::{Interrupt, RunEvent, RunStatus};
 use crate::graph::CompiledGraph;
 use crate::ids::{RunId, ThreadId};
@@ -39,6 +40,15 @@ pub struct RunOptions {
     pub stream_events: bool,
     /// Override the engine's durability for this run.
     pub durability: Option<Durability>,
+    /// Nodes to pause before, in addition to the graph's `interrupt_before`.
+    pub interrupt_before: Vec<String>,
+    /// Nodes to pause after, in addition to the graph's `interrupt_after`.
+    pub interrupt_after: Vec<String>,
+    /// Supersteps this run may make before failing with `RunError::StepLimit` (default: the
+    /// graph's `step_limit`).
+    pub step_limit: Option<u64>,
+    /// The run's context (see [`RunContext`]); never checkpointed.
+    pub context: Option<RunContext>,
 }
 
 impl RunOptions {
@@ -59,6 +69,39 @@ impl RunOptions {
     /// Sets the durability of this run.
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = Some(d);
+        self
+    }
+
+    /// Pauses this run before `nodes` run (as well as where the graph says). A name the graph
+    /// does not have is refused when the run starts ([`RunError::UnknownNode`]).
+    pub fn interrupt_before<I: IntoIterator<Item = N>, N: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Pauses this run after `nodes` run (as well as where the graph says).
+    pub fn interrupt_after<I: IntoIterator<Item = N>, N: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Limits this run to `steps` supersteps (in place of the graph's `step_limit`); 0 is refused
+    /// when the run starts.
+    pub fn step_limit(mut self, steps: u64) -> Self {
+        self.step_limit = Some(steps);
+        self
+    }
+
+    /// Gives this run a context: nodes read it with
+    /// [`NodeContext::context`](crate::NodeContext::context). It is never checkpointed, so a run
+    /// that resumes or continues a thread passes its own.
+    pub fn context<C: Send + Sync + 'static>(mut self, value: C) -> Self {
+        self.context = Some(RunContext::new(value));
         self
     }
 }
@@ -142,6 +185,7 @@ pub(crate) struct Shared<S: State> {
     pub migration: Option<MigrationHook<S>>,
     pub shutting_down: AtomicBool,
     pub total_node_executions: AtomicU64,
+    pub store: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl<S: State> Shared<S> {

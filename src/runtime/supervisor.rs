@@ -11,6 +11,7 @@
 
 use super::error::RunError;
 use super::node_actor::{RunTask, TaskDone, TaskReply};
+use super::per_run::PerRun;
 use super::persist::{self, Durability};
 use super::saved::{SavedThread, SavedWrite};
 use super::shared::{RunOutcome, Shared};
@@ -57,6 +58,7 @@ pub(crate) struct SupervisorArgs<S: State> {
     pub resume: Vec<Option<serde_json::Value>>,
     pub persisted_head: Option<CheckpointId>,
     pub durability: Durability,
+    pub per_run: PerRun,
     pub events: EventSink,
     pub cancel: CancellationToken,
     pub outcome: oneshot::Sender<Result<RunOutcome<S>, RunError>>,
@@ -88,6 +90,7 @@ pub(crate) struct Run<S: State> {
     resume: Vec<Option<serde_json::Value>>,
     persisted_head: Option<CheckpointId>,
     durability: Durability,
+    per_run: PerRun,
     slots: Vec<Slot>,
     attempts: Vec<u32>,
     updates: Vec<Option<S::Update>>,
@@ -127,6 +130,7 @@ impl<S: State> Actor for Supervisor<S> {
             resume: a.resume,
             persisted_head: a.persisted_head,
             durability: a.durability,
+            per_run: a.per_run,
             slots: Vec::new(),
             attempts: Vec::new(),
             updates: Vec::new(),
@@ -248,6 +252,8 @@ impl<S: State> Run<S> {
             cancel: self.cancel.clone(),
             span: self.span.clone(),
             memos,
+            context: self.per_run.context.clone(),
+            store: self.sh.store.clone(),
         };
         let me = self
             .me
@@ -469,7 +475,7 @@ impl<S: State> Run<S> {
         let graph = &self.sh.graph;
         let pause_after: Vec<&TaskSpec> = tasks
             .iter()
-            .filter(|t| graph.node(t.node_id).interrupt_after)
+            .filter(|t| self.per_run.pauses_after(graph, t.node_id))
             .collect();
         let pauses: Vec<Interrupt> = if !next.is_empty() && !pause_after.is_empty() {
             pause_after
@@ -481,7 +487,7 @@ impl<S: State> Run<S> {
                 })
                 .collect()
         } else {
-            superstep::pauses_before(graph, &next)
+            self.per_run.pauses_before(graph, &next)
         };
         if self.durable() {
             let extra = if pauses.is_empty() {
@@ -513,9 +519,10 @@ impl<S: State> Run<S> {
             self.finish(Ok(RunStatus::Finished)).await;
             return Ok(false);
         }
-        if self.steps_run >= self.sh.graph.step_limit() {
+        let limit = self.per_run.step_limit(&self.sh.graph);
+        if self.steps_run >= limit {
             return Err(RunError::StepLimit {
-                limit: self.sh.graph.step_limit(),
+                limit,
                 last_nodes: self.recent.iter().map(|n| n.to_string()).collect(),
             });
         }

@@ -1,0 +1,220 @@
+//! The store: memory shared across threads — what a user prefers, what an assistant learned —
+//! where a checkpoint is memory of one thread. Items are JSON objects under a key in a namespace
+//! (a tuple of labels such as `("users", "u-42", "prefs")`); a namespace prefix finds every item
+//! below it, so a tenant, a user or an assistant each get a subtree.
+//!
+//! One small trait ([`Store`]) with three backends — [`MemoryStore`], `SqliteStore` (feature
+//! `sqlite`), `PostgresStore` (feature `postgres`, on `deadpool-postgres`) — held to one conformance
+//! suite (`tests/support/store_suite.rs`) and a property test against the memory model. Nodes reach
+//! the engine's store through [`NodeContext::store`](crate::NodeContext::store); the server's
+//! `/store` endpoints use the same trait.
+//!
+//! Semantics every backend keeps:
+//! - a namespace has at least one label; labels are non-empty and contain no `.` (the dotted form
+//!   is how SQL backends index them, as LangGraph does); keys are non-empty; values are JSON objects;
+//! - `put` replaces the item (keeping its `created_at`), `delete` reports whether it was there;
+//! - an item with a TTL expires `ttl` after its last write, or its last `get` (reads refresh the TTL,
+//!   LangGraph's default); an expired item is invisible to `get`, `search` and `list_namespaces`
+//!   at once, and [`Store::sweep`] deletes it;
+//! - `search` returns items whose namespace starts with the prefix, whose value has every filter
+//!   field equal to the filter's, and (when asked) whose owner matches, ordered by the namespace's
+//!   dotted text then key, after `offset`, at most `limit`;
+//! - times come from the store's [`StoreClock`], by default anchored to tokio's clock so tests use
+//!   paused time.
+
+mod clock;
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod query;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod url;
+
+pub use clock::{system_clock, StoreClock};
+pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+pub use query::{NamespaceQuery, SearchQuery};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+pub use url::connect;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// A namespace: labels from the root down.
+pub type Namespace = Vec<String>;
+
+/// One stored item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// Its namespace.
+    pub namespace: Namespace,
+    /// Its key within the namespace.
+    pub key: String,
+    /// Its value (a JSON object).
+    pub value: Map<String, Value>,
+    /// When it was first written, in milliseconds since the Unix epoch.
+    pub created_at: u64,
+    /// When it was last written.
+    pub updated_at: u64,
+    /// When it expires (`None`: never).
+    pub expires_at: Option<u64>,
+    /// Who owns it (set by the server for an authenticated user; `None` for items a node writes).
+    pub owner: Option<String>,
+}
+
+/// How to write an item.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PutOptions {
+    /// Expire the item this long after its last write or read (`None`: never).
+    pub ttl: Option<Duration>,
+    /// The owner to record.
+    pub owner: Option<String>,
+}
+
+impl PutOptions {
+    /// Options with a TTL.
+    pub fn ttl(ttl: Duration) -> Self {
+        Self {
+            ttl: Some(ttl),
+            owner: None,
+        }
+    }
+}
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The namespace is empty or has a bad label.
+    #[error("bad namespace {namespace:?}: {reason}")]
+    BadNamespace {
+        /// The namespace.
+        namespace: Namespace,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The key is empty.
+    #[error("an item key must not be empty")]
+    EmptyKey,
+    /// A connection string the store cannot use.
+    #[error("bad store URL `{url}`: {reason}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored row does not decode (corrupt data is an error, never a default).
+    #[error("stored item {namespace:?}/{key} is corrupt: {reason}")]
+    Corrupt {
+        /// Its namespace (dotted).
+        namespace: String,
+        /// Its key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The backend failed.
+    #[error("store backend error during {op}: {source}")]
+    Backend {
+        /// What was being done.
+        op: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn backend(
+        op: &'static str,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Backend {
+            op,
+            source: e.into(),
+        }
+    }
+}
+
+/// Cross-thread key-value memory. See the module docs for what every backend guarantees.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A short name for reports (`memory`, `sqlite`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Writes `value` under `key` in `namespace`, replacing what was there.
+    async fn put(
+        &self,
+        namespace: &[String],
+        key: &str,
+        value: Map<String, Value>,
+        opts: PutOptions,
+    ) -> Result<Item, StoreError>;
+
+    /// The live item, if any; refreshes its TTL.
+    async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError>;
+
+    /// Deletes the item; true if a live one was there.
+    async fn delete(&self, namespace: &[String], key: &str) -> Result<bool, StoreError>;
+
+    /// Live items matching `query`.
+    async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError>;
+
+    /// Namespaces holding live items, matching `query`.
+    async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError>;
+
+    /// Deletes every expired item; returns how many.
+    async fn sweep(&self) -> Result<u64, StoreError>;
+}
+
+/// Checks a namespace (at least one label, labels non-empty and without `.`).
+pub fn check_namespace(namespace: &[String]) -> Result<(), StoreError> {
+    let bad = |reason| StoreError::BadNamespace {
+        namespace: namespace.to_vec(),
+        reason,
+    };
+    if namespace.is_empty() {
+        return Err(bad("a namespace needs at least one label"));
+    }
+    if namespace.iter().any(|l| l.is_empty()) {
+        return Err(bad("labels must not be empty"));
+    }
+    if namespace.iter().any(|l| l.contains('.')) {
+        return Err(bad("labels must not contain `.`"));
+    }
+    Ok(())
+}
+
+/// Checks a namespace prefix used to search (may be empty: everything).
+pub fn check_prefix(prefix: &[String]) -> Result<(), StoreError> {
+    if prefix.is_empty() {
+        Ok(())
+    } else {
+        check_namespace(prefix)
+    }
+}
+
+pub(crate) fn check_item(namespace: &[String], key: &str) -> Result<(), StoreError> {
+    check_namespace(namespace)?;
+    if key.is_empty() {
+        return Err(StoreError::EmptyKey);
+    }
+    Ok(())
+}
+
+/// The dotted text of a namespace (how SQL backends store it).
+pub(crate) fn dotted(namespace: &[String]) -> String {
+    namespace.join(".")
+}
+
+/// A namespace from its dotted text.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn undotted(text: &str) -> Namespace {
+    text.split('.').map(str::to_string).collect()
+}

@@ -1,0 +1,208 @@
+//! One store conformance suite, every backend (memory, SQLite file, PostgreSQL server), and a
+//! property test of SQLite against the in-memory model.
+
+#[path = "support/backends.rs"]
+mod backends;
+#[path = "support/store_suite.rs"]
+mod store_suite;
+
+use planwright::store::{
+    connect, MemoryStore, NamespaceQuery, PostgresStore, PutOptions, SearchQuery, SqliteStore,
+    Store,
+};
+use proptest::prelude::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use store_suite::{ns, obj, Clock};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_conforms() {
+    let clock = Clock::new();
+    let s = Arc::new(MemoryStore::with_clock(clock.store_clock()));
+    store_suite::run_all(s, clock, "mem").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store_conforms() {
+    let clock = Clock::new();
+    let path = backends::sqlite_path("store");
+    let s = SqliteStore::open_with_clock(path.display().to_string(), clock.store_clock())
+        .await
+        .unwrap();
+    assert!(path.exists(), "a real file");
+    store_suite::run_all(Arc::new(s), clock, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_conforms() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let clock = Clock::new();
+    let s = PostgresStore::connect_with_clock(&backends::pg_url(), clock.store_clock())
+        .await
+        .expect("the PostgreSQL store opens");
+    store_suite::run_all(Arc::new(s), clock, &format!("pg{}", backends::unique())).await;
+}
+
+#[tokio::test]
+async fn store_urls_select_the_backend_and_bad_ones_are_named() {
+    assert_eq!(connect("memory:").await.unwrap().backend_name(), "memory");
+    let path = backends::sqlite_path("store-url");
+    let s = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(s.backend_name(), "sqlite");
+    for bad in ["redis://x", "sqlite:", "nonsense"] {
+        let err = connect(bad).await.err().expect("rejected").to_string();
+        assert!(err.contains(bad), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn a_sqlite_store_keeps_its_items_across_reopening() {
+    let path = backends::sqlite_path("store-reopen").display().to_string();
+    {
+        let s = SqliteStore::open(path.clone()).await.unwrap();
+        s.put(
+            &ns(&["a"]),
+            "k",
+            obj(json!({"v": 1})),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let s = SqliteStore::open(path).await.unwrap();
+    let got = s.get(&ns(&["a"]), "k").await.unwrap().expect("kept");
+    assert_eq!(got.value, obj(json!({"v": 1})));
+}
+
+#[tokio::test]
+async fn a_corrupt_stored_value_is_an_error_not_a_default() {
+    let path = backends::sqlite_path("store-corrupt");
+    let s = SqliteStore::open(path.display().to_string()).await.unwrap();
+    s.put(&ns(&["a"]), "k", obj(json!({})), PutOptions::default())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE planwright_store SET value = '[1'", [])
+        .unwrap();
+    let e = s.get(&ns(&["a"]), "k").await.unwrap_err().to_string();
+    assert!(e.contains("corrupt") && e.contains("not JSON"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_clock_follows_paused_tokio_time() {
+    let s = MemoryStore::new();
+    let n = ns(&["t"]);
+    s.put(
+        &n,
+        "k",
+        obj(json!({})),
+        PutOptions::ttl(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(s.get(&n, "k").await.unwrap().is_some());
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert!(s.get(&n, "k").await.unwrap().is_none());
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(usize, usize, i64, Option<u64>, Option<usize>),
+    Get(usize, usize),
+    Delete(usize, usize),
+    Search(usize, Option<i64>, Option<usize>, usize, usize),
+    Namespaces(usize, Option<usize>),
+    Advance(u64),
+    Sweep,
+}
+
+const SPACES: [&[&str]; 5] = [&["a"], &["a", "b"], &["a", "bc"], &["b"], &["a", "b", "c"]];
+const OWNERS: [&str; 2] = ["alice", "bob"];
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..5usize, 0..3usize, 0..3i64, prop::option::of(1..20u64), prop::option::of(0..2usize))
+            .prop_map(|(n, k, v, t, o)| Op::Put(n, k, v, t, o)),
+        2 => (0..5usize, 0..3usize).prop_map(|(n, k)| Op::Get(n, k)),
+        1 => (0..5usize, 0..3usize).prop_map(|(n, k)| Op::Delete(n, k)),
+        2 => (0..5usize, prop::option::of(0..3i64), prop::option::of(0..2usize), 1..5usize, 0..3usize)
+            .prop_map(|(n, v, o, l, off)| Op::Search(n, v, o, l, off)),
+        1 => (0..5usize, prop::option::of(1..3usize)).prop_map(|(n, d)| Op::Namespaces(n, d)),
+        2 => (0..15u64).prop_map(Op::Advance),
+        1 => Just(Op::Sweep),
+    ]
+}
+
+async fn apply(s: &dyn Store, op: &Op) -> String {
+    let space = |i: usize| ns(SPACES[i]);
+    match op {
+        Op::Put(n, k, v, ttl, owner) => {
+            let opts = PutOptions {
+                ttl: ttl.map(Duration::from_secs),
+                owner: owner.map(|o| OWNERS[o].to_string()),
+            };
+            format!(
+                "{:?}",
+                s.put(&space(*n), &format!("k{k}"), obj(json!({"v": v})), opts)
+                    .await
+                    .map(|i| i.created_at)
+            )
+        }
+        Op::Get(n, k) => format!("{:?}", s.get(&space(*n), &format!("k{k}")).await.unwrap()),
+        Op::Delete(n, k) => format!(
+            "{:?}",
+            s.delete(&space(*n), &format!("k{k}")).await.unwrap()
+        ),
+        Op::Search(n, v, owner, limit, offset) => {
+            let mut q = SearchQuery::under(SPACES[*n].iter().copied()).page(*limit, *offset);
+            if let Some(v) = v {
+                q = q.with("v", json!(v));
+            }
+            q.owner = owner.map(|o| OWNERS[o].to_string());
+            format!("{:?}", s.search(&q).await.unwrap())
+        }
+        Op::Namespaces(n, depth) => {
+            let q = NamespaceQuery {
+                prefix: space(*n)[..1].to_vec(),
+                max_depth: *depth,
+                ..NamespaceQuery::default()
+            };
+            format!("{:?}", s.list_namespaces(&q).await.unwrap())
+        }
+        Op::Advance(_) | Op::Sweep => String::new(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn sqlite_answers_every_sequence_as_the_memory_model_does(ops in prop::collection::vec(op(), 1..40)) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let clock = Clock::new();
+            let model = MemoryStore::with_clock(clock.store_clock());
+            let path = backends::sqlite_path("store-prop").display().to_string();
+            let sql = SqliteStore::open_with_clock(path, clock.store_clock()).await.unwrap();
+            for (i, op) in ops.iter().enumerate() {
+                match op {
+                    Op::Advance(secs) => clock.advance(secs * 1000),
+                    Op::Sweep => {
+                        let (a, b) = (model.sweep().await.unwrap(), sql.sweep().await.unwrap());
+                        prop_assert_eq!(a, b, "sweep count at op {}", i);
+                    }
+                    _ => {
+                        let (a, b) = (apply(&model, op).await, apply(&sql, op).await);
+                        prop_assert_eq!(a, b, "op {} {:?}", i, op);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
