@@ -6,9 +6,9 @@ use super::clock::{Clock, SystemClock};
 use super::nodes::{assess, execute, finish, planning, prepare, review, Env};
 use super::policy::ResearchPolicy;
 use super::routes;
-use super::state::ResearchState;
+use super::state::{ResearchState, ResearchUpdate};
 use planwright::graph::{StateGraph, END, START};
-use planwright::{CompiledGraph, GraphError, NodeOptions, RetryPolicy};
+use planwright::{CompiledGraph, GraphError, NodeContext, NodeError, NodeOptions, RetryPolicy};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +37,20 @@ impl Default for GraphOptions {
 /// The graph's name (in diagrams and fingerprints).
 pub const NAME: &str = "research-planner";
 
+/// A node body over the graph's one environment: the graph holds a single `Arc<Env>` (policy,
+/// clock, latency), built once with the graph — configuration of the graph, not of a run, so it is
+/// neither cloned per node by hand nor passed as a run's context.
+fn with_env<Fut>(
+    env: &Arc<Env>,
+    node: fn(Arc<Env>, Arc<ResearchState>, NodeContext) -> Fut,
+) -> impl Fn(Arc<ResearchState>, NodeContext) -> Fut + Send + Sync + 'static
+where
+    Fut: std::future::Future<Output = Result<ResearchUpdate, NodeError>> + Send + 'static,
+{
+    let env = env.clone();
+    move |s, ctx| node(env.clone(), s, ctx)
+}
+
 /// Builds the research planner over `policy`.
 pub fn build(
     policy: Arc<dyn ResearchPolicy>,
@@ -49,30 +63,20 @@ pub fn build(
         model_attempts: options.model_retry.max_attempts,
     });
     let model = NodeOptions::default().retry(options.model_retry.clone());
-    let e1 = env.clone();
-    let e2 = env.clone();
-    let e3 = env.clone();
-    let e4 = env.clone();
-    let e5 = env;
     StateGraph::<ResearchState>::new(NAME)
         .add_sync_node("prepare_input", prepare::prepare_input)
-        .add_node("create_plan", move |s, ctx| {
-            planning::create_plan(e1.clone(), s, ctx)
-        })
+        .add_node("create_plan", with_env(&env, planning::create_plan))
         .add_sync_node("validate_plan", planning::validate_plan)
-        .add_node("repair_plan", move |s, ctx| {
-            planning::repair_plan(e2.clone(), s, ctx)
-        })
+        .add_node("repair_plan", with_env(&env, planning::repair_plan))
         .add_sync_node("review_plan", review::review_plan)
         .add_sync_node("select_next_step", execute::select_next_step)
-        .add_node("execute_step", move |s, ctx| {
-            execute::execute_step(e3.clone(), s, ctx)
-        })
+        .add_node("execute_step", with_env(&env, execute::execute_step))
         .add_sync_node("assess_progress", assess::assess_progress)
-        .add_node("replan", move |s, ctx| planning::replan(e4.clone(), s, ctx))
-        .add_node("synthesize_report", move |s, ctx| {
-            finish::synthesize_report(e5.clone(), s, ctx)
-        })
+        .add_node("replan", with_env(&env, planning::replan))
+        .add_node(
+            "synthesize_report",
+            with_env(&env, finish::synthesize_report),
+        )
         .add_sync_node("mark_needs_review", finish::mark_needs_review)
         .node_options("create_plan", model.clone())
         .node_options("repair_plan", model.clone())
