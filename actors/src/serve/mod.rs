@@ -11,6 +11,7 @@ mod handlers;
 mod inspect;
 mod metrics;
 mod runs;
+pub mod store;
 mod stream;
 mod studio;
 
@@ -19,9 +20,10 @@ use crate::field::{self, FieldState};
 use crate::kit;
 use crate::research::policy::ResearchPolicy;
 use crate::research::{self, GraphOptions, ResearchState};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use planwright::checkpoint::Checkpointer;
+use planwright::store::Store;
 use planwright::Engine;
 use std::sync::Arc;
 
@@ -40,6 +42,10 @@ pub struct ServeArgs {
     /// The model (`offline`, `sim:…`, `openai`).
     #[arg(long, default_value = "offline")]
     pub model: String,
+    /// Store URL for `/store` and the graphs' nodes (`memory:`, `sqlite:PATH`, `postgres://…`;
+    /// default: the checkpoint URL, so items live beside the threads).
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 /// What every handler shares.
@@ -53,6 +59,8 @@ pub struct AppState {
     pub bindings: dashmap::DashMap<String, assistants::Assistant>,
     /// Its storage.
     pub checkpointer: Arc<dyn Checkpointer>,
+    /// Cross-thread memory (`/store`, and `NodeContext::store` in both graphs).
+    pub store: Arc<dyn Store>,
     /// The bearer token, if required.
     pub token: Option<String>,
     /// Runs by final status.
@@ -70,6 +78,9 @@ pub enum ServeError {
     /// Storage could not be opened.
     #[error(transparent)]
     Checkpoint(#[from] planwright::checkpoint::CheckpointError),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] planwright::store::StoreError),
     /// The socket could not be bound or served.
     #[error("cannot serve on {addr}: {source}")]
     Io {
@@ -85,10 +96,17 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let usage = |e: crate::model::ModelError| ServeError::Usage(e.to_string());
     let policy = kit::policy_for::<dyn ResearchPolicy>(&args.model).map_err(usage)?;
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
+    let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
+        .await
+        .map_err(|e| match e {
+            e @ planwright::store::StoreError::BadUrl { .. } => ServeError::Usage(e.to_string()),
+            e => ServeError::Store(e),
+        })?;
     let graph = research::graph(policy, GraphOptions::default())
         .map_err(|e| ServeError::Usage(format!("research graph: {e}")))?;
     let research = Engine::builder(graph)
         .checkpointer(checkpointer.clone())
+        .store(store.clone())
         .build()
         .await;
     let field_policy = kit::policy_for::<dyn FieldPolicy>(&args.model).map_err(usage)?;
@@ -97,6 +115,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let acquire = Engine::builder(field_graph)
         .checkpointer(checkpointer.clone())
         .migration(field::runner::migration)
+        .store(store.clone())
         .build()
         .await;
     Ok(Arc::new(AppState {
@@ -104,6 +123,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         acquire,
         bindings: dashmap::DashMap::new(),
         checkpointer,
+        store,
         token: args.token.clone(),
         runs: metrics::RunCounters::default(),
         background: runs::RunRegistry::default(),
@@ -143,6 +163,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(inspect::state_at),
         )
         .route("/threads/{thread_id}/copy", post(inspect::copy))
+        .route(
+            "/store/items",
+            put(store::put_item)
+                .get(store::get_item)
+                .delete(store::delete_item),
+        )
+        .route("/store/items/search", post(store::search_items))
+        .route("/store/namespaces", post(store::list_namespaces))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             errors::auth,

@@ -1,0 +1,307 @@
+//! The `/store` endpoints of the LangGraph Server API over the runtime's [`Store`]: the same
+//! cross-thread memory the graphs' nodes read and write (`NodeContext::store`).
+//!
+//! - `PUT /store/items` `{"namespace": [...], "key", "value": {...}, "ttl": minutes?}` → 204
+//! - `GET /store/items?namespace=a.b&key=k` → the item, or 404
+//! - `DELETE /store/items` `{"namespace": [...], "key"}` → 204 (404 when there was none)
+//! - `POST /store/items/search` `{"namespace_prefix", "filter", "limit", "offset"}` → `{"items"}`
+//! - `POST /store/namespaces` `{"prefix", "suffix", "max_depth", "limit", "offset"}` →
+//!   `{"namespaces"}`
+//!
+//! Items are JSON objects; times are RFC 3339 (UTC). Every write records the request's owner
+//! ([`owner`]), and searches are limited to it when there is one: the hook where per-user access
+//! plugs in.
+
+use super::errors::ApiError;
+use super::AppState;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use planwright::store::{Item, NamespaceQuery, PutOptions, SearchQuery, StoreError};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most items or namespaces one call returns.
+const MAX_LIMIT: usize = 1000;
+
+/// The owner of a request's items: `None` until the server knows its users (then the
+/// authenticated user's id, so each user sees their own items).
+pub fn owner(_headers: &HeaderMap) -> Option<String> {
+    None
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    match e {
+        e @ (StoreError::BadNamespace { .. } | StoreError::EmptyKey) => {
+            ApiError::bad(e.to_string())
+        }
+        e => ApiError::internal(e),
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC, e.g. `2026-11-24T14:05:00.123Z`.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+fn item_json(i: &Item) -> Value {
+    json!({
+        "namespace": i.namespace,
+        "key": i.key,
+        "value": i.value,
+        "created_at": rfc3339(i.created_at),
+        "updated_at": rfc3339(i.updated_at),
+        "expires_at": i.expires_at.map(rfc3339),
+    })
+}
+
+fn limit(n: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    match n.unwrap_or(default) {
+        0 => Err(ApiError::bad("limit must be at least 1")),
+        n if n > MAX_LIMIT => Err(ApiError::bad(format!(
+            "limit {n} is above the maximum of {MAX_LIMIT}"
+        ))),
+        n => Ok(n),
+    }
+}
+
+/// `PUT /store/items`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutBody {
+    namespace: Vec<String>,
+    key: String,
+    value: Value,
+    /// Minutes (LangGraph's unit); absent or null: never expires.
+    #[serde(default)]
+    ttl: Option<f64>,
+    /// Accepted for compatibility (semantic indexing is not supported; see docs/server.md).
+    #[serde(default)]
+    #[allow(dead_code)]
+    index: Option<Value>,
+}
+
+/// `PUT /store/items`: writes an item (204).
+pub async fn put_item(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Json<PutBody>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Json(b) = body?;
+    let value: Map<String, Value> = match b.value {
+        Value::Object(m) => m,
+        other => {
+            return Err(ApiError::bad(format!(
+                "`value` must be a JSON object, not {other}"
+            )))
+        }
+    };
+    let ttl = match b.ttl {
+        None => None,
+        Some(m) if m.is_finite() && m > 0.0 && m <= 1e9 => Some(Duration::from_secs_f64(m * 60.0)),
+        Some(m) => {
+            return Err(ApiError::bad(format!(
+                "`ttl` is in minutes and must be positive, not {m}"
+            )))
+        }
+    };
+    let opts = PutOptions {
+        ttl,
+        owner: owner(&headers),
+    };
+    state
+        .store
+        .put(&b.namespace, &b.key, value, opts)
+        .await
+        .map_err(store_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /store/items` query.
+#[derive(Deserialize)]
+pub struct GetQuery {
+    /// Dotted namespace (`a.b`).
+    namespace: Option<String>,
+    key: String,
+}
+
+/// `GET /store/items`: one item, or 404.
+pub async fn get_item(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: Result<Query<GetQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad(e.body_text()))?;
+    let ns: Vec<String> = match q.namespace.as_deref() {
+        None | Some("") => Vec::new(),
+        Some(s) => s.split('.').map(str::to_string).collect(),
+    };
+    let found = state.store.get(&ns, &q.key).await.map_err(store_error)?;
+    let me = owner(&headers);
+    match found {
+        Some(i) if me.is_none() || i.owner == me => Ok(Json(item_json(&i))),
+        _ => Err(ApiError::not_found(format!(
+            "no item `{}` in namespace {:?}",
+            q.key, ns
+        ))),
+    }
+}
+
+/// `DELETE /store/items`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBody {
+    namespace: Vec<String>,
+    key: String,
+}
+
+/// `DELETE /store/items`: deletes an item (204), or 404 when there is none.
+pub async fn delete_item(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Json<DeleteBody>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Json(b) = body?;
+    let not_found = || {
+        ApiError::not_found(format!(
+            "no item `{}` in namespace {:?}",
+            b.key, b.namespace
+        ))
+    };
+    if let Some(me) = owner(&headers) {
+        let found = state
+            .store
+            .get(&b.namespace, &b.key)
+            .await
+            .map_err(store_error)?;
+        if found.is_some_and(|i| i.owner.as_ref() != Some(&me)) {
+            return Err(not_found());
+        }
+    }
+    if state
+        .store
+        .delete(&b.namespace, &b.key)
+        .await
+        .map_err(store_error)?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found())
+    }
+}
+
+/// `POST /store/items/search`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchBody {
+    #[serde(default)]
+    namespace_prefix: Vec<String>,
+    #[serde(default)]
+    filter: Option<Map<String, Value>>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+    /// A natural-language query needs semantic indexing, which this server does not have: refused.
+    #[serde(default)]
+    query: Option<String>,
+    /// Accepted for compatibility (searches never refresh TTLs).
+    #[serde(default)]
+    #[allow(dead_code)]
+    refresh_ttl: Option<bool>,
+}
+
+/// `POST /store/items/search`: items under a prefix, filtered and paged.
+pub async fn search_items(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Json<SearchBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(b) = body?;
+    if b.query.as_deref().is_some_and(|q| !q.is_empty()) {
+        return Err(ApiError::bad(
+            "`query` (semantic search) is not supported: search by `namespace_prefix` and `filter`",
+        ));
+    }
+    let q = SearchQuery {
+        namespace_prefix: b.namespace_prefix,
+        filter: b.filter.unwrap_or_default(),
+        owner: owner(&headers),
+        limit: limit(b.limit, 10)?,
+        offset: b.offset.unwrap_or(0),
+    };
+    let items = state.store.search(&q).await.map_err(store_error)?;
+    Ok(Json(
+        json!({"items": items.iter().map(item_json).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `POST /store/namespaces`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespacesBody {
+    #[serde(default)]
+    prefix: Vec<String>,
+    #[serde(default)]
+    suffix: Vec<String>,
+    #[serde(default)]
+    max_depth: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// `POST /store/namespaces`: namespaces holding items.
+pub async fn list_namespaces(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<NamespacesBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(b) = body?;
+    if b.max_depth == Some(0) {
+        return Err(ApiError::bad("max_depth must be at least 1"));
+    }
+    let q = NamespaceQuery {
+        prefix: b.prefix,
+        suffix: b.suffix,
+        max_depth: b.max_depth,
+        limit: limit(b.limit, 100)?,
+        offset: b.offset.unwrap_or(0),
+    };
+    let namespaces = state.store.list_namespaces(&q).await.map_err(store_error)?;
+    Ok(Json(json!({ "namespaces": namespaces })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn times_render_as_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_795_528_800_000), "2026-11-24T14:00:00.000Z");
+    }
+}
