@@ -4,6 +4,7 @@
 // Lets `state!` name this crate as `::planwright` from inside it too (serde paths cannot use `$crate`).
 extern crate self as planwright;
 
+pub mod cache;
 pub mod checkpoint;
 pub mod context;
 pub mod events;

@@ -58,6 +58,7 @@ pub struct StateGraph<S: State> {
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
     pub(crate) step_limit: u64,
+    pub(crate) cache_policies: Vec<(String, crate::cache::CachePolicy<S>)>,
 }
 
 impl<S: State> StateGraph<S> {
@@ -72,6 +73,7 @@ impl<S: State> StateGraph<S> {
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             step_limit: 1000,
+            cache_policies: Vec::new(),
         }
     }
 
@@ -103,6 +105,14 @@ impl<S: State> StateGraph<S> {
             body,
             options: NodeOptions::default(),
         });
+        self
+    }
+
+    /// Caches a node's answers (see [`crate::cache`]): a call whose key an earlier call had is
+    /// answered with that call's update without running the node. Declare it right after the
+    /// node; `compile()` refuses a name the graph does not have.
+    pub fn cache_policy(mut self, name: &str, policy: crate::cache::CachePolicy<S>) -> Self {
+        self.cache_policies.push((name.to_string(), policy));
         self
     }
 

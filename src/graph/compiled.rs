@@ -53,6 +53,8 @@ pub struct CompiledNode<S: State> {
     pub interrupt_before: bool,
     /// Pause after it runs.
     pub interrupt_after: bool,
+    /// Its cache's counters, when it has a cache policy.
+    pub cache: Option<Arc<crate::cache::CacheStats>>,
 }
 
 pub(crate) struct GraphInner<S: State> {
@@ -132,7 +134,7 @@ fn is_terminal(name: &str) -> bool {
     name == START || name == END
 }
 
-pub(crate) fn compile<S: State>(g: StateGraph<S>) -> Result<CompiledGraph<S>, GraphError> {
+pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>, GraphError> {
     if g.step_limit == 0 {
         return Err(GraphError::ZeroStepLimit);
     }
@@ -220,6 +222,17 @@ pub(crate) fn compile<S: State>(g: StateGraph<S>) -> Result<CompiledGraph<S>, Gr
         })?;
         options[id.index()] = o;
     }
+    let mut caches: Vec<Option<Arc<crate::cache::CacheStats>>> = vec![None; g.nodes.len()];
+    for (name, policy) in g.cache_policies {
+        let id = by_name.get(&name).ok_or(GraphError::UnknownNodeIn {
+            what: "cache_policy",
+            name: name.clone(),
+        })?;
+        let decl = &mut g.nodes[id.index()];
+        let (body, stats) = crate::cache::wrap(decl.body.clone(), policy);
+        decl.body = body;
+        caches[id.index()] = Some(stats);
+    }
     let mut flags = vec![(false, false); g.nodes.len()];
     for (what, list, after) in [
         ("interrupt_before", &g.interrupt_before, false),
@@ -302,8 +315,9 @@ pub(crate) fn compile<S: State>(g: StateGraph<S>) -> Result<CompiledGraph<S>, Gr
         .zip(edges)
         .zip(routers)
         .zip(flags)
+        .zip(caches)
         .map(
-            |((((decl, options), edges), router), (before, after))| CompiledNode {
+            |(((((decl, options), edges), router), (before, after)), cache)| CompiledNode {
                 name: Arc::from(decl.name.as_str()),
                 body: decl.body,
                 options,
@@ -311,6 +325,7 @@ pub(crate) fn compile<S: State>(g: StateGraph<S>) -> Result<CompiledGraph<S>, Gr
                 router,
                 interrupt_before: before,
                 interrupt_after: after,
+                cache,
             },
         )
         .collect();

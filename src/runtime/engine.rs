@@ -306,7 +306,13 @@ impl<S: State> Engine<S> {
             .nodes()
             .iter()
             .zip(&self.sh.stats)
-            .map(|(n, s)| s.snapshot(&n.name))
+            .map(|(n, s)| {
+                let mut snap = s.snapshot(&n.name);
+                if let Some(c) = &n.cache {
+                    (snap.cache_hits, snap.cache_misses) = (c.hits(), c.misses());
+                }
+                snap
+            })
             .collect()
     }
 

@@ -48,6 +48,10 @@ pub struct NodeStatsSnapshot {
     pub work_p50_us: u64,
     /// 99th percentile of the run time, in microseconds.
     pub work_p99_us: u64,
+    /// Calls answered from the node's cache (`StateGraph::cache_policy`).
+    pub cache_hits: u64,
+    /// Calls of a cached node that ran it.
+    pub cache_misses: u64,
 }
 
 impl NodeStats {
@@ -95,6 +99,8 @@ impl NodeStats {
             queue_p99_us: self.queue_hist.quantile(0.99),
             work_p50_us: self.work_hist.quantile(0.5),
             work_p99_us: self.work_hist.quantile(0.99),
+            cache_hits: 0,
+            cache_misses: 0,
         }
     }
 }
