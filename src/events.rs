@@ -92,6 +92,18 @@ pub enum RunEvent {
         /// What it emitted.
         payload: serde_json::Value,
     },
+    /// A chunk of a message a node is streaming (a model's answer, token by token); sent only
+    /// to runs started with `RunOptions::streaming()`.
+    Message {
+        /// The node.
+        node: String,
+        /// Its task.
+        task: TaskId,
+        /// Which message the chunk belongs to (chunks of one message share it).
+        message_id: String,
+        /// The text of this chunk.
+        chunk: String,
+    },
     /// The run paused.
     Interrupted {
         /// The pending interrupts.

@@ -280,6 +280,24 @@ impl NodeContext {
         });
     }
 
+    /// Streams a chunk of a message — typically a model's answer as its tokens arrive — as a
+    /// [`RunEvent::Message`]. Chunks of one message share `message_id`. Free when the run does
+    /// not stream events (nothing is built); chunks are events, not state: the node still
+    /// returns the whole answer in its update.
+    pub fn stream_chunk(&self, message_id: &str, chunk: &str) {
+        self.events.emit(|| RunEvent::Message {
+            node: self.node.to_string(),
+            task: self.task,
+            message_id: message_id.to_string(),
+            chunk: chunk.to_string(),
+        });
+    }
+
+    /// True when the run streams events (so chunks are worth producing).
+    pub fn is_streaming(&self) -> bool {
+        self.events.is_enabled()
+    }
+
     /// True once the run has been cancelled; long nodes should check it.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()

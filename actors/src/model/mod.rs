@@ -109,6 +109,9 @@ pub struct ChatReply {
     pub usage: Usage,
 }
 
+/// Receives the chunks of a streamed answer, in order.
+pub type OnChunk<'a> = dyn for<'c> Fn(&'c str) + Send + Sync + 'a;
+
 /// A chat model.
 #[async_trait::async_trait]
 pub trait ChatModel: Send + Sync {
@@ -116,6 +119,41 @@ pub trait ChatModel: Send + Sync {
     fn name(&self) -> &str;
     /// One chat completion.
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError>;
+
+    /// One chat completion whose answer is handed to `on_chunk` piece by piece as it arrives
+    /// (for a node to stream with `NodeContext::stream_chunk`); the reply is the whole answer.
+    /// The default sends the whole answer as one chunk after [`ChatModel::chat`]; the simulator
+    /// streams it word by word.
+    async fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        on_chunk: &OnChunk<'_>,
+    ) -> Result<ChatReply, ModelError> {
+        let reply = self.chat(req).await?;
+        on_chunk(&reply.content);
+        Ok(reply)
+    }
+}
+
+/// `text` cut into word-sized chunks (each word with the whitespace before it), as a streaming
+/// model would send it: the chunks concatenate back to `text`.
+pub fn word_chunks(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() && in_word {
+            out.push(&text[start..i]);
+            start = i;
+            in_word = false;
+        } else if !c.is_whitespace() {
+            in_word = true;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
 }
 
 /// An offline answer for one call kind: the JSON the offline policy answers to a request.

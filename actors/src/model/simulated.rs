@@ -173,6 +173,19 @@ impl ChatModel for SimulatedModel {
         "sim"
     }
 
+    async fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        on_chunk: &super::OnChunk<'_>,
+    ) -> Result<ChatReply, ModelError> {
+        let reply = self.chat(req).await?;
+        for chunk in super::word_chunks(&reply.content) {
+            on_chunk(chunk);
+            tokio::task::yield_now().await;
+        }
+        Ok(reply)
+    }
+
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         let (latency, fault, pick) = self.draw();
         tokio::time::sleep(latency).await;

@@ -95,4 +95,15 @@ impl super::ChatModel for CountedModel {
             .record(&req.call, r.as_ref().map(|reply| reply.usage));
         r
     }
+
+    async fn chat_streaming(
+        &self,
+        req: &super::ChatRequest,
+        on_chunk: &super::OnChunk<'_>,
+    ) -> Result<super::ChatReply, ModelError> {
+        let r = self.inner.chat_streaming(req, on_chunk).await;
+        self.stats
+            .record(&req.call, r.as_ref().map(|reply| reply.usage));
+        r
+    }
 }
