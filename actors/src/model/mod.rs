@@ -10,6 +10,7 @@
 
 mod error;
 mod openai;
+mod openai_stream;
 pub mod policy;
 mod schema;
 mod scripted;
@@ -122,8 +123,8 @@ pub trait ChatModel: Send + Sync {
 
     /// One chat completion whose answer is handed to `on_chunk` piece by piece as it arrives
     /// (for a node to stream with `NodeContext::stream_chunk`); the reply is the whole answer.
-    /// The default sends the whole answer as one chunk after [`ChatModel::chat`]; the simulator
-    /// streams it word by word.
+    /// The default sends the whole answer as one chunk after [`ChatModel::chat`]; the
+    /// OpenAI-compatible client streams the server's deltas, the simulator word by word.
     async fn chat_streaming(
         &self,
         req: &ChatRequest,

@@ -66,9 +66,9 @@ impl OpenAiConfig {
 
 /// The HTTP provider.
 pub struct OpenAiModel {
-    cfg: OpenAiConfig,
-    client: reqwest::Client,
-    limit: Semaphore,
+    pub(super) cfg: OpenAiConfig,
+    pub(super) client: reqwest::Client,
+    pub(super) limit: Semaphore,
     name: String,
 }
 
@@ -92,7 +92,7 @@ impl OpenAiModel {
         })
     }
 
-    fn body(&self, req: &ChatRequest) -> Value {
+    pub(super) fn body(&self, req: &ChatRequest) -> Value {
         json!({
             "model": self.cfg.model,
             "messages": req.messages,
@@ -137,7 +137,7 @@ impl OpenAiModel {
         }
     }
 
-    fn backoff(&self, retry: u32, error: &ModelError) -> Duration {
+    pub(super) fn backoff(&self, retry: u32, error: &ModelError) -> Duration {
         let base = self
             .cfg
             .initial_backoff
@@ -153,7 +153,7 @@ impl OpenAiModel {
     }
 }
 
-fn transport(e: reqwest::Error) -> ModelError {
+pub(super) fn transport(e: reqwest::Error) -> ModelError {
     ModelError::Transport(e.to_string())
 }
 
@@ -239,6 +239,14 @@ impl ChatModel for OpenAiModel {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    async fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        on_chunk: &super::OnChunk<'_>,
+    ) -> Result<ChatReply, ModelError> {
+        self.stream(req, on_chunk).await
     }
 }
 
