@@ -1,5 +1,5 @@
 //! One store conformance suite, every backend (memory, SQLite file, PostgreSQL server), and a
-//! property test of SQLite against the in-memory model.
+//! property test of SQLite and of PostgreSQL against the in-memory model.
 
 #[path = "support/backends.rs"]
 mod backends;
@@ -139,8 +139,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn apply(s: &dyn Store, op: &Op) -> String {
-    let space = |i: usize| ns(SPACES[i]);
+/// Applies `op` under the root label `root` (so runs sharing a database never meet).
+async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
+    let space = |i: usize| {
+        let mut n = vec![root.to_string()];
+        n.extend(ns(SPACES[i]));
+        n
+    };
     match op {
         Op::Put(n, k, v, ttl, owner) => {
             let opts = PutOptions {
@@ -160,7 +165,7 @@ async fn apply(s: &dyn Store, op: &Op) -> String {
             s.delete(&space(*n), &format!("k{k}")).await.unwrap()
         ),
         Op::Search(n, v, owner, limit, offset) => {
-            let mut q = SearchQuery::under(SPACES[*n].iter().copied()).page(*limit, *offset);
+            let mut q = SearchQuery::under(space(*n)).page(*limit, *offset);
             if let Some(v) = v {
                 q = q.with("v", json!(v));
             }
@@ -169,7 +174,7 @@ async fn apply(s: &dyn Store, op: &Op) -> String {
         }
         Op::Namespaces(n, depth) => {
             let q = NamespaceQuery {
-                prefix: space(*n)[..1].to_vec(),
+                prefix: space(*n)[..2].to_vec(),
                 max_depth: *depth,
                 ..NamespaceQuery::default()
             };
@@ -177,6 +182,34 @@ async fn apply(s: &dyn Store, op: &Op) -> String {
         }
         Op::Advance(_) | Op::Sweep => String::new(),
     }
+}
+
+/// Runs `ops` on the model and on `other` (both on `clock`), comparing every answer; sweep counts
+/// are compared only when `other` is private to this run.
+async fn compare(
+    ops: &[Op],
+    clock: &Clock,
+    model: &MemoryStore,
+    other: &dyn Store,
+    root: &str,
+    private: bool,
+) -> Result<(), TestCaseError> {
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Advance(secs) => clock.advance(secs * 1000),
+            Op::Sweep => {
+                let (a, b) = (model.sweep().await.unwrap(), other.sweep().await.unwrap());
+                if private {
+                    prop_assert_eq!(a, b, "sweep count at op {}", i);
+                }
+            }
+            _ => {
+                let (a, b) = (apply(model, op, root).await, apply(other, op, root).await);
+                prop_assert_eq!(a, b, "op {} {:?}", i, op);
+            }
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -189,20 +222,27 @@ proptest! {
             let model = MemoryStore::with_clock(clock.store_clock());
             let path = backends::sqlite_path("store-prop").display().to_string();
             let sql = SqliteStore::open_with_clock(path, clock.store_clock()).await.unwrap();
-            for (i, op) in ops.iter().enumerate() {
-                match op {
-                    Op::Advance(secs) => clock.advance(secs * 1000),
-                    Op::Sweep => {
-                        let (a, b) = (model.sweep().await.unwrap(), sql.sweep().await.unwrap());
-                        prop_assert_eq!(a, b, "sweep count at op {}", i);
-                    }
-                    _ => {
-                        let (a, b) = (apply(&model, op).await, apply(&sql, op).await);
-                        prop_assert_eq!(a, b, "op {} {:?}", i, op);
-                    }
-                }
+            compare(&ops, &clock, &model, &sql, "r", true).await
+        })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn postgres_answers_every_sequence_as_the_memory_model_does(ops in prop::collection::vec(op(), 1..30)) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            if backends::postgres().await.is_none() {
+                return Ok(());
             }
-            Ok(())
+            let clock = Clock::new();
+            let model = MemoryStore::with_clock(clock.store_clock());
+            let pg = PostgresStore::connect_with_clock(&backends::pg_url(), clock.store_clock())
+                .await
+                .expect("the PostgreSQL store opens");
+            let root = format!("prop{}", backends::unique());
+            compare(&ops, &clock, &model, &pg, &root, false).await
         })?;
     }
 }

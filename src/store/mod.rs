@@ -5,7 +5,7 @@
 //!
 //! One small trait ([`Store`]) with three backends — [`MemoryStore`], `SqliteStore` (feature
 //! `sqlite`), `PostgresStore` (feature `postgres`, on `deadpool-postgres`) — held to one conformance
-//! suite (`tests/support/store_suite.rs`) and a property test against the memory model. Nodes reach
+//! suite (`tests/support/store_suite.rs`) and property tests against the memory model. Nodes reach
 //! the engine's store through [`NodeContext::store`](crate::NodeContext::store); the server's
 //! `/store` endpoints use the same trait.
 //!

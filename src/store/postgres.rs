@@ -206,13 +206,19 @@ impl Store for PostgresStore {
         let now = (self.clock)() as i64;
         let ns = dotted(namespace);
         let client = self.client("get").await?;
+        // Only an item with a TTL is written to (its expiry refreshed); others are just read.
         let rows = client
             .query(
                 &format!(
-                    "UPDATE planwright_store SET expires_at = CASE WHEN ttl_ms IS NULL THEN expires_at
-                       ELSE $3 + ttl_ms END
-                     WHERE namespace = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > $3)
-                     RETURNING {COLUMNS}"
+                    "WITH touched AS (
+                       UPDATE planwright_store SET expires_at = $3 + ttl_ms
+                       WHERE namespace = $1 AND key = $2 AND ttl_ms IS NOT NULL AND expires_at > $3
+                       RETURNING {COLUMNS})
+                     SELECT * FROM touched
+                     UNION ALL
+                     SELECT {COLUMNS} FROM planwright_store
+                     WHERE namespace = $1 AND key = $2 AND ttl_ms IS NULL
+                       AND (expires_at IS NULL OR expires_at > $3)"
                 ),
                 &[&ns, &key, &now],
             )
