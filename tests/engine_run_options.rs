@@ -284,3 +284,52 @@ async fn nodes_share_memory_across_threads_through_the_store() {
         .to_string();
     assert!(err.contains("EngineBuilder::store"), "{err}");
 }
+
+#[tokio::test]
+async fn interrupt_before_a_first_node_pauses_before_anything_runs_then_resumes() {
+    let durable_engine = durable(counter_graph()).await;
+    let ephemeral = Engine::new(counter_graph().compile().unwrap()).await;
+    let graph_level = durable(counter_graph().interrupt_before(["inc"])).await;
+    for (name, e, opts) in [
+        (
+            "durable",
+            &durable_engine,
+            RunOptions::default().interrupt_before(["inc"]),
+        ),
+        (
+            "ephemeral",
+            &ephemeral,
+            RunOptions::default().interrupt_before(["inc"]),
+        ),
+        ("graph-level", &graph_level, RunOptions::default()),
+    ] {
+        let t = ThreadId::new(name);
+        let out = e
+            .run(t.clone(), WalkUpdate::default().target(2), opts)
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Interrupted, "{name}");
+        assert!(out.state.trace.is_empty(), "{name}: {:?}", out.state.trace);
+        assert_eq!(out.interrupts[0].node, "inc", "{name}");
+        let st = e.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(st.interrupts.len(), 1, "{name}: the pause is stored");
+        let out = e
+            .resume(t.clone(), Resume::Value(json!(null)), RunOptions::default())
+            .await
+            .unwrap();
+        if name == "graph-level" {
+            // The graph pauses before every `inc`: resume until done.
+            let mut out = out;
+            while out.status == RunStatus::Interrupted {
+                out = e
+                    .resume(t.clone(), Resume::Value(json!(null)), RunOptions::default())
+                    .await
+                    .unwrap();
+            }
+            assert_eq!(out.state.trace, ["inc1", "inc2", "done"], "{name}");
+        } else {
+            assert_eq!(out.status, RunStatus::Finished, "{name}");
+            assert_eq!(out.state.trace, ["inc1", "inc2", "done"], "{name}");
+        }
+    }
+}

@@ -370,7 +370,7 @@ impl<S: State> Engine<S> {
     ) -> Result<RunHandle<S>, RunError> {
         let per_run = PerRun::resolve(&self.sh.graph, &opts)?;
         let (run_id, cancel) = self.claim(&thread, opts.on_busy).await?;
-        match self.prepare(&thread, mode).await {
+        match self.prepare(&thread, mode, &per_run).await {
             Ok((saved, resume, persisted_head)) => {
                 let (events, rx) = if opts.stream_events {
                     let (s, r) = EventSink::channel();
@@ -415,6 +415,7 @@ impl<S: State> Engine<S> {
         &self,
         thread: &ThreadId,
         mode: StartMode<S>,
+        per_run: &PerRun,
     ) -> Result<
         (
             SavedThread<S>,
@@ -450,6 +451,15 @@ impl<S: State> Engine<S> {
                     super::superstep::start_tasks(&self.sh.graph, &saved.state, saved.step)?;
                 saved.writes = vec![None; saved.tasks.len()];
                 resume = Vec::new();
+                // `interrupt_before` a first node pauses before anything runs.
+                let pauses = per_run.pauses_before(&self.sh.graph, &saved.tasks);
+                let extra = if pauses.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    saved.paused_before = true;
+                    saved.pauses = pauses.clone();
+                    serde_json::json!({ "paused_before": true, "pauses": pauses })
+                };
                 if self.sh.checkpointer.is_some() {
                     let tasks = saved.tasks.clone();
                     let rec = persist::step_record(
@@ -460,7 +470,7 @@ impl<S: State> Engine<S> {
                         vec!["__input__".into()],
                         Some(delta),
                         &tasks,
-                        serde_json::Value::Null,
+                        extra,
                     )?;
                     self.put(rec).await?;
                     return Ok((saved.clone(), resume, saved.head));

@@ -694,6 +694,10 @@ impl<S: State> Supervisor<S> {
         let r = if self.saved.tasks.is_empty() {
             self.finish(Ok(RunStatus::Finished)).await;
             Ok(())
+        } else if self.saved.paused_before && self.steps_run == 0 {
+            // A new run whose first nodes are in `interrupt_before`: paused before they run.
+            let pauses = self.saved.pauses.clone();
+            self.pause(pauses).await
         } else {
             self.advance().await
         };
