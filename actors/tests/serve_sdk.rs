@@ -1,6 +1,7 @@
 //! The official LangGraph SDK (`langgraph-sdk` from PyPI) against `planwright serve`: create a
 //! thread, run and wait, see an interrupt, resume, read state, stream; and an `acquire` thread
-//! paused on a question, answered with a resume command. The test makes its own venv
+//! paused on a question, answered with a resume command; the store client (put, get, search,
+//! namespaces, delete). The test makes its own venv
 //! under the target directory (CI has nothing installed by hand) and installs the SDK when missing.
 
 use std::path::{Path, PathBuf};

@@ -72,6 +72,21 @@ async def main(url: str) -> None:
     assert out["fields"]["region"]["value"] == "Nordland", out
     state = await client.threads.get_state(acq)
     assert state["interrupts"][0]["value"]["field"] == "currency", state
+    # The store, through the SDK's store client.
+    await client.store.put_item(["users", "sdk"], "prefs", {"lang": "fr", "n": 1})
+    await client.store.put_item(["users", "sdk", "notes"], "n1", {"lang": "de"}, ttl=30)
+    item = await client.store.get_item(["users", "sdk"], "prefs")
+    assert item["value"] == {"lang": "fr", "n": 1}, item
+    assert item["namespace"] == ["users", "sdk"], item
+    found = await client.store.search_items(["users"], filter={"lang": "fr"})
+    assert [i["key"] for i in found["items"]] == ["prefs"], found
+    found = await client.store.search_items(["users", "sdk"], limit=1, offset=1)
+    assert [i["key"] for i in found["items"]] == ["n1"], found
+    spaces = await client.store.list_namespaces(prefix=["users"], max_depth=2)
+    assert spaces["namespaces"] == [["users", "sdk"]], spaces
+    await client.store.delete_item(["users", "sdk"], "prefs")
+    found = await client.store.search_items(["users"])
+    assert [i["key"] for i in found["items"]] == ["n1"], found
     print("sdk ok:", len(events), "stream events")
 
 
