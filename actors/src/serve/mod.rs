@@ -193,6 +193,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         })?;
     // Threads a stopped server left mid-run continue now.
     handlers::continue_unfinished(&state).await;
+    let sweeper = store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY);
     eprintln!("planwright serve: listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
@@ -213,6 +214,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
             addr: args.addr.clone(),
             source,
         })?;
+    sweeper.abort();
     eprintln!("planwright serve: stopped; every thread is checkpointed");
     Ok(())
 }

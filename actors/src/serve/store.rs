@@ -24,6 +24,30 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How often the server deletes expired items (they are invisible from the moment they expire;
+/// this reclaims their space).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(300);
+
+/// Deletes expired items every `every` until the server stops; a failed sweep is logged and
+/// tried again next time.
+pub fn spawn_sweeper(
+    store: Arc<dyn planwright::store::Store>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            match store.sweep().await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(deleted = n, "store sweep"),
+                Err(e) => tracing::warn!(error = %e, "store sweep failed"),
+            }
+        }
+    })
+}
+
 /// The most items or namespaces one call returns.
 const MAX_LIMIT: usize = 1000;
 
@@ -303,5 +327,37 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(rfc3339(1_795_528_800_000), "2026-11-24T14:00:00.000Z");
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::spawn_sweeper;
+    use planwright::store::{MemoryStore, PutOptions, Store};
+    use serde_json::Map;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweeper_deletes_expired_items_on_its_period() {
+        let store = Arc::new(MemoryStore::new());
+        let ns = vec!["t".to_string()];
+        store
+            .put(
+                &ns,
+                "k",
+                Map::new(),
+                PutOptions::ttl(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        let sweeper = spawn_sweeper(store.clone(), Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(
+            store.sweep().await.unwrap(),
+            0,
+            "the sweeper already deleted it"
+        );
+        sweeper.abort();
     }
 }
