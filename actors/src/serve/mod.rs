@@ -9,6 +9,7 @@ pub mod assistants;
 mod errors;
 mod handlers;
 mod inspect;
+mod messages;
 mod metrics;
 mod runs;
 pub mod store;

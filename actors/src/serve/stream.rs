@@ -1,13 +1,14 @@
 //! `POST /threads/{thread_id}/runs/stream`: a run as server-sent events, LangGraph-style: a
 //! `metadata` event first, then per superstep `updates` (`{node: update}`) and `values` (the
 //! thread's values), `custom` events that nodes emit, every run event under `events`, and an
-//! `error` event if the run fails, and `messages` events (`[chunk, metadata]`, for
-//! `stream_mode` `messages` or `messages-tuple`) carrying the chunks nodes stream with
-//! `NodeContext::stream_chunk`. Which kinds are sent is the request's `stream_mode`.
+//! `error` event if the run fails, and the chunks nodes stream with `NodeContext::stream_chunk`
+//! as LangGraph's `messages` / `messages-tuple` modes send them ([`super::messages`]). Which kinds
+//! are sent is the request's `stream_mode`.
 
 use super::assistants;
 use super::errors::ApiError;
 use super::handlers::{start_run, RunBody};
+use super::messages::Messages;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -32,23 +33,6 @@ fn modes(v: &Option<Value>) -> Vec<String> {
     }
 }
 
-/// A streamed message chunk as LangGraph's `messages` stream mode sends it: `[chunk, metadata]`
-/// with an `AIMessageChunk` and the node that streamed it.
-pub fn message_tuple(ev: &RunEvent) -> Option<Value> {
-    match ev {
-        RunEvent::Message {
-            node,
-            task,
-            message_id,
-            chunk,
-        } => Some(json!([
-            {"type": "AIMessageChunk", "id": message_id, "content": chunk},
-            {"langgraph_node": node, "langgraph_step": task.step, "langgraph_task": task.to_string()},
-        ])),
-        _ => None,
-    }
-}
-
 fn event(name: &str, data: &Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }
@@ -70,6 +54,7 @@ pub async fn run_stream(
         "metadata",
         &json!({"run_id": run_id.to_string(), "attempt": 1}),
     ));
+    let mut messages = Messages::new(&modes);
     let want = move |m: &str| modes.iter().any(|x| x == m);
     tokio::spawn(async move {
         if let Some(mut events) = handle.take_events() {
@@ -96,9 +81,9 @@ pub async fn run_stream(
                     RunEvent::Custom { payload, .. } if want("custom") => {
                         let _ = tx.send(event("custom", payload));
                     }
-                    RunEvent::Message { .. } if want("messages") || want("messages-tuple") => {
-                        if let Some(v) = message_tuple(&ev) {
-                            let _ = tx.send(event("messages", &v));
+                    RunEvent::Message { .. } | RunEvent::NodeFinished { .. } => {
+                        for (name, data) in messages.on_event(&ev) {
+                            let _ = tx.send(event(name, &data));
                         }
                     }
                     _ => {}
@@ -129,30 +114,4 @@ pub async fn run_stream(
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
     Ok(Sse::new(stream))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::message_tuple;
-    use planwright::{RunEvent, TaskId};
-    use serde_json::json;
-
-    #[test]
-    fn a_streamed_chunk_becomes_a_langgraph_message_tuple() {
-        let ev = RunEvent::Message {
-            node: "write".into(),
-            task: TaskId { step: 3, index: 1 },
-            message_id: "m1".into(),
-            chunk: " world".into(),
-        };
-        let v = message_tuple(&ev).unwrap();
-        assert_eq!(
-            v[0],
-            json!({"type": "AIMessageChunk", "id": "m1", "content": " world"})
-        );
-        assert_eq!(v[1]["langgraph_node"], "write");
-        assert_eq!(v[1]["langgraph_step"], 3);
-        let other = RunEvent::Interrupted { interrupts: vec![] };
-        assert!(message_tuple(&other).is_none());
-    }
 }
