@@ -43,7 +43,24 @@ async fn postgres_store_conforms() {
     let s = PostgresStore::connect_with_clock(&backends::pg_url(), clock.store_clock())
         .await
         .expect("the PostgreSQL store opens");
-    store_suite::run_all(Arc::new(s), clock, &format!("pg{}", backends::unique())).await;
+    let root = format!("pg{}", backends::unique());
+    store_suite::run_all(Arc::new(s), clock, &root).await;
+    clean_postgres(&root).await;
+}
+
+/// Deletes what a test wrote under `root` in the shared database.
+async fn clean_postgres(root: &str) {
+    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL is reachable");
+    tokio::spawn(conn);
+    client
+        .execute(
+            "DELETE FROM planwright_store WHERE namespace LIKE $1",
+            &[&format!("{root}%")],
+        )
+        .await
+        .expect("cleanup");
 }
 
 #[tokio::test]
@@ -242,7 +259,9 @@ proptest! {
                 .await
                 .expect("the PostgreSQL store opens");
             let root = format!("prop{}", backends::unique());
-            compare(&ops, &clock, &model, &pg, &root, false).await
+            let r = compare(&ops, &clock, &model, &pg, &root, false).await;
+            clean_postgres(&root).await;
+            r
         })?;
     }
 }
