@@ -117,7 +117,7 @@ async fn load_drives_a_serve_instance_over_http() {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         token: Some("t0k".into()),
         model: "sim:p50=1ms,p99=3ms".into(),
-        store: None,
+        ..ServeArgs::default()
     })
     .await
     .unwrap();
@@ -228,7 +228,7 @@ async fn load_drives_acquire_conversations_on_a_serve_instance() {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         token: None,
         model: "sim:p50=1ms,p99=3ms".into(),
-        store: None,
+        ..ServeArgs::default()
     })
     .await
     .unwrap();

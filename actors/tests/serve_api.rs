@@ -20,7 +20,7 @@ async fn start_on(dir: &std::path::Path) -> String {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         token: Some("secret".into()),
         model: "offline".into(),
-        store: None,
+        ..ServeArgs::default()
     };
     let st = state(&args).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

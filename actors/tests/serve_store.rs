@@ -20,7 +20,7 @@ async fn start() -> String {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         token: Some("secret".into()),
         model: "offline".into(),
-        store: None,
+        ..ServeArgs::default()
     };
     let st = state(&args).await.unwrap();
     assert_eq!(

@@ -33,8 +33,60 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.0.is_server_error() {
+            // Every 5xx is logged with its cause: the client sees the detail, the operator too.
+            tracing::error!(status = self.0.as_u16(), detail = %self.1, "request failed");
+        }
         (self.0, Json(serde_json::json!({"detail": self.1}))).into_response()
     }
+}
+
+/// The longest thread id the server accepts.
+pub const MAX_THREAD_ID: usize = 128;
+
+/// A thread id the server can store and address in every URL: 1 to [`MAX_THREAD_ID`]
+/// characters of `A-Z a-z 0-9 . _ : -`, and not `.` or `..`.
+pub fn check_thread_id(id: &str) -> Result<(), ApiError> {
+    let ok_chars = id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if id.is_empty() || id.len() > MAX_THREAD_ID || !ok_chars || id == "." || id == ".." {
+        let shown: String = id.chars().take(40).collect();
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "thread_id `{shown}{}`: use 1 to {MAX_THREAD_ID} characters of A-Z a-z 0-9 . _ : - (not `.` or `..`)",
+                if id.chars().count() > 40 { "…" } else { "" }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The answer for a path no route serves (404, JSON).
+pub async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no endpoint at `{}`", uri.path()))
+}
+
+/// The answer for a method a route does not serve (405, JSON).
+pub async fn no_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("`{method}` is not served at `{}`", uri.path()),
+    )
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme in any case).
+fn bearer(req: &Request) -> Option<&str> {
+    let value = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
@@ -52,12 +104,7 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 /// Rejects requests without the configured bearer token (401), when one is configured.
 pub async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if let Some(token) = &state.token {
-        let given = req
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+        if bearer(&req) != Some(token.as_str()) {
             return ApiError(
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong `Authorization: Bearer TOKEN`".into(),

@@ -93,8 +93,12 @@ pub async fn create_thread(
 ) -> ApiResult {
     let Json(body) = body?;
     let id = body.thread_id.unwrap_or_else(new_thread_id);
-    if id.trim().is_empty() {
-        return Err(ApiError::bad("thread_id must not be empty"));
+    super::errors::check_thread_id(&id)?;
+    if !(body.metadata.is_null() || body.metadata.is_object()) {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("metadata must be a JSON object, not {}", body.metadata),
+        ));
     }
     let thread = ThreadId::new(id);
     if let Some(rec) = record(&state, &thread).await? {

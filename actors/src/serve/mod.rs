@@ -10,6 +10,7 @@ mod errors;
 mod handlers;
 mod inspect;
 mod messages;
+pub mod listen;
 mod metrics;
 mod runs;
 pub mod store;
@@ -47,6 +48,49 @@ pub struct ServeArgs {
     /// default: the checkpoint URL, so items live beside the threads).
     #[arg(long)]
     pub store: Option<String>,
+    /// Time a client has to send a request's headers; also how long an idle keep-alive
+    /// connection stays open (`500ms`, `10s`, `2m`).
+    #[arg(long, default_value = "10s", value_parser = listen::parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// Time a client has to send a request's body.
+    #[arg(long, default_value = "30s", value_parser = listen::parse_duration)]
+    pub body_timeout: std::time::Duration,
+    /// Connections open at once; more wait in the listen backlog until one closes.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Requests one client address may have in progress at once; more are answered 429.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests_per_client: u32,
+}
+
+impl Default for ServeArgs {
+    /// The defaults of the command line.
+    fn default() -> Self {
+        let limits = listen::Limits::default();
+        Self {
+            addr: "127.0.0.1:8080".into(),
+            checkpoint: "sqlite:.planwright/serve.sqlite".into(),
+            token: None,
+            model: "offline".into(),
+            header_timeout: limits.header_timeout,
+            body_timeout: limits.body_timeout,
+            max_connections: limits.max_connections as u32,
+            max_requests_per_client: limits.max_requests_per_client as u32,
+            store: None,
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The connection and request limits these arguments set.
+    pub fn limits(&self) -> listen::Limits {
+        listen::Limits {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            max_connections: self.max_connections as usize,
+            max_requests_per_client: self.max_requests_per_client as usize,
+        }
+    }
 }
 
 /// What every handler shares.
@@ -131,6 +175,16 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
+/// The router over `state` with the per-client request cap of `limits` (what `serve` runs;
+/// connections must come through [`listen::serve`] for the client address to be known).
+pub fn router_with_limits(state: Arc<AppState>, limits: &listen::Limits) -> Router {
+    let table = Arc::new(listen::InFlight::default());
+    let cap = limits.max_requests_per_client;
+    router(state).layer(axum::middleware::from_fn(move |req, next| {
+        listen::per_client(table.clone(), cap, req, next)
+    }))
+}
+
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -172,6 +226,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/store/items/search", post(store::search_items))
         .route("/store/namespaces", post(store::list_namespaces))
+        .fallback(errors::no_route)
+        .method_not_allowed_fallback(errors::no_method)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             errors::auth,
@@ -208,13 +264,19 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
             stopped.notify_one();
         });
     }
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(async move { stopped.notified().await })
-        .await
-        .map_err(|source| ServeError::Io {
-            addr: args.addr.clone(),
-            source,
-        })?;
+    let limits = args.limits();
+    listen::serve(
+        listener,
+        router_with_limits(state.clone(), &limits),
+        &limits,
+        async move { stopped.notified().await },
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .map_err(|source| ServeError::Io {
+        addr: args.addr.clone(),
+        source,
+    })?;
     sweeper.abort();
     eprintln!("planwright serve: stopped; every thread is checkpointed");
     Ok(())

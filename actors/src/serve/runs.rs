@@ -224,8 +224,22 @@ pub async fn cancel(
 pub async fn history(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    body: Option<Json<Value>>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
+    // An empty body takes the defaults; anything else must be a JSON object.
+    let body: Option<Json<Value>> = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(v @ Value::Object(_)) => Some(Json(v)),
+            Ok(other) => {
+                return Err(ApiError::bad(format!(
+                    "history request: expected a JSON object, not {other}"
+                )))
+            }
+            Err(e) => return Err(ApiError::bad(format!("malformed JSON body: {e}"))),
+        }
+    };
     let thread = ThreadId::new(&id);
     let Some(rec) = state
         .checkpointer
@@ -236,12 +250,16 @@ pub async fn history(
         return Err(ApiError::not_found(format!("thread `{id}` does not exist")));
     };
     let assistant = assistants::of(&state, &thread, &rec);
-    let limit = body
-        .as_ref()
-        .and_then(|Json(b)| b.get("limit"))
-        .and_then(Value::as_u64)
-        .unwrap_or(10)
-        .min(1000) as usize;
+    let limit = match body.as_ref().and_then(|Json(b)| b.get("limit")) {
+        None | Some(Value::Null) => 10,
+        Some(v) => v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("limit must be a positive integer, not {v}"),
+            )
+        })?,
+    }
+    .min(1000) as usize;
     // `before`: a checkpoint id, or LangGraph's `{"checkpoint_id": …}` config.
     let before = match body.as_ref().and_then(|Json(b)| b.get("before")) {
         None | Some(Value::Null) => None,
