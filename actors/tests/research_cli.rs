@@ -245,3 +245,31 @@ fn the_checked_in_diagram_matches_the_graph() {
         );
     }
 }
+
+#[test]
+fn an_endless_input_file_is_refused_with_exit_2_not_read_into_memory() {
+    let out = research(&[
+        "--goal",
+        "x",
+        "--notes",
+        "/dev/zero",
+        "--checkpoint",
+        "memory:",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/zero is larger than"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args([
+            "acquire",
+            "--schema",
+            "/dev/zero",
+            "--checkpoint",
+            "memory:",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("schema /dev/zero is larger than"), "{err}");
+}

@@ -62,7 +62,7 @@ fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+    crate::kit::read_input(path, what).map_err(|e| e.to_string())
 }
 
 struct Prepared {

@@ -9,9 +9,11 @@
 //! module.
 
 mod checkpoint;
+mod input_file;
 mod policy;
 mod thread;
 
 pub use checkpoint::{checkpointer, ensure_parent_dir, OpenError};
+pub use input_file::{read_capped, read_input, InputFileError, MAX_INPUT_BYTES};
 pub use policy::{policy, policy_for, Policies};
 pub use thread::{decide, drive, Decision, RunnerError, Start};

@@ -79,8 +79,7 @@ fn prepare(args: &ResearchArgs) -> Result<Prepared, String> {
         };
         let source_notes = match &args.notes {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read notes file {}: {e}", path.display()))?;
+                let text = crate::kit::read_input(path, "notes file").map_err(|e| e.to_string())?;
                 Some(parse_notes(&text).map_err(|e| format!("{}: {e}", path.display()))?)
             }
             None => None,
