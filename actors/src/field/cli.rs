@@ -61,7 +61,7 @@ fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn read(path: &PathBuf, what: &str) -> Result<String, String> {
+fn read(path: &std::path::Path, what: &str) -> Result<String, String> {
     crate::kit::read_input(path, what).map_err(|e| e.to_string())
 }
 
