@@ -1,12 +1,10 @@
-//! JSON errors (every 4xx says what is wrong) and bearer-token auth.
+//! JSON errors (every 4xx says what is wrong, every 5xx is logged), request checks shared by
+//! the handlers, and reading the bearer token (who it names is `auth`'s business).
 
-use super::AppState;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use std::sync::Arc;
 
 /// An API error: a status and a message.
 #[derive(Debug)]
@@ -77,7 +75,7 @@ pub async fn no_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiE
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header (the scheme in any case).
-fn bearer(req: &Request) -> Option<&str> {
+pub fn bearer(req: &Request) -> Option<&str> {
     let value = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)?
@@ -99,18 +97,4 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
         };
         Self(status, msg)
     }
-}
-
-/// Rejects requests without the configured bearer token (401), when one is configured.
-pub async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        if bearer(&req) != Some(token.as_str()) {
-            return ApiError(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong `Authorization: Bearer TOKEN`".into(),
-            )
-            .into_response();
-        }
-    }
-    next.run(req).await
 }

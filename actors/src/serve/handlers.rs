@@ -89,6 +89,7 @@ async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResu
 /// `POST /threads`.
 pub async fn create_thread(
     State(state): State<Arc<AppState>>,
+    axum::Extension(me): axum::Extension<super::auth::Principal>,
     body: Result<Json<CreateThread>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
@@ -102,6 +103,12 @@ pub async fn create_thread(
     }
     let thread = ThreadId::new(id);
     if let Some(rec) = record(&state, &thread).await? {
+        if !me.may_see(&rec) {
+            // Another user's thread: its id is taken, and nothing more is told.
+            return Err(ApiError::conflict(format!(
+                "thread `{thread}` already exists"
+            )));
+        }
         return match body.if_exists.as_deref() {
             Some("do_nothing") => thread_json(&state, &thread, rec).await,
             _ => Err(ApiError::conflict(format!(
@@ -114,7 +121,7 @@ pub async fn create_thread(
     } else {
         body.metadata
     };
-    let rec = json!({"metadata": metadata, "created_at": now()});
+    let rec = json!({"metadata": metadata, "created_at": now(), "owner": me.user});
     state
         .checkpointer
         .set_thread_metadata(&thread, rec.clone())
@@ -175,6 +182,7 @@ const SCAN_PAGE: usize = 200;
 /// optionally only those with an id `prefix` and in one `status` (then `offset` counts matches).
 pub async fn search_threads(
     State(state): State<Arc<AppState>>,
+    axum::Extension(me): axum::Extension<super::auth::Principal>,
     body: Result<Json<Search>, JsonRejection>,
 ) -> ApiResult {
     let Json(q) = body?;
@@ -189,7 +197,9 @@ pub async fn search_threads(
     let limit = q.limit.unwrap_or(10).min(1000);
     let prefix = q.prefix.as_deref().unwrap_or("");
     let mut out = Vec::new();
-    let Some(wanted) = q.status.as_deref() else {
+    // A user who is not an admin sees their own threads only: filter while scanning.
+    let status = q.status.as_deref();
+    let Some(wanted) = status.or((!me.admin).then_some("")) else {
         let list = state
             .checkpointer
             .list_threads(prefix, limit, q.offset.unwrap_or(0))
@@ -212,8 +222,11 @@ pub async fn search_threads(
         let done = list.len() < SCAN_PAGE;
         from += list.len();
         for t in list {
+            if !me.may_see(&t.metadata) {
+                continue;
+            }
             let Json(v) = thread_json(&state, &t.thread_id, t.metadata).await?;
-            if v["status"] != wanted {
+            if !wanted.is_empty() && v["status"] != wanted {
                 continue;
             }
             if skip > 0 {

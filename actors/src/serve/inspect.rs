@@ -155,6 +155,7 @@ pub struct CopyBody {
 /// there (rerun from the past without touching the source).
 pub async fn copy(
     State(state): State<Arc<AppState>>,
+    axum::Extension(me): axum::Extension<super::auth::Principal>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> ApiResult {
@@ -203,6 +204,7 @@ pub async fn copy(
         "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
         "created_at": httpdate::fmt_http_date(std::time::SystemTime::now()),
         "assistant_id": a.as_str(),
+        "owner": me.user,
     });
     state
         .checkpointer

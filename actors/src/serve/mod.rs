@@ -6,11 +6,12 @@
 
 mod acquire;
 pub mod assistants;
+pub mod auth;
 mod errors;
 mod handlers;
 mod inspect;
-mod messages;
 pub mod listen;
+mod messages;
 mod metrics;
 mod runs;
 pub mod store;
@@ -38,9 +39,19 @@ pub struct ServeArgs {
     /// Checkpointer URL (default: a SQLite file under `.planwright/`).
     #[arg(long, default_value = "sqlite:.planwright/serve.sqlite")]
     pub checkpoint: String,
-    /// Require `Authorization: Bearer TOKEN` on every request.
+    /// Require `Authorization: Bearer TOKEN` on every request (one admin user).
     #[arg(long)]
     pub token: Option<String>,
+    /// Tokens mapped to users, from a JSON file `{"tokens": {TOKEN: {"user": …, "admin": …}}}`:
+    /// each user sees only the threads they created; admins see all.
+    #[arg(long)]
+    pub auth_file: Option<std::path::PathBuf>,
+    /// Accept HS256 JWTs signed with this secret (`sub` is the user, `admin: true` an admin).
+    #[arg(long)]
+    pub jwt_secret: Option<String>,
+    /// Accept RS256/ES256 JWTs signed by a key of this JWKS file (chosen by `kid`).
+    #[arg(long)]
+    pub jwks: Option<std::path::PathBuf>,
     /// The model (`offline`, `sim:…`, `openai`).
     #[arg(long, default_value = "offline")]
     pub model: String,
@@ -71,6 +82,9 @@ impl Default for ServeArgs {
             addr: "127.0.0.1:8080".into(),
             checkpoint: "sqlite:.planwright/serve.sqlite".into(),
             token: None,
+            auth_file: None,
+            jwt_secret: None,
+            jwks: None,
             model: "offline".into(),
             header_timeout: limits.header_timeout,
             body_timeout: limits.body_timeout,
@@ -106,8 +120,8 @@ pub struct AppState {
     pub checkpointer: Arc<dyn Checkpointer>,
     /// Cross-thread memory (`/store`, and `NodeContext::store` in both graphs).
     pub store: Arc<dyn Store>,
-    /// The bearer token, if required.
-    pub token: Option<String>,
+    /// How callers are authenticated.
+    pub auth: auth::Auth,
     /// Runs by final status.
     pub runs: metrics::RunCounters,
     /// Background runs by id.
@@ -140,6 +154,13 @@ pub enum ServeError {
 pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let usage = |e: crate::model::ModelError| ServeError::Usage(e.to_string());
     let policy = kit::policy_for::<dyn ResearchPolicy>(&args.model).map_err(usage)?;
+    let auth = auth::Auth::from_flags(
+        args.token.as_deref(),
+        args.auth_file.as_deref(),
+        args.jwt_secret.as_deref(),
+        args.jwks.as_deref(),
+    )
+    .map_err(ServeError::Usage)?;
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
         .await
@@ -169,7 +190,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         bindings: dashmap::DashMap::new(),
         checkpointer,
         store,
-        token: args.token.clone(),
+        auth,
         runs: metrics::RunCounters::default(),
         background: runs::RunRegistry::default(),
     }))
@@ -230,7 +251,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(errors::no_method)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            errors::auth,
+            auth::authenticate,
         ))
         // The studio's page and scripts hold no data: they load without a token and ask for one.
         .merge(studio::routes())

@@ -51,10 +51,14 @@ pub fn spawn_sweeper(
 /// The most items or namespaces one call returns.
 const MAX_LIMIT: usize = 1000;
 
-/// The owner of a request's items: `None` until the server knows its users (then the
-/// authenticated user's id, so each user sees their own items).
-pub fn owner(_headers: &HeaderMap) -> Option<String> {
-    None
+/// The owner of a request's items: the authenticated user, so each user sees their own items;
+/// `None` for an admin (or with no auth), who sees all.
+pub fn owner(headers: &HeaderMap) -> Option<String> {
+    // Set by `auth::authenticate` for a non-admin caller (a client's own is removed first).
+    headers
+        .get(super::auth::USER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
 }
 
 fn store_error(e: StoreError) -> ApiError {
