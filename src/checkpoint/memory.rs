@@ -260,4 +260,28 @@ impl Checkpointer for MemoryCheckpointer {
         data.writes.retain(|id, _| *id >= keep_from);
         Ok(())
     }
+
+    async fn trim(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+    ) -> Result<u64, CheckpointError> {
+        let mut threads = self.lock();
+        let Some(data) = threads.get_mut(thread) else {
+            return Ok(0);
+        };
+        let snapshot = data
+            .checkpoints
+            .range(..=keep_from)
+            .rev()
+            .find(|(_, r)| r.kind == super::BodyKind::Snapshot)
+            .map(|(id, _)| *id);
+        let Some(snapshot) = snapshot else {
+            return Ok(0);
+        };
+        let before = data.checkpoints.len();
+        data.checkpoints = data.checkpoints.split_off(&snapshot);
+        data.writes.retain(|id, _| *id >= snapshot);
+        Ok((before - data.checkpoints.len()) as u64)
+    }
 }

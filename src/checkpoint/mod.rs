@@ -19,17 +19,21 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
+pub mod integrity;
 mod memory;
 pub mod migrate;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub mod postgres;
+pub mod retention;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod url;
 
+pub use integrity::IntegrityProblem;
 pub use memory::MemoryCheckpointer;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresCheckpointer;
+pub use retention::{spawn_sweeper, sweep, Retention, SweepReport, Sweeper};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
 pub use url::connect;
@@ -193,7 +197,48 @@ pub enum CheckpointError {
         /// What could not be decoded.
         reason: String,
     },
-    /// The backend failed (I/O, SQL, connection).
+    /// A stored checkpoint failed its integrity check: its checksum does not match its contents,
+    /// or its chain has a gap (a parent that is missing or does not link). Never a silent default.
+    #[error("checkpoint {checkpoint} of thread `{thread}` failed its integrity check: {problem}")]
+    Integrity {
+        /// The thread.
+        thread: ThreadId,
+        /// The checkpoint that failed.
+        checkpoint: CheckpointId,
+        /// What is wrong.
+        problem: IntegrityProblem,
+    },
+    /// The database reported an error. `code` is the SQLSTATE (PostgreSQL) or the extended result
+    /// code (SQLite); `message` carries the server's message and detail; `source` is the driver's
+    /// error.
+    #[error("{backend} error{}: {message}", code.as_ref().map(|c| format!(" {c}")).unwrap_or_default())]
+    Database {
+        /// `postgres` or `sqlite`.
+        backend: &'static str,
+        /// SQLSTATE or SQLite result code, when the server gave one.
+        code: Option<String>,
+        /// What failed: the operation, the server's message, its detail and hint.
+        message: String,
+        /// The driver's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The database stayed unreachable for the whole retry budget (`retry_for` in the URL).
+    #[error(
+        "{backend} unreachable: gave up after {attempts} attempts over {waited_ms} ms: {last}"
+    )]
+    Unavailable {
+        /// `postgres`.
+        backend: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent waiting and retrying, in milliseconds.
+        waited_ms: u64,
+        /// The last error.
+        #[source]
+        last: Box<CheckpointError>,
+    },
+    /// The backend failed (I/O, a task that did not finish, a limit).
     #[error("checkpoint backend error: {0}")]
     Backend(String),
 }
@@ -286,6 +331,22 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Deletes a thread, its checkpoints, writes and metadata. Deleting an unknown thread is not an error.
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError>;
+
+    /// In one transaction: deletes every checkpoint (and its writes) older than the nearest
+    /// snapshot at or before `keep_from`, so the thread keeps at least the checkpoints from
+    /// `keep_from` on and every kept chain still starts at a snapshot. Returns how many
+    /// checkpoints were deleted. Used by [`retention`](crate::checkpoint::retention).
+    async fn trim(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+    ) -> Result<u64, CheckpointError>;
+
+    /// A cheap round trip to the store: `Ok` when it can serve requests now. Readiness probes
+    /// (`/ok`) call it; it does not retry.
+    async fn ping(&self) -> Result<(), CheckpointError> {
+        Ok(())
+    }
 
     /// In one transaction: replaces checkpoint `keep_from`'s body with `snapshot` (kind Snapshot),
     /// then deletes every older checkpoint of the thread and their writes.

@@ -1,6 +1,7 @@
-//! Connection strings select the backend: `memory:`, `sqlite:PATH` (optionally
-//! `sqlite:PATH?locking=exclusive`), `postgres://…` (or `postgresql://…`, or a libpq key-value
-//! string starting with `host=`).
+//! Connection strings select the backend: `memory:`, `sqlite:PATH` (options after `?`:
+//! `locking=exclusive`, `adopt=1`, `wal_limit=64m`, `inline=0`; see `SqliteOptions`),
+//! `postgres://…` (or `postgresql://…`, or a libpq key-value string starting with `host=`; pool,
+//! retry and TLS options in `PgConfig`).
 //!
 //! The SQLite and PostgreSQL backends are cargo features of the `planwright` crate (`sqlite`,
 //! `postgres`, both on by default); a URL whose backend was compiled out is a [`CheckpointError::BadUrl`]
@@ -10,7 +11,7 @@ use super::memory::MemoryCheckpointer;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresCheckpointer;
 #[cfg(feature = "sqlite")]
-use super::sqlite::SqliteCheckpointer;
+use super::sqlite::{SqliteCheckpointer, SqliteOptions};
 use super::{CheckpointError, Checkpointer};
 use std::sync::Arc;
 
@@ -62,17 +63,14 @@ async fn open_sqlite(url: &str, path: &str) -> Result<Arc<dyn Checkpointer>, Che
             "`sqlite:` needs a file path, e.g. `sqlite:planwright.sqlite`",
         ));
     }
-    let (path, exclusive) = match path.split_once('?') {
-        None => (path.to_string(), false),
-        Some((p, "locking=exclusive")) => (p.to_string(), true),
-        Some((p, "locking=normal")) => (p.to_string(), false),
-        Some(_) => {
-            return Err(bad(
-                "the only SQLite option is `?locking=exclusive` (or `?locking=normal`)",
-            ))
-        }
+    let (path, opts) = match path.split_once('?') {
+        None => (path.to_string(), SqliteOptions::default()),
+        Some((p, query)) => (
+            p.to_string(),
+            SqliteOptions::parse(query).map_err(|r| bad(&r))?,
+        ),
     };
-    let cp = tokio::task::spawn_blocking(move || SqliteCheckpointer::open_with(path, exclusive))
+    let cp = tokio::task::spawn_blocking(move || SqliteCheckpointer::open_with_options(path, opts))
         .await
         .map_err(|e| CheckpointError::Backend(format!("sqlite open task failed: {e}")))??;
     Ok(Arc::new(cp))

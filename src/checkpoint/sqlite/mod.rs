@@ -1,146 +1,100 @@
 //! The SQLite file checkpointer (`sqlite:PATH`): the embedded default.
 //!
-//! rusqlite is synchronous. A write here is a local WAL append without fsync (tens of
-//! microseconds, like CPU work), so it runs inline on the calling task under a mutex: a hand-off to
-//! a dedicated thread cost more than the write itself (measured: 46 vs 31 µs per superstep). The
-//! only fsyncs of WAL mode, checkpoints, run on a background thread (`wal_autocheckpoint` is off),
-//! so no tokio worker waits on the disk's flush. The file is in WAL mode with `synchronous=NORMAL`:
-//! a committed transaction survives the process being killed (the crash-recovery tests SIGKILL
-//! writers), and only an OS crash or power loss may roll back the last transactions — never corrupt
-//! the file. Every write is one `BEGIN IMMEDIATE` transaction, so several processes sharing a file
-//! are serialised by SQLite's lock and the conditional head update keeps one writer per thread.
-//! `put_many` stores a whole batch (records of many conversations) in one transaction: one commit
-//! instead of one per record.
+//! rusqlite is synchronous, and in the shared mode another process may hold the file's lock for
+//! seconds (`busy_timeout` is 10 s): a call made on a tokio worker would stall every task of that
+//! worker meanwhile. So in the shared mode every call runs on tokio's blocking pool
+//! (`spawn_blocking`). With `?locking=exclusive` no other process can take the lock, a call is a
+//! WAL append without fsync (tens of microseconds, like CPU work), and it runs inline on the
+//! calling task: the hand-off would cost more than the write (see `docs/PERFORMANCE.md`).
+//!
+//! The file is in WAL mode with `synchronous=NORMAL`: a committed transaction survives the process
+//! being killed (the crash-recovery tests SIGKILL writers), and only an OS crash or power loss may
+//! roll back the last transactions — never corrupt the file. The WAL is kept bounded and truncated
+//! on a clean close ([`open`]). Every write is one `BEGIN IMMEDIATE` transaction, so several
+//! processes sharing a file are serialised by SQLite's lock and the conditional head update keeps
+//! one writer per thread. `put_many` stores a whole batch in one transaction. Every checkpoint
+//! carries a checksum ([`integrity`](super::integrity)), verified on load with its parent links.
+
+mod open;
+
+pub use open::SqliteOptions;
 
 use super::codec::{
     id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,
     parse_write_kind, write_kind_str,
 };
-use super::migrate::{pending, Migration};
+use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
 use super::{
-    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
+    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite,
+    ThreadSummary,
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Mutex};
-use std::time::Duration;
-
-static MIGRATIONS: [Migration; 1] = [Migration {
-    version: 1,
-    name: "threads, checkpoints and task writes",
-    sql: "
-        CREATE TABLE threads (
-            thread_id TEXT PRIMARY KEY,
-            metadata TEXT
-        );
-        CREATE TABLE checkpoints (
-            thread_id TEXT NOT NULL,
-            id INTEGER NOT NULL,
-            parent INTEGER,
-            fingerprint TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            body BLOB NOT NULL,
-            next_tasks BLOB NOT NULL,
-            metadata TEXT NOT NULL,
-            PRIMARY KEY (thread_id, id)
-        ) WITHOUT ROWID;
-        CREATE TABLE writes (
-            thread_id TEXT NOT NULL,
-            checkpoint INTEGER NOT NULL,
-            task_step INTEGER NOT NULL,
-            task_index INTEGER NOT NULL,
-            node TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            key TEXT NOT NULL,
-            payload BLOB NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)
-        ) WITHOUT ROWID;
-    ",
-}];
-
-/// How often the background thread folds the WAL back into the database file.
-const WAL_CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+use std::sync::{mpsc, Arc, Mutex};
 
 /// Checkpoints in a SQLite file.
 pub struct SqliteCheckpointer {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    /// Calls run inline (exclusive lock) instead of on the blocking pool.
+    inline: bool,
     /// Dropping it stops the background WAL checkpointer.
-    _stop_checkpointer: mpsc::Sender<()>,
+    stop_checkpointer: Option<mpsc::Sender<()>>,
 }
 
-/// Starts the thread that runs `PRAGMA wal_checkpoint(PASSIVE)` on its own connection: the only
-/// fsyncs of WAL mode happen there, never in a caller's write. Passive checkpoints never block
-/// writers. The thread ends when the returned sender is dropped.
-fn spawn_wal_checkpointer(path: &Path) -> Result<mpsc::Sender<()>, CheckpointError> {
-    let conn = Connection::open(path).map_err(be)?;
-    conn.busy_timeout(Duration::from_secs(1)).map_err(be)?;
-    let (stop, rx) = mpsc::channel::<()>();
-    std::thread::Builder::new()
-        .name("planwright-sqlite-wal".into())
-        .spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WAL_CHECKPOINT_EVERY) {
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                    tracing::warn!(error = %e, "sqlite WAL checkpoint failed");
-                }
-            }
-        })
-        .map_err(|e| CheckpointError::Backend(format!("cannot start the WAL checkpointer: {e}")))?;
-    Ok(stop)
-}
-
-fn be(e: rusqlite::Error) -> CheckpointError {
-    CheckpointError::Backend(format!("sqlite: {e}"))
+/// A rusqlite error as a [`CheckpointError::Database`], keeping its source and result code.
+pub(super) fn be(e: rusqlite::Error) -> CheckpointError {
+    let code = e
+        .sqlite_error()
+        .map(|c| format!("{:?} ({})", c.code, c.extended_code));
+    CheckpointError::Database {
+        backend: "sqlite",
+        code,
+        message: e.to_string(),
+        source: Box::new(e),
+    }
 }
 
 impl SqliteCheckpointer {
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
     /// its background WAL checkpointer. Other processes may open the same file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
-        Self::open_with(path, false)
+        Self::open_with_options(path, SqliteOptions::default())
     }
 
     /// Like [`SqliteCheckpointer::open`]; with `exclusive`, this process holds the file's lock
     /// for as long as it is open (`PRAGMA locking_mode=EXCLUSIVE`): no other process can use the
-    /// file meanwhile, and every transaction saves two `fcntl` lock calls (measured: 33 → 26 µs
-    /// per superstep with `sync` durability). URL form: `sqlite:PATH?locking=exclusive`.
+    /// file meanwhile, every transaction saves two `fcntl` lock calls, and calls run inline.
+    /// URL form: `sqlite:PATH?locking=exclusive`.
     pub fn open_with(path: impl AsRef<Path>, exclusive: bool) -> Result<Self, CheckpointError> {
+        Self::open_with_options(
+            path,
+            SqliteOptions {
+                exclusive,
+                ..SqliteOptions::default()
+            },
+        )
+    }
+
+    /// Opens with every URL option (`locking`, `adopt`, `wal_limit`; see [`SqliteOptions`]).
+    pub fn open_with_options(
+        path: impl AsRef<Path>,
+        opts: SqliteOptions,
+    ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                CheckpointError::Backend(format!("cannot create {}: {e}", dir.display()))
-            })?;
-        }
-        let mut conn = Connection::open(&path).map_err(|e| {
-            CheckpointError::Backend(format!("cannot open {}: {e}", path.display()))
-        })?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(be)?;
-        if exclusive {
-            conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
-                .map_err(be)?;
-        }
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(be)?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(be)?;
-        conn.pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(be)?;
-        migrate(&mut conn)?;
-        // With an exclusive lock no second connection can checkpoint: fall back to SQLite's own
-        // automatic checkpoints in the writing connection.
-        let stop = if exclusive {
-            conn.pragma_update(None, "wal_autocheckpoint", 1000)
-                .map_err(be)?;
-            mpsc::channel::<()>().0
+        let conn = open::open_connection(&path, &opts)?;
+        let stop_checkpointer = if opts.exclusive {
+            None
         } else {
-            spawn_wal_checkpointer(&path)?
+            Some(open::spawn_wal_checkpointer(&path, opts.wal_limit)?)
         };
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             path,
-            _stop_checkpointer: stop,
+            inline: opts.exclusive,
+            stop_checkpointer,
         })
     }
 
@@ -149,40 +103,36 @@ impl SqliteCheckpointer {
         &self.path
     }
 
-    /// Runs `f` on the connection, inline (see the module docs for why).
+    /// Runs `f` on the connection: inline with the exclusive lock, on the blocking pool otherwise
+    /// (see the module docs for why).
     async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, CheckpointError> + Send + 'static,
     ) -> Result<T, CheckpointError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
+        if self.inline {
+            let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            return f(&mut conn);
+        }
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| CheckpointError::Backend(format!("sqlite task did not finish: {e}")))?
     }
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), CheckpointError> {
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS planwright_schema (version INTEGER NOT NULL)")
-        .map_err(be)?;
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(be)?;
-    let current: u32 = tx
-        .query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM planwright_schema",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(be)?;
-    for m in pending(&MIGRATIONS, current)? {
-        tx.execute_batch(m.sql).map_err(|e| {
-            CheckpointError::Backend(format!("migration {} ({}) failed: {e}", m.version, m.name))
-        })?;
-        tx.execute(
-            "INSERT INTO planwright_schema (version) VALUES (?1)",
-            [m.version],
-        )
-        .map_err(be)?;
+impl Drop for SqliteCheckpointer {
+    /// A clean close folds the whole WAL back into the database file and empties it, so the file
+    /// alone holds every committed checkpoint.
+    fn drop(&mut self) {
+        drop(self.stop_checkpointer.take());
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, path = %self.path.display(), "sqlite WAL not truncated on close");
+        }
     }
-    tx.commit().map_err(be)
 }
 
 /// The conditional write of one record inside an open transaction.
@@ -202,8 +152,8 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
         });
     }
     tx.prepare_cached(
-        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )
     .map_err(be)?
     .execute(params![
@@ -215,6 +165,7 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
         r.body,
         r.next_tasks,
         metadata_json(&r.metadata)?,
+        checksum(r)?,
     ])
     .map_err(be)?;
     Ok(())
@@ -224,7 +175,7 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
 /// index probe; keeping no separate head column means a checkpoint write touches one table.
 const HEAD_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_id = ?1";
 
-const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata";
+const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
 
 fn record_from_row(
     thread: &ThreadId,
@@ -234,7 +185,8 @@ fn record_from_row(
     let parent: Option<i64> = row.get(1).map_err(be)?;
     let kind: String = row.get(3).map_err(be)?;
     let meta: String = row.get(6).map_err(be)?;
-    Ok(CheckpointRecord {
+    let stored: Option<String> = row.get(7).map_err(be)?;
+    let r = CheckpointRecord {
         thread_id: thread.clone(),
         id: id_from_sql(thread, id)?,
         parent: parent.map(|p| id_from_sql(thread, p)).transpose()?,
@@ -243,7 +195,19 @@ fn record_from_row(
         body: row.get(4).map_err(be)?,
         next_tasks: row.get(5).map_err(be)?,
         metadata: parse_metadata(thread, &meta)?,
-    })
+    };
+    verify_checksum(thread, r.id, stored.as_deref(), || {
+        checksum_parts(
+            r.id,
+            r.parent,
+            &r.graph_fingerprint,
+            r.kind,
+            &r.body,
+            &r.next_tasks,
+            meta.as_bytes(),
+        )
+    })?;
+    Ok(r)
 }
 
 fn query_records(
@@ -454,7 +418,17 @@ impl Checkpointer for SqliteCheckpointer {
                 "SELECT {RECORD_COLUMNS} FROM checkpoints
                  WHERE thread_id = ?1 AND id >= ?2 AND id <= ?3 ORDER BY id"
             );
-            query_records(c, &thread, &sql, params![t, snapshot.unwrap_or(0), target])
+            let records =
+                query_records(c, &thread, &sql, params![t, snapshot.unwrap_or(0), target])?;
+            let target = id_from_sql(&thread, target)?;
+            if records.is_empty() {
+                return Err(CheckpointError::Integrity {
+                    thread,
+                    checkpoint: target,
+                    problem: super::IntegrityProblem::MissingParent { parent: target },
+                });
+            }
+            link_chain(&thread, target, records)
         })
         .await
     }
@@ -614,18 +588,43 @@ impl Checkpointer for SqliteCheckpointer {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
             let t = thread.as_str();
-            let changed = tx
-                .execute(
-                    "UPDATE checkpoints SET kind = 'snapshot', body = ?3 WHERE thread_id = ?1 AND id = ?2",
-                    params![t, keep, snapshot],
+            let row = tx
+                .query_row(
+                    "SELECT parent, fingerprint, next_tasks, metadata FROM checkpoints
+                     WHERE thread_id = ?1 AND id = ?2",
+                    params![t, keep],
+                    |r| {
+                        Ok((
+                            r.get::<_, Option<i64>>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Vec<u8>>(2)?,
+                            r.get::<_, String>(3)?,
+                        ))
+                    },
                 )
+                .optional()
                 .map_err(be)?;
-            if changed == 0 {
+            let Some((parent, fingerprint, next_tasks, meta)) = row else {
                 return Err(CheckpointError::NotFound {
                     thread,
                     checkpoint: Some(keep_from),
                 });
-            }
+            };
+            let sum = checksum_parts(
+                keep_from,
+                parent.map(|p| id_from_sql(&thread, p)).transpose()?,
+                &fingerprint,
+                BodyKind::Snapshot,
+                &snapshot,
+                &next_tasks,
+                meta.as_bytes(),
+            );
+            tx.execute(
+                "UPDATE checkpoints SET kind = 'snapshot', body = ?3, checksum = ?4
+                 WHERE thread_id = ?1 AND id = ?2",
+                params![t, keep, snapshot, sum],
+            )
+            .map_err(be)?;
             tx.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ?1 AND id < ?2",
                 params![t, keep],
@@ -639,5 +638,50 @@ impl Checkpointer for SqliteCheckpointer {
             tx.commit().map_err(be)
         })
         .await
+    }
+
+    async fn trim(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+    ) -> Result<u64, CheckpointError> {
+        let thread = thread.clone();
+        let keep = id_to_sql(keep_from)?;
+        self.call(move |c| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let t = thread.as_str();
+            let snapshot: Option<i64> = tx
+                .query_row(
+                    "SELECT MAX(id) FROM checkpoints
+                     WHERE thread_id = ?1 AND id <= ?2 AND kind = 'snapshot'",
+                    params![t, keep],
+                    |r| r.get(0),
+                )
+                .map_err(be)?;
+            let Some(snapshot) = snapshot else {
+                return Ok(0);
+            };
+            let n = tx
+                .execute(
+                    "DELETE FROM checkpoints WHERE thread_id = ?1 AND id < ?2",
+                    params![t, snapshot],
+                )
+                .map_err(be)?;
+            tx.execute(
+                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint < ?2",
+                params![t, snapshot],
+            )
+            .map_err(be)?;
+            tx.commit().map_err(be)?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), CheckpointError> {
+        self.call(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(be))
+            .await
     }
 }

@@ -1,0 +1,259 @@
+//! A PostgreSQL URL as Planwright reads it: libpq's connection string plus pool, retry and TLS
+//! options, turned into a `deadpool-postgres` pool that other PostgreSQL tables (runs, store) can
+//! share. See `docs/checkpoints.md` for the full list of options.
+//!
+//! Planwright's own query parameters are taken out before the rest goes to `tokio-postgres`:
+//!
+//! | parameter | default | meaning |
+//! |---|---|---|
+//! | `pool_size` | 16 | connections in the pool |
+//! | `pool_timeout` | 30s | how long a request waits for a free connection |
+//! | `connect_timeout` | 5s | how long opening one connection may take |
+//! | `retry_for` | 30s | how long an operation keeps retrying while the database is unreachable (`0`: never) |
+//! | `recycle` | `fast` | health check when a connection is reused: `fast` (is it closed?) or `verified` (a round trip) |
+//! | `sslmode` | `prefer` | `disable`, `prefer`, `require`, `verify-ca`, `verify-full` (libpq's meanings) |
+//! | `sslrootcert` | system roots | a PEM file of extra trusted roots |
+//!
+//! Durations are `500ms`, `5s`, `2m`, or a bare number of seconds. A malformed URL or option is
+//! [`CheckpointError::BadUrl`] (the CLIs exit 2).
+
+use super::super::codec::parse_duration;
+use super::super::CheckpointError;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Which TLS a connection uses, as libpq's `sslmode` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SslMode {
+    /// Never TLS.
+    Disable,
+    /// TLS when the server offers it, certificates not verified; plain otherwise.
+    Prefer,
+    /// TLS always, certificates not verified.
+    Require,
+    /// TLS always, the certificate chain verified, the host name not.
+    VerifyCa,
+    /// TLS always, the certificate chain and the host name verified.
+    VerifyFull,
+}
+
+/// Everything a PostgreSQL URL configures.
+#[derive(Clone, Debug)]
+pub struct PgConfig {
+    /// The connection itself (host, user, database, `application_name`, ...).
+    pub pg: tokio_postgres::Config,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// Wait for a free connection at most this long.
+    pub pool_timeout: Duration,
+    /// Opening one connection takes at most this long.
+    pub connect_timeout: Duration,
+    /// Keep retrying an operation this long while the database is unreachable.
+    pub retry_for: Duration,
+    /// Run a round trip before reusing a pooled connection.
+    pub verified_recycle: bool,
+    /// TLS.
+    pub sslmode: SslMode,
+    /// Extra trusted root certificates (PEM file).
+    pub sslrootcert: Option<std::path::PathBuf>,
+}
+
+impl PgConfig {
+    /// Reads a `postgres://…` URL or a libpq `host=… key=value` string.
+    pub fn from_url(url: &str) -> Result<Self, CheckpointError> {
+        let bad = |reason: String| CheckpointError::BadUrl {
+            url: url.to_string(),
+            reason,
+        };
+        let mut cfg = PgConfig {
+            pg: tokio_postgres::Config::new(),
+            pool_size: 16,
+            pool_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            retry_for: Duration::from_secs(30),
+            verified_recycle: false,
+            sslmode: SslMode::Prefer,
+            sslrootcert: None,
+        };
+        let mut take = |key: &str, value: &str| -> Result<bool, CheckpointError> {
+            let dur = || {
+                parse_duration(value).ok_or_else(|| {
+                    bad(format!(
+                        "`{key}={value}` is not a duration (e.g. 500ms, 5s, 2m)"
+                    ))
+                })
+            };
+            match key {
+                "pool_size" => {
+                    cfg.pool_size = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=10_000).contains(n))
+                        .ok_or_else(|| bad(format!("`pool_size={value}`: give 1 to 10000")))?
+                }
+                "pool_timeout" => cfg.pool_timeout = dur()?,
+                "connect_timeout" => cfg.connect_timeout = dur()?,
+                "retry_for" => cfg.retry_for = dur()?,
+                "recycle" => {
+                    cfg.verified_recycle = match value {
+                        "fast" => false,
+                        "verified" => true,
+                        _ => return Err(bad(format!("`recycle={value}`: use fast or verified"))),
+                    }
+                }
+                "sslmode" => cfg.sslmode = match value {
+                    "disable" => SslMode::Disable,
+                    "prefer" | "allow" => SslMode::Prefer,
+                    "require" => SslMode::Require,
+                    "verify-ca" => SslMode::VerifyCa,
+                    "verify-full" => SslMode::VerifyFull,
+                    _ => return Err(bad(format!(
+                        "`sslmode={value}`: use disable, prefer, require, verify-ca or verify-full"
+                    ))),
+                },
+                "sslrootcert" => cfg.sslrootcert = Some(value.into()),
+                _ => return Ok(false),
+            }
+            Ok(true)
+        };
+        // Take our options out; hand the rest to tokio-postgres.
+        let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            match url.split_once('?') {
+                None => url.to_string(),
+                Some((base, query)) => {
+                    let mut kept = Vec::new();
+                    for pair in query.split('&').filter(|p| !p.is_empty()) {
+                        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                        if !take(k, v)? {
+                            kept.push(pair);
+                        }
+                    }
+                    if kept.is_empty() {
+                        base.to_string()
+                    } else {
+                        format!("{base}?{}", kept.join("&"))
+                    }
+                }
+            }
+        } else {
+            let mut kept = Vec::new();
+            for pair in url.split_whitespace() {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                if !take(k, v)? {
+                    kept.push(pair);
+                }
+            }
+            kept.join(" ")
+        };
+        cfg.pg = tokio_postgres::Config::from_str(&rest).map_err(|e| bad(e.to_string()))?;
+        if cfg.pg.get_hosts().is_empty() {
+            return Err(bad("no host given".into()));
+        }
+        cfg.pg.connect_timeout(cfg.connect_timeout);
+        cfg.pg.ssl_mode(match cfg.sslmode {
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            _ => tokio_postgres::config::SslMode::Require,
+        });
+        if cfg.pg.get_application_name().is_none() {
+            cfg.pg.application_name("planwright");
+        }
+        Ok(cfg)
+    }
+
+    /// The TLS connector `sslmode` asks for.
+    fn tls(&self) -> Result<postgres_native_tls::MakeTlsConnector, CheckpointError> {
+        let mut b = native_tls::TlsConnector::builder();
+        match self.sslmode {
+            SslMode::Disable | SslMode::Prefer | SslMode::Require => {
+                b.danger_accept_invalid_certs(true);
+                b.danger_accept_invalid_hostnames(true);
+            }
+            SslMode::VerifyCa => {
+                b.danger_accept_invalid_hostnames(true);
+            }
+            SslMode::VerifyFull => {}
+        }
+        if let Some(path) = &self.sslrootcert {
+            let pem = std::fs::read(path).map_err(|e| {
+                CheckpointError::Backend(format!("sslrootcert {}: {e}", path.display()))
+            })?;
+            let cert = native_tls::Certificate::from_pem(&pem).map_err(|e| {
+                CheckpointError::Backend(format!("sslrootcert {}: {e}", path.display()))
+            })?;
+            b.add_root_certificate(cert);
+        }
+        let connector = b
+            .build()
+            .map_err(|e| CheckpointError::Backend(format!("cannot set up TLS: {e}")))?;
+        Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+    }
+
+    /// A pool of connections as configured. No connection is opened yet.
+    pub fn pool(&self) -> Result<Pool, CheckpointError> {
+        let recycling_method = if self.verified_recycle {
+            RecyclingMethod::Verified
+        } else {
+            RecyclingMethod::Fast
+        };
+        let manager = Manager::from_config(
+            self.pg.clone(),
+            self.tls()?,
+            ManagerConfig { recycling_method },
+        );
+        Pool::builder(manager)
+            .max_size(self.pool_size)
+            .wait_timeout(Some(self.pool_timeout))
+            .create_timeout(Some(self.connect_timeout))
+            .recycle_timeout(Some(self.connect_timeout))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| CheckpointError::Backend(format!("cannot build the PostgreSQL pool: {e}")))
+    }
+}
+
+/// A connection pool for `url` (see the module docs for the options), for any PostgreSQL tables
+/// of Planwright: the checkpointer uses it, and so can run records or the store.
+pub fn pool_from_url(url: &str) -> Result<Pool, CheckpointError> {
+    PgConfig::from_url(url)?.pool()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_options_are_taken_out_and_the_rest_reaches_tokio_postgres() {
+        let c = PgConfig::from_url(
+            "postgres://u@h:5433/db?pool_size=3&connect_timeout=250ms&application_name=x&retry_for=2m&sslmode=verify-full",
+        )
+        .unwrap();
+        assert_eq!(c.pool_size, 3);
+        assert_eq!(c.connect_timeout, Duration::from_millis(250));
+        assert_eq!(c.retry_for, Duration::from_secs(120));
+        assert_eq!(c.sslmode, SslMode::VerifyFull);
+        assert_eq!(c.pg.get_application_name(), Some("x"));
+        assert_eq!(c.pg.get_dbname(), Some("db"));
+        let kv = PgConfig::from_url("host=h user=u pool_size=2 sslmode=disable").unwrap();
+        assert_eq!((kv.pool_size, kv.sslmode), (2, SslMode::Disable));
+    }
+
+    #[test]
+    fn malformed_urls_and_options_are_bad_urls_naming_the_problem() {
+        for (url, says) in [
+            ("postgres://u@h/db?pool_size=0", "pool_size"),
+            ("postgres://u@h/db?connect_timeout=soon", "connect_timeout"),
+            ("postgres://u@h/db?sslmode=maybe", "sslmode"),
+            ("postgres://u@h:notaport/db", "invalid"),
+            ("postgres://u@h/db?unknown_option=1", "unknown"),
+        ] {
+            let err = PgConfig::from_url(url).unwrap_err();
+            assert!(
+                matches!(err, CheckpointError::BadUrl { .. }),
+                "{url}: {err}"
+            );
+            assert!(err.to_string().contains(says), "{url}: {err}");
+        }
+    }
+}

@@ -1,0 +1,685 @@
+//! The PostgreSQL checkpointer (`postgres://…`): for many processes sharing threads.
+//!
+//! One writer per thread is enforced **in the database**: a checkpoint is stored only by an
+//! `UPDATE … SET head = new WHERE head IS NOT DISTINCT FROM parent` that matched a row (or by the
+//! insert that creates the thread), in the same transaction as the checkpoint row. Two processes
+//! racing on one thread therefore cannot both extend the same parent: the loser gets
+//! [`CheckpointError::Conflict`] and nothing of its write remains.
+//!
+//! Connections come from a `deadpool-postgres` pool ([`config`]: size, timeouts, TLS from the
+//! URL); a connection found closed is replaced. Every operation runs through [`retry`]: a dropped
+//! connection costs the statement in flight, which is retried on a fresh connection, and while
+//! the database is unreachable operations wait with exponential backoff up to `retry_for`. A
+//! checkpoint write retried after an unknown commit outcome recognises its own row by checksum
+//! instead of reporting a conflict with itself. Every checkpoint carries a checksum
+//! ([`integrity`](super::integrity)), verified on load with the chain's parent links.
+
+pub mod config;
+pub mod retry;
+mod schema;
+
+pub use config::{pool_from_url, PgConfig, SslMode};
+
+use super::codec::{
+    id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,
+    parse_write_kind, write_kind_str,
+};
+use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
+use super::{
+    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
+};
+use crate::ids::{CheckpointId, TaskId, ThreadId};
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Pool};
+use retry::{with_retry, Attempt};
+use std::future::Future;
+use std::time::Duration;
+use tokio_postgres::Row;
+
+/// Checkpoints in a PostgreSQL database.
+pub struct PostgresCheckpointer {
+    pool: Pool,
+    retry_for: Duration,
+}
+
+impl PostgresCheckpointer {
+    /// Reads the URL (see [`config`] for its options), applies pending migrations (waiting up to
+    /// `retry_for` for the database), and keeps the pool. A malformed URL is
+    /// [`CheckpointError::BadUrl`].
+    pub async fn connect(url: &str) -> Result<Self, CheckpointError> {
+        let cfg = PgConfig::from_url(url)?;
+        Self::with_pool(cfg.pool()?, cfg.retry_for).await
+    }
+
+    /// A checkpointer on an existing pool (shared with other tables), retrying transient
+    /// failures for `retry_for`. Applies pending migrations.
+    pub async fn with_pool(pool: Pool, retry_for: Duration) -> Result<Self, CheckpointError> {
+        schema::migrate(&pool, retry_for).await?;
+        Ok(Self { pool, retry_for })
+    }
+
+    /// The pool, for callers that keep their own tables in the same database.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Runs `op` with retries (see [`retry`]).
+    async fn retry<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, CheckpointError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, Attempt>>,
+    {
+        with_retry(what, self.retry_for, op).await
+    }
+}
+
+/// The conditional write of one record inside an open transaction. With `retrying` (an earlier
+/// attempt's commit outcome is unknown), a head already at this record's id whose stored checksum
+/// is this record's is the earlier attempt's own write: success, not a conflict.
+async fn put_in(
+    tx: &impl GenericClient,
+    r: &CheckpointRecord,
+    sum: &str,
+    retrying: bool,
+) -> Result<(), Attempt> {
+    let t = r.thread_id.as_str();
+    let id = id_to_sql(r.id)?;
+    let parent = r.parent.map(id_to_sql).transpose()?;
+    let conflict = |found: Option<i64>| -> Result<(), Attempt> {
+        Err(Attempt::Fail(CheckpointError::Conflict {
+            thread: r.thread_id.clone(),
+            expected: r.parent,
+            found: found.map(|h| id_from_sql(&r.thread_id, h)).transpose()?,
+        }))
+    };
+    if r.parent.is_some_and(|p| p >= r.id) {
+        return conflict(parent);
+    }
+    let moved = tx
+        .execute(
+            "UPDATE planwright_threads SET head = $2
+             WHERE thread_id = $1 AND head IS NOT DISTINCT FROM $3",
+            &[&t, &id, &parent],
+        )
+        .await?;
+    if moved == 0 {
+        let created = if parent.is_none() {
+            tx.execute(
+                "INSERT INTO planwright_threads (thread_id, head, metadata) VALUES ($1, $2, NULL)
+                 ON CONFLICT (thread_id) DO NOTHING",
+                &[&t, &id],
+            )
+            .await?
+        } else {
+            0
+        };
+        if created == 0 {
+            let found: Option<i64> = tx
+                .query_opt(
+                    "SELECT head FROM planwright_threads WHERE thread_id = $1",
+                    &[&t],
+                )
+                .await?
+                .and_then(|row| row.get(0));
+            if retrying && found == Some(id) {
+                let stored: Option<String> = tx
+                    .query_opt(
+                        "SELECT checksum FROM planwright_checkpoints WHERE thread_id = $1 AND id = $2",
+                        &[&t, &id],
+                    )
+                    .await?
+                    .and_then(|row| row.get(0));
+                if stored.as_deref() == Some(sum) {
+                    return Ok(());
+                }
+            }
+            return conflict(found);
+        }
+    }
+    tx.execute(
+        "INSERT INTO planwright_checkpoints
+         (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &t,
+            &id,
+            &parent,
+            &r.graph_fingerprint,
+            &kind_str(r.kind),
+            &r.body,
+            &r.next_tasks,
+            &metadata_json(&r.metadata)?,
+            &sum,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
+
+/// A stored checkpoint, its checksum verified.
+fn record_from_row(thread: &ThreadId, row: &Row) -> Result<CheckpointRecord, CheckpointError> {
+    let parent: Option<i64> = row.get(1);
+    let kind: &str = row.get(3);
+    let meta: &str = row.get(6);
+    let stored: Option<&str> = row.get(7);
+    let r = CheckpointRecord {
+        thread_id: thread.clone(),
+        id: id_from_sql(thread, row.get(0))?,
+        parent: parent.map(|p| id_from_sql(thread, p)).transpose()?,
+        graph_fingerprint: row.get(2),
+        kind: parse_kind(thread, kind)?,
+        body: row.get(4),
+        next_tasks: row.get(5),
+        metadata: parse_metadata(thread, meta)?,
+    };
+    verify_checksum(thread, r.id, stored, || {
+        checksum_parts(
+            r.id,
+            r.parent,
+            &r.graph_fingerprint,
+            r.kind,
+            &r.body,
+            &r.next_tasks,
+            meta.as_bytes(),
+        )
+    })?;
+    Ok(r)
+}
+
+/// Why a whole batch failed, for each of its records (errors are not `Clone`).
+fn batch_error(e: &CheckpointError) -> CheckpointError {
+    CheckpointError::Backend(format!("batch not stored: {e}"))
+}
+
+#[async_trait]
+impl Checkpointer for PostgresCheckpointer {
+    fn backend_name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ping(&self) -> Result<(), CheckpointError> {
+        let attempt = async {
+            let c = self.pool.get().await?;
+            c.simple_query("SELECT 1").await?;
+            Ok::<_, Attempt>(())
+        };
+        attempt.await.map_err(|a| match a {
+            Attempt::Retry(e) | Attempt::Fail(e) => e,
+        })
+    }
+
+    async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
+        let sum = checksum(&record)?;
+        let (r, sum, pool) = (&record, sum.as_str(), &self.pool);
+        self.retry("put", |n| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            put_in(&tx, r, sum, n > 0).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn put_many(&self, records: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
+        let sums: Result<Vec<String>, _> = records.iter().map(checksum).collect();
+        let sums = match sums {
+            Ok(s) => s,
+            Err(e) => return records.iter().map(|_| Err(batch_error(&e))).collect(),
+        };
+        let (records_ref, sums, pool) = (&records, &sums, &self.pool);
+        let r = self
+            .retry("put_many", |n| async move {
+                let mut c = pool.get().await?;
+                let tx = c.transaction().await?;
+                let mut results = Vec::with_capacity(records_ref.len());
+                for (r, sum) in records_ref.iter().zip(sums) {
+                    // A conflict writes nothing and raises no SQL error, so the batch goes on.
+                    match put_in(&tx, r, sum, n > 0).await {
+                        Ok(()) => results.push(Ok(())),
+                        Err(Attempt::Fail(e @ CheckpointError::Conflict { .. })) => {
+                            results.push(Err(e))
+                        }
+                        Err(Attempt::Retry(e)) => return Err(Attempt::Retry(e)),
+                        Err(Attempt::Fail(e)) => {
+                            // An SQL error aborted the transaction: nothing of the batch is stored.
+                            let _ = tx.rollback().await;
+                            return Ok(records_ref.iter().map(|_| Err(batch_error(&e))).collect());
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok(results)
+            })
+            .await;
+        match r {
+            Ok(results) => results,
+            Err(e) => records.iter().map(|_| Err(batch_error(&e))).collect(),
+        }
+    }
+
+    async fn put_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        writes: Vec<TaskWrite>,
+    ) -> Result<(), CheckpointError> {
+        let cp = id_to_sql(checkpoint)?;
+        let (writes, pool) = (&writes, &self.pool);
+        self.retry("put_writes", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO planwright_writes
+                     (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     ON CONFLICT (thread_id, checkpoint, task_step, task_index, kind, key)
+                     DO UPDATE SET node = excluded.node, payload = excluded.payload",
+                )
+                .await?;
+            for w in writes {
+                tx.execute(
+                    &stmt,
+                    &[
+                        &thread.as_str(),
+                        &cp,
+                        &(w.task.step as i64),
+                        &(w.task.index as i64),
+                        &w.node,
+                        &write_kind_str(w.kind),
+                        &w.key,
+                        &w.payload,
+                    ],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_writes(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+    ) -> Result<Vec<TaskWrite>, CheckpointError> {
+        let cp = id_to_sql(checkpoint)?;
+        let pool = &self.pool;
+        let rows = self
+            .retry("get_writes", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query(
+                        "SELECT task_step, task_index, node, kind, key, payload FROM planwright_writes
+                         WHERE thread_id = $1 AND checkpoint = $2
+                         ORDER BY task_step, task_index, key, kind",
+                        &[&thread.as_str(), &cp],
+                    )
+                    .await?)
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let step: i64 = row.get(0);
+                let index: i64 = row.get(1);
+                Ok(TaskWrite {
+                    task: TaskId {
+                        step: step as u64,
+                        index: index as u32,
+                    },
+                    node: row.get(2),
+                    kind: parse_write_kind(thread, row.get(3))?,
+                    key: row.get(4),
+                    payload: row.get(5),
+                })
+            })
+            .collect()
+    }
+
+    async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
+        let pool = &self.pool;
+        let row = self
+            .retry("head", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_opt(
+                        "SELECT head FROM planwright_threads WHERE thread_id = $1",
+                        &[&thread.as_str()],
+                    )
+                    .await?)
+            })
+            .await?;
+        row.and_then(|r| r.get::<_, Option<i64>>(0))
+            .map(|h| id_from_sql(thread, h))
+            .transpose()
+    }
+
+    async fn get(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<CheckpointRecord, CheckpointError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM planwright_checkpoints WHERE thread_id = $1 AND id = $2"
+        );
+        let (sql, pool, sid) = (&sql, &self.pool, id_to_sql(id)?);
+        let row = self
+            .retry("get", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_opt(sql, &[&thread.as_str(), &sid])
+                    .await?)
+            })
+            .await?
+            .ok_or_else(|| CheckpointError::NotFound {
+                thread: thread.clone(),
+                checkpoint: Some(id),
+            })?;
+        record_from_row(thread, &row)
+    }
+
+    async fn load_chain(
+        &self,
+        thread: &ThreadId,
+        id: Option<CheckpointId>,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        let want = id.map(id_to_sql).transpose()?;
+        let pool = &self.pool;
+        let (target, rows) = self
+            .retry("load_chain", |_| async move {
+                let c = pool.get().await?;
+                let t = thread.as_str();
+                let target: Option<i64> = match want {
+                    Some(i) => c
+                        .query_opt(
+                            "SELECT id FROM planwright_checkpoints WHERE thread_id = $1 AND id = $2",
+                            &[&t, &i],
+                        )
+                        .await?
+                        .map(|r| r.get(0))
+                        .ok_or_else(|| CheckpointError::NotFound {
+                            thread: thread.clone(),
+                            checkpoint: id,
+                        })
+                        .map(Some)?,
+                    None => c
+                        .query_opt(
+                            "SELECT head FROM planwright_threads WHERE thread_id = $1",
+                            &[&t],
+                        )
+                        .await?
+                        .and_then(|r| r.get(0)),
+                };
+                let Some(target) = target else {
+                    return Ok((None, Vec::new()));
+                };
+                let sql = format!(
+                    "SELECT {RECORD_COLUMNS} FROM planwright_checkpoints
+                     WHERE thread_id = $1 AND id <= $2 AND id >= COALESCE((
+                         SELECT MAX(id) FROM planwright_checkpoints
+                         WHERE thread_id = $1 AND id <= $2 AND kind = 'snapshot'), 0)
+                     ORDER BY id"
+                );
+                Ok((Some(target), c.query(&sql, &[&t, &target]).await?))
+            })
+            .await?;
+        let Some(target) = target else {
+            return Ok(Vec::new());
+        };
+        let records = rows
+            .iter()
+            .map(|r| record_from_row(thread, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        if records.is_empty() {
+            // The head names a checkpoint that is not stored.
+            return Err(CheckpointError::Integrity {
+                thread: thread.clone(),
+                checkpoint: id_from_sql(thread, target)?,
+                problem: super::IntegrityProblem::MissingParent {
+                    parent: id_from_sql(thread, target)?,
+                },
+            });
+        }
+        link_chain(thread, id_from_sql(thread, target)?, records)
+    }
+
+    async fn list(
+        &self,
+        thread: &ThreadId,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>
+    {
+        let before = before.map(id_to_sql).transpose()?.unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let pool = &self.pool;
+        let rows = self
+            .retry("list", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query(
+                        "SELECT id, parent, metadata FROM planwright_checkpoints
+                         WHERE thread_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                        &[&thread.as_str(), &before, &limit],
+                    )
+                    .await?)
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let parent: Option<i64> = row.get(1);
+                Ok((
+                    id_from_sql(thread, row.get(0))?,
+                    parent.map(|p| id_from_sql(thread, p)).transpose()?,
+                    parse_metadata(thread, row.get(2))?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn list_threads(
+        &self,
+        prefix: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<ThreadSummary>, CheckpointError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let pool = &self.pool;
+        let rows = self
+            .retry("list_threads", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query(
+                        "SELECT t.thread_id, t.head, t.metadata, c.metadata FROM planwright_threads t
+                         JOIN planwright_checkpoints c ON c.thread_id = t.thread_id AND c.id = t.head
+                         WHERE left(t.thread_id, length($1)) = $1
+                         ORDER BY t.thread_id LIMIT $2 OFFSET $3",
+                        &[&prefix, &limit, &offset],
+                    )
+                    .await?)
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let thread = ThreadId::new(row.get::<_, String>(0));
+                let meta: Option<&str> = row.get(2);
+                Ok(ThreadSummary {
+                    head: id_from_sql(&thread, row.get(1))?,
+                    head_metadata: parse_metadata(&thread, row.get(3))?,
+                    metadata: parse_value(&thread, meta)?,
+                    thread_id: thread,
+                })
+            })
+            .collect()
+    }
+
+    async fn set_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<(), CheckpointError> {
+        let (text, pool) = (&metadata.to_string(), &self.pool);
+        self.retry("set_thread_metadata", |_| async move {
+            pool.get()
+                .await?
+                .execute(
+                    "INSERT INTO planwright_threads (thread_id, head, metadata) VALUES ($1, NULL, $2)
+                     ON CONFLICT (thread_id) DO UPDATE SET metadata = excluded.metadata",
+                    &[&thread.as_str(), text],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn thread_metadata(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
+        let pool = &self.pool;
+        let row = self
+            .retry("thread_metadata", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_opt(
+                        "SELECT metadata FROM planwright_threads WHERE thread_id = $1",
+                        &[&thread.as_str()],
+                    )
+                    .await?)
+            })
+            .await?;
+        row.map(|r| parse_value(thread, r.get::<_, Option<&str>>(0)))
+            .transpose()
+    }
+
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError> {
+        let pool = &self.pool;
+        self.retry("delete_thread", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            for table in [
+                "planwright_writes",
+                "planwright_checkpoints",
+                "planwright_threads",
+            ] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE thread_id = $1"),
+                    &[&thread.as_str()],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn trim(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+    ) -> Result<u64, CheckpointError> {
+        let keep = id_to_sql(keep_from)?;
+        let pool = &self.pool;
+        self.retry("trim", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            let t = thread.as_str();
+            let snapshot: Option<i64> = tx
+                .query_one(
+                    "SELECT MAX(id) FROM planwright_checkpoints
+                     WHERE thread_id = $1 AND id <= $2 AND kind = 'snapshot'",
+                    &[&t, &keep],
+                )
+                .await?
+                .get(0);
+            let Some(snapshot) = snapshot else {
+                return Ok(0);
+            };
+            let n = tx
+                .execute(
+                    "DELETE FROM planwright_checkpoints WHERE thread_id = $1 AND id < $2",
+                    &[&t, &snapshot],
+                )
+                .await?;
+            tx.execute(
+                "DELETE FROM planwright_writes WHERE thread_id = $1 AND checkpoint < $2",
+                &[&t, &snapshot],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn prune(
+        &self,
+        thread: &ThreadId,
+        keep_from: CheckpointId,
+        snapshot: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        let keep = id_to_sql(keep_from)?;
+        let (snapshot, pool) = (&snapshot, &self.pool);
+        self.retry("prune", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            let t = thread.as_str();
+            let row = tx
+                .query_opt(
+                    "SELECT parent, fingerprint, next_tasks, metadata FROM planwright_checkpoints
+                     WHERE thread_id = $1 AND id = $2 FOR UPDATE",
+                    &[&t, &keep],
+                )
+                .await?
+                .ok_or_else(|| CheckpointError::NotFound {
+                    thread: thread.clone(),
+                    checkpoint: Some(keep_from),
+                })?;
+            let parent: Option<i64> = row.get(0);
+            let fingerprint: &str = row.get(1);
+            let next_tasks: &[u8] = row.get(2);
+            let meta: &str = row.get(3);
+            let sum = checksum_parts(
+                keep_from,
+                parent.map(|p| id_from_sql(thread, p)).transpose()?,
+                fingerprint,
+                super::BodyKind::Snapshot,
+                snapshot,
+                next_tasks,
+                meta.as_bytes(),
+            );
+            tx.execute(
+                "UPDATE planwright_checkpoints SET kind = 'snapshot', body = $3, checksum = $4
+                 WHERE thread_id = $1 AND id = $2",
+                &[&t, &keep, snapshot, &sum],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM planwright_checkpoints WHERE thread_id = $1 AND id < $2",
+                &[&t, &keep],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM planwright_writes WHERE thread_id = $1 AND checkpoint < $2",
+                &[&t, &keep],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,272 @@
+//! Retention: deleting old threads and old checkpoints, by age and by count, in the background.
+//!
+//! Without it nothing is ever deleted (69 KB per conversation, for ever). A [`Retention`] says
+//! what to keep; [`sweep`] applies it once through the [`Checkpointer`] trait, so every backend
+//! gets it; [`spawn_sweeper`] runs it every `interval` on a tokio task.
+//!
+//! - **Threads** whose newest checkpoint is older than `thread_age` are deleted whole; beyond
+//!   `max_threads`, the threads written longest ago are deleted.
+//! - **Checkpoints** of a kept thread older than `checkpoint_age`, or beyond the newest
+//!   `max_checkpoints`, are deleted with [`Checkpointer::trim`], which keeps everything from the
+//!   nearest snapshot at or before the cut: a kept checkpoint can always be rebuilt, so a thread may
+//!   keep a few more than the limit, never fewer. The head is always kept.
+//!
+//! Writes are never blocked for long: every deletion is its own short transaction (one thread, or
+//! one thread's old checkpoints), and the sweeper yields after every `batch` of them, so
+//! conversations writing meanwhile interleave with it. A thread deleted by retention is gone like
+//! a `DELETE /threads/{id}`; pick ages longer than any conversation you may resume.
+
+use super::codec::parse_duration;
+use super::{CheckpointError, Checkpointer};
+use crate::ids::{CheckpointId, ThreadId};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to keep. `None` everywhere keeps everything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Delete threads whose newest checkpoint is older than this.
+    pub thread_age: Option<Duration>,
+    /// Keep at most this many threads (the most recently written).
+    pub max_threads: Option<usize>,
+    /// Delete checkpoints older than this (never a thread's head).
+    pub checkpoint_age: Option<Duration>,
+    /// Keep at most this many checkpoints per thread (a few more to reach a snapshot).
+    pub max_checkpoints: Option<usize>,
+    /// Time between sweeps of [`spawn_sweeper`].
+    pub interval: Duration,
+    /// Deletions between two yields of the sweeper.
+    pub batch: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            thread_age: None,
+            max_threads: None,
+            checkpoint_age: None,
+            max_checkpoints: None,
+            interval: Duration::from_secs(600),
+            batch: 100,
+        }
+    }
+}
+
+impl Retention {
+    /// Whether this keeps everything (no sweep needed).
+    pub fn keeps_everything(&self) -> bool {
+        self.thread_age.is_none()
+            && self.max_threads.is_none()
+            && self.checkpoint_age.is_none()
+            && self.max_checkpoints.is_none()
+    }
+
+    /// Reads the CLI form: comma-separated `key=value` with keys `thread_age`, `max_threads`,
+    /// `checkpoint_age`, `max_checkpoints`, `interval`, `batch`; durations like `30d`, `12h`,
+    /// `90m`. Example: `thread_age=30d,max_checkpoints=50`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut r = Self::default();
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("retention `{pair}`: expected key=value"))?;
+            let dur = || {
+                parse_duration(v).filter(|d| !d.is_zero()).ok_or_else(|| {
+                    format!("retention `{pair}`: `{v}` is not a duration like 30d, 12h, 90m")
+                })
+            };
+            let count = || {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("retention `{pair}`: `{v}` is not a positive count"))
+            };
+            match k {
+                "thread_age" => r.thread_age = Some(dur()?),
+                "max_threads" => r.max_threads = Some(count()?),
+                "checkpoint_age" => r.checkpoint_age = Some(dur()?),
+                "max_checkpoints" => r.max_checkpoints = Some(count()?),
+                "interval" => r.interval = dur()?,
+                "batch" => r.batch = count()?,
+                _ => {
+                    return Err(format!(
+                        "retention: unknown key `{k}` (thread_age, max_threads, checkpoint_age, max_checkpoints, interval, batch)"
+                    ))
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// What one sweep did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Threads looked at.
+    pub threads_seen: usize,
+    /// Threads deleted.
+    pub threads_deleted: usize,
+    /// Checkpoints deleted from kept threads.
+    pub checkpoints_deleted: u64,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Applies `retention` once, as of `now_ms` (milliseconds since the Unix epoch).
+pub async fn sweep(
+    cp: &dyn Checkpointer,
+    retention: &Retention,
+    now_ms: u64,
+) -> Result<SweepReport, CheckpointError> {
+    let mut report = SweepReport::default();
+    if retention.keeps_everything() {
+        return Ok(report);
+    }
+    let batch = retention.batch.max(1);
+    // Every thread with its head's time, in pages.
+    let mut threads: Vec<(ThreadId, u64)> = Vec::new();
+    loop {
+        let page = cp.list_threads("", batch, threads.len()).await?;
+        let n = page.len();
+        threads.extend(
+            page.into_iter()
+                .map(|s| (s.thread_id, s.head_metadata.created_at_ms)),
+        );
+        tokio::task::yield_now().await;
+        if n < batch {
+            break;
+        }
+    }
+    report.threads_seen = threads.len();
+    // Newest first: the ones past `max_threads` are at the end.
+    threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let thread_cut = retention.thread_age.map(|a| now_ms.saturating_sub(ms(a)));
+    let checkpoint_cut = retention
+        .checkpoint_age
+        .map(|a| now_ms.saturating_sub(ms(a)));
+    let mut done = 0usize;
+    for (i, (thread, head_ms)) in threads.iter().enumerate() {
+        let too_old = thread_cut.is_some_and(|cut| *head_ms < cut);
+        let too_many = retention.max_threads.is_some_and(|max| i >= max);
+        if too_old || too_many {
+            cp.delete_thread(thread).await?;
+            report.threads_deleted += 1;
+        } else if retention.checkpoint_age.is_some() || retention.max_checkpoints.is_some() {
+            if let Some(keep_from) = keep_from(cp, thread, retention, checkpoint_cut).await? {
+                report.checkpoints_deleted += cp.trim(thread, keep_from).await?;
+            }
+        } else {
+            continue;
+        }
+        done += 1;
+        if done % batch == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(report)
+}
+
+/// The oldest checkpoint `thread` must keep, or `None` when it keeps them all.
+async fn keep_from(
+    cp: &dyn Checkpointer,
+    thread: &ThreadId,
+    retention: &Retention,
+    cut_ms: Option<u64>,
+) -> Result<Option<CheckpointId>, CheckpointError> {
+    let listed = cp.list(thread, None, usize::MAX).await?; // newest first
+    let Some(oldest) = listed.last().map(|(id, _, _)| *id) else {
+        return Ok(None);
+    };
+    let mut keep = oldest;
+    if let Some(max) = retention.max_checkpoints {
+        if let Some((id, _, _)) = listed.get(max.saturating_sub(1)) {
+            keep = keep.max(*id);
+        }
+    }
+    if let Some(cut) = cut_ms {
+        // The oldest checkpoint still young enough; the head when none is.
+        let young = listed
+            .iter()
+            .take_while(|(_, _, m)| m.created_at_ms >= cut)
+            .last()
+            .map_or(listed[0].0, |(id, _, _)| *id);
+        keep = keep.max(young);
+    }
+    Ok((keep > oldest).then_some(keep))
+}
+
+/// A running background sweeper; dropping it (or [`Sweeper::stop`]) stops it.
+pub struct Sweeper {
+    task: tokio::task::JoinHandle<()>,
+    reports: tokio::sync::watch::Receiver<Option<SweepReport>>,
+}
+
+impl Sweeper {
+    /// The last sweep's report (`None` before the first one ends).
+    pub fn reports(&self) -> tokio::sync::watch::Receiver<Option<SweepReport>> {
+        self.reports.clone()
+    }
+
+    /// Stops sweeping.
+    pub fn stop(self) {}
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Sweeps `cp` with `retention` now and then every `retention.interval`, logging each sweep.
+/// A failed sweep is logged and tried again at the next interval.
+pub fn spawn_sweeper(cp: Arc<dyn Checkpointer>, retention: Retention) -> Sweeper {
+    let (tx, reports) = tokio::sync::watch::channel(None);
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(retention.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(ms)
+                .unwrap_or(0);
+            match sweep(&*cp, &retention, now_ms).await {
+                Ok(r) => {
+                    tracing::info!(
+                        threads_seen = r.threads_seen,
+                        threads_deleted = r.threads_deleted,
+                        checkpoints_deleted = r.checkpoints_deleted,
+                        "retention sweep"
+                    );
+                    let _ = tx.send(Some(r));
+                }
+                Err(e) => tracing::warn!(error = %e, "retention sweep failed"),
+            }
+        }
+    });
+    Sweeper { task, reports }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_form_parses_and_names_what_is_wrong() {
+        let r = Retention::parse("thread_age=30d, max_checkpoints=50,interval=1m").unwrap();
+        assert_eq!(r.thread_age, Some(Duration::from_secs(30 * 86400)));
+        assert_eq!(r.max_checkpoints, Some(50));
+        assert_eq!(r.interval, Duration::from_secs(60));
+        assert!(Retention::parse("").unwrap().keeps_everything());
+        for (bad, says) in [
+            ("thread_age=soon", "soon"),
+            ("max_threads=0", "max_threads"),
+            ("forever=1", "forever"),
+            ("max_threads", "key=value"),
+        ] {
+            assert!(Retention::parse(bad).unwrap_err().contains(says), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Opening a SQLite checkpoint file: options from the URL, refusing a file that belongs to another
+//! program, schema migrations, and the background thread that keeps the write-ahead log bounded.
+//!
+//! **The WAL stays bounded.** SQLite appends every commit to `FILE-wal` and copies it back into the
+//! database at a checkpoint. A *passive* checkpoint never waits for writers, so under a steady
+//! write load it never catches up with the end of the log, the log is never restarted, and it
+//! grows for ever (1.4 GB beside a 338 MB database after 5,000 conversations). So the background
+//! thread runs a passive checkpoint every 250 ms, and when the log has grown past `wal_limit`
+//! (default 64 MiB) a `TRUNCATE` checkpoint, which waits (up to its busy timeout) for the writers
+//! of the moment, copies everything back and empties the file. `journal_size_limit` makes SQLite
+//! itself shrink the file to the limit whenever the log restarts. On a clean close (the
+//! checkpointer dropped) a `TRUNCATE` checkpoint runs too, so the `.db` file alone holds every
+//! committed checkpoint: copying it copies the data.
+//!
+//! **Foreign files are refused.** A file that already holds tables but no `planwright_schema`
+//! table belongs to another program; opening it is refused unless the URL says `?adopt=1`, so a
+//! mistyped path never adds Planwright tables to someone else's database.
+
+use super::super::migrate::{pending, Migration};
+use super::super::CheckpointError;
+use super::be;
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub(super) static MIGRATIONS: [Migration; 2] = [
+    Migration {
+        version: 1,
+        name: "threads, checkpoints and task writes",
+        sql: "
+        CREATE TABLE threads (
+            thread_id TEXT PRIMARY KEY,
+            metadata TEXT
+        );
+        CREATE TABLE checkpoints (
+            thread_id TEXT NOT NULL,
+            id INTEGER NOT NULL,
+            parent INTEGER,
+            fingerprint TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            body BLOB NOT NULL,
+            next_tasks BLOB NOT NULL,
+            metadata TEXT NOT NULL,
+            PRIMARY KEY (thread_id, id)
+        ) WITHOUT ROWID;
+        CREATE TABLE writes (
+            thread_id TEXT NOT NULL,
+            checkpoint INTEGER NOT NULL,
+            task_step INTEGER NOT NULL,
+            task_index INTEGER NOT NULL,
+            node TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)
+        ) WITHOUT ROWID;
+    ",
+    },
+    Migration {
+        version: 2,
+        name: "checkpoint checksums",
+        // Rows of version 1 keep a NULL checksum: readable, links still verified.
+        sql: "ALTER TABLE checkpoints ADD COLUMN checksum TEXT;",
+    },
+];
+
+/// How often the background thread folds the WAL back into the database file.
+const WAL_CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Options of a `sqlite:PATH?…` URL.
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// `locking=exclusive`: this process holds the file's lock while it is open.
+    pub exclusive: bool,
+    /// `adopt=1`: open a file that holds other programs' tables.
+    pub adopt: bool,
+    /// `wal_limit=BYTES` (suffixes `k`, `m`, `g`): past this size the WAL is truncated.
+    pub wal_limit: u64,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            exclusive: false,
+            adopt: false,
+            wal_limit: 64 << 20,
+        }
+    }
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mult) = match lower.chars().last()? {
+        'k' => (&lower[..lower.len() - 1], 1u64 << 10),
+        'm' => (&lower[..lower.len() - 1], 1 << 20),
+        'g' => (&lower[..lower.len() - 1], 1 << 30),
+        _ => (lower.as_str(), 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| *n >= 1 << 16)
+}
+
+impl SqliteOptions {
+    /// Reads `key=value&…` after the path. Unknown keys or values are an error naming them.
+    pub fn parse(query: &str) -> Result<Self, String> {
+        let mut o = Self::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=').unwrap_or((pair, "")) {
+                ("locking", "exclusive") => o.exclusive = true,
+                ("locking", "normal") => o.exclusive = false,
+                ("adopt", "1" | "true") => o.adopt = true,
+                ("adopt", "0" | "false") => o.adopt = false,
+                ("wal_limit", v) => {
+                    o.wal_limit = parse_size(v).ok_or_else(|| {
+                        format!("`wal_limit={v}`: give a size of at least 64k, e.g. 64m")
+                    })?
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown SQLite option `{pair}`; the options are `locking=exclusive|normal`, `adopt=1`, `wal_limit=SIZE`"
+                    ))
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Opens the file with the pragmas every connection of ours uses.
+pub(super) fn open_connection(
+    path: &Path,
+    opts: &SqliteOptions,
+) -> Result<Connection, CheckpointError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CheckpointError::Backend(format!("cannot create {}: {e}", dir.display()))
+        })?;
+    }
+    let mut conn = Connection::open(path)
+        .map_err(|e| CheckpointError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    refuse_foreign(&conn, path, opts.adopt)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(be)?;
+    if opts.exclusive {
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(be)?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(be)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(be)?;
+    conn.pragma_update(None, "journal_size_limit", opts.wal_limit as i64)
+        .map_err(be)?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(be)?;
+    migrate(&mut conn)?;
+    if opts.exclusive {
+        // With an exclusive lock no second connection can checkpoint: SQLite's own automatic
+        // checkpoints run in the writing connection (every 1000 pages, about 4 MB).
+        conn.pragma_update(None, "wal_autocheckpoint", 1000)
+            .map_err(be)?;
+    }
+    Ok(conn)
+}
+
+/// Refuses a file holding tables of another program (no `planwright_schema`) unless `adopt`.
+fn refuse_foreign(conn: &Connection, path: &Path, adopt: bool) -> Result<(), CheckpointError> {
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(|e| CheckpointError::Backend(format!("cannot read {}: {e}", path.display())))?;
+    if adopt || tables.is_empty() || tables.iter().any(|t| t == "planwright_schema") {
+        return Ok(());
+    }
+    let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    Err(CheckpointError::BadUrl {
+        url: format!("sqlite:{}", path.display()),
+        reason: format!(
+            "the file holds another program's tables ({}{}) and no Planwright schema; \
+             add `?adopt=1` to store checkpoints in it anyway",
+            shown.join(", "),
+            if tables.len() > 5 { ", …" } else { "" }
+        ),
+    })
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), CheckpointError> {
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS planwright_schema (version INTEGER NOT NULL)")
+        .map_err(be)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(be)?;
+    let current: u32 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM planwright_schema",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(be)?;
+    for m in pending(&MIGRATIONS, current)? {
+        tx.execute_batch(m.sql).map_err(|e| {
+            CheckpointError::Backend(format!("migration {} ({}) failed: {e}", m.version, m.name))
+        })?;
+        tx.execute(
+            "INSERT INTO planwright_schema (version) VALUES (?1)",
+            [m.version],
+        )
+        .map_err(be)?;
+    }
+    tx.commit().map_err(be)
+}
+
+/// The WAL file beside `db`.
+pub(super) fn wal_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// Starts the thread that keeps the WAL bounded (see the module docs) on its own connection: the
+/// fsyncs of WAL mode happen there, never in a caller's write. It ends when the returned sender
+/// is dropped.
+pub(super) fn spawn_wal_checkpointer(
+    path: &Path,
+    wal_limit: u64,
+) -> Result<mpsc::Sender<()>, CheckpointError> {
+    let conn = Connection::open(path).map_err(be)?;
+    conn.busy_timeout(Duration::from_secs(2)).map_err(be)?;
+    let wal = wal_path(path);
+    let (stop, rx) = mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("planwright-sqlite-wal".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WAL_CHECKPOINT_EVERY) {
+                let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+                let mode = if size > wal_limit {
+                    "TRUNCATE"
+                } else {
+                    "PASSIVE"
+                };
+                let sql = format!("PRAGMA wal_checkpoint({mode})");
+                if let Err(e) = conn.query_row(&sql, [], |_| Ok(())) {
+                    tracing::warn!(error = %e, mode, "sqlite WAL checkpoint failed");
+                }
+            }
+        })
+        .map_err(|e| CheckpointError::Backend(format!("cannot start the WAL checkpointer: {e}")))?;
+    Ok(stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_unknown_ones_are_named() {
+        let o = SqliteOptions::parse("locking=exclusive&adopt=1&wal_limit=8m").unwrap();
+        assert!(o.exclusive && o.adopt);
+        assert_eq!(o.wal_limit, 8 << 20);
+        assert!(SqliteOptions::parse("mode=ro")
+            .unwrap_err()
+            .contains("mode=ro"));
+        assert!(SqliteOptions::parse("wal_limit=1")
+            .unwrap_err()
+            .contains("wal_limit"));
+    }
+}
