@@ -37,6 +37,8 @@ pub struct Retention {
     pub interval: Duration,
     /// Deletions between two yields of the sweeper.
     pub batch: usize,
+    /// Only threads whose id starts with this (empty: every thread).
+    pub prefix: String,
 }
 
 impl Default for Retention {
@@ -48,6 +50,7 @@ impl Default for Retention {
             max_checkpoints: None,
             interval: Duration::from_secs(600),
             batch: 100,
+            prefix: String::new(),
         }
     }
 }
@@ -62,7 +65,7 @@ impl Retention {
     }
 
     /// Reads the CLI form: comma-separated `key=value` with keys `thread_age`, `max_threads`,
-    /// `checkpoint_age`, `max_checkpoints`, `interval`, `batch`; durations like `30d`, `12h`,
+    /// `checkpoint_age`, `max_checkpoints`, `interval`, `batch`, `prefix`; durations like `30d`, `12h`,
     /// `90m`. Example: `thread_age=30d,max_checkpoints=50`.
     pub fn parse(spec: &str) -> Result<Self, String> {
         let mut r = Self::default();
@@ -88,9 +91,10 @@ impl Retention {
                 "max_checkpoints" => r.max_checkpoints = Some(count()?),
                 "interval" => r.interval = dur()?,
                 "batch" => r.batch = count()?,
+                "prefix" => r.prefix = v.to_string(),
                 _ => {
                     return Err(format!(
-                        "retention: unknown key `{k}` (thread_age, max_threads, checkpoint_age, max_checkpoints, interval, batch)"
+                        "retention: unknown key `{k}` (thread_age, max_threads, checkpoint_age, max_checkpoints, interval, batch, prefix)"
                     ))
                 }
             }
@@ -128,7 +132,9 @@ pub async fn sweep(
     // Every thread with its head's time, in pages.
     let mut threads: Vec<(ThreadId, u64)> = Vec::new();
     loop {
-        let page = cp.list_threads("", batch, threads.len()).await?;
+        let page = cp
+            .list_threads(&retention.prefix, batch, threads.len())
+            .await?;
         let n = page.len();
         threads.extend(
             page.into_iter()

@@ -2,12 +2,15 @@
 //! Each check uses thread ids under a unique prefix, so backends shared between runs (PostgreSQL)
 //! need no cleanup between them.
 
+#![allow(dead_code)]
+
 use planwright::checkpoint::{
-    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource,
-    Checkpointer, TaskWrite, WriteKind,
+    sweep, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource,
+    Checkpointer, Retention, TaskWrite, WriteKind,
 };
 use planwright::{CheckpointId, TaskId, ThreadId};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A record of `thread` with id `id` on `parent`, body `body`.
 pub fn rec(
@@ -59,6 +62,155 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     big_bodies(&*cp, prefix).await;
     concurrent_writers(cp.clone(), prefix).await;
     batches(&*cp, prefix).await;
+    trim_keeps_from_a_snapshot(&*cp, prefix).await;
+    retention_by_age_and_count(&*cp, prefix).await;
+    cp.ping()
+        .await
+        .expect("a healthy backend answers its probe");
+}
+
+/// A record like [`rec`] created at `created_at_ms`.
+pub fn rec_at(thread: &ThreadId, id: u64, kind: BodyKind, created_at_ms: u64) -> CheckpointRecord {
+    let mut r = rec(
+        thread,
+        id,
+        (id > 1).then(|| id - 1),
+        kind,
+        &format!("b{id}"),
+    );
+    r.metadata.created_at_ms = created_at_ms;
+    r
+}
+
+/// Checkpoints 1..=n of `thread`, snapshots at `snapshots` (and 1), created at `base + id`.
+async fn chain_at(cp: &dyn Checkpointer, thread: &ThreadId, n: u64, snapshots: &[u64], base: u64) {
+    for id in 1..=n {
+        let kind = if id == 1 || snapshots.contains(&id) {
+            BodyKind::Snapshot
+        } else {
+            BodyKind::Delta
+        };
+        cp.put(rec_at(thread, id, kind, base + id)).await.unwrap();
+    }
+}
+
+async fn trim_keeps_from_a_snapshot(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/trim"));
+    chain_at(cp, &t, 8, &[4], 0).await;
+    cp.put_writes(
+        &t,
+        CheckpointId(2),
+        vec![write(3, 0, WriteKind::Update, "", "w")],
+    )
+    .await
+    .unwrap();
+    // Keeping from 6 keeps from the snapshot before it, 4.
+    assert_eq!(cp.trim(&t, CheckpointId(6)).await.unwrap(), 3);
+    assert_eq!(
+        ids(&cp.load_chain(&t, None).await.unwrap()),
+        [4, 5, 6, 7, 8]
+    );
+    assert!(cp.get_writes(&t, CheckpointId(2)).await.unwrap().is_empty());
+    assert_eq!(cp.trim(&t, CheckpointId(6)).await.unwrap(), 0, "idempotent");
+    let nobody = ThreadId::new(format!("{prefix}/trim-nobody"));
+    assert_eq!(cp.trim(&nobody, CheckpointId(3)).await.unwrap(), 0);
+}
+
+async fn retention_by_age_and_count(cp: &dyn Checkpointer, prefix: &str) {
+    let p = format!("{prefix}/ret/");
+    let t = |name: &str| ThreadId::new(format!("{p}{name}"));
+    chain_at(cp, &t("old"), 1, &[], 1_000).await;
+    chain_at(cp, &t("new1"), 1, &[], 10_000).await;
+    chain_at(cp, &t("new2"), 1, &[], 20_000).await;
+    chain_at(cp, &t("new3"), 1, &[], 30_000).await;
+    chain_at(cp, &t("long"), 10, &[5, 9], 40_000).await;
+    let now = 50_000;
+    let base = Retention {
+        prefix: p.clone(),
+        batch: 2,
+        ..Retention::default()
+    };
+    // By thread age: only `old` (written at 1 s, 49 s ago) goes.
+    let r = sweep(
+        cp,
+        &Retention {
+            thread_age: Some(Duration::from_secs(45)),
+            ..base.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.threads_seen, r.threads_deleted), (5, 1));
+    assert_eq!(cp.head(&t("old")).await.unwrap(), None);
+    // By thread count: the least recently written beyond 3 goes.
+    let r = sweep(
+        cp,
+        &Retention {
+            max_threads: Some(3),
+            ..base.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.threads_deleted, 1);
+    assert_eq!(cp.head(&t("new1")).await.unwrap(), None);
+    assert!(cp.head(&t("new2")).await.unwrap().is_some());
+    // By checkpoint count: the newest 3 (8, 9, 10) are kept, from the snapshot 5 on.
+    let r = sweep(
+        cp,
+        &Retention {
+            max_checkpoints: Some(3),
+            ..base.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.threads_deleted, r.checkpoints_deleted), (0, 4));
+    let listed: Vec<u64> = cp
+        .list(&t("long"), None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.0 .0)
+        .collect();
+    assert_eq!(listed, [10, 9, 8, 7, 6, 5]);
+    // By checkpoint age: those written from 40 009 on are young; 5..8 go, the chain still loads.
+    let age = Duration::from_millis(now - 40_009);
+    let r = sweep(
+        cp,
+        &Retention {
+            checkpoint_age: Some(age),
+            ..base.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.checkpoints_deleted, 4);
+    assert_eq!(
+        ids(&cp.load_chain(&t("long"), None).await.unwrap()),
+        [9, 10]
+    );
+    // The head is kept however old: new2 and new3 keep their only checkpoint.
+    let r = sweep(
+        cp,
+        &Retention {
+            checkpoint_age: Some(Duration::from_millis(1)),
+            ..base.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.threads_deleted, 0);
+    assert_eq!(cp.head(&t("new2")).await.unwrap(), Some(CheckpointId(1)));
+    assert_eq!(
+        ids(&cp.load_chain(&t("long"), None).await.unwrap()),
+        [9, 10]
+    );
 }
 
 async fn conditional_put(cp: &dyn Checkpointer, prefix: &str) {

@@ -102,16 +102,20 @@ impl PgConfig {
                         _ => return Err(bad(format!("`recycle={value}`: use fast or verified"))),
                     }
                 }
-                "sslmode" => cfg.sslmode = match value {
-                    "disable" => SslMode::Disable,
-                    "prefer" | "allow" => SslMode::Prefer,
-                    "require" => SslMode::Require,
-                    "verify-ca" => SslMode::VerifyCa,
-                    "verify-full" => SslMode::VerifyFull,
-                    _ => return Err(bad(format!(
+                "sslmode" => {
+                    cfg.sslmode = match value {
+                        "disable" => SslMode::Disable,
+                        "prefer" | "allow" => SslMode::Prefer,
+                        "require" => SslMode::Require,
+                        "verify-ca" => SslMode::VerifyCa,
+                        "verify-full" => SslMode::VerifyFull,
+                        _ => {
+                            return Err(bad(format!(
                         "`sslmode={value}`: use disable, prefer, require, verify-ca or verify-full"
-                    ))),
-                },
+                    )))
+                        }
+                    }
+                }
                 "sslrootcert" => cfg.sslrootcert = Some(value.into()),
                 _ => return Ok(false),
             }

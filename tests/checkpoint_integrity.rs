@@ -1,0 +1,258 @@
+//! Integrity of stored threads on the SQL backends: a checkpoint deleted from the middle of a
+//! chain, or altered on disk, is an error naming the thread and the checkpoint (through the
+//! storage API and through the engine), never a silent empty state; rows written before checksums
+//! existed stay readable.
+
+#[path = "support/backends.rs"]
+mod backends;
+#[path = "support/checkpoint_suite.rs"]
+mod checkpoint_suite;
+mod support;
+
+use checkpoint_suite::rec_at;
+use planwright::checkpoint::{connect, BodyKind, CheckpointError, Checkpointer, IntegrityProblem};
+use planwright::{CheckpointId, Engine, RunError, RunOptions, ThreadId};
+use std::sync::Arc;
+use support::*;
+
+/// Damage done to one stored checkpoint, by SQL behind the checkpointer's back.
+#[derive(Clone, Copy)]
+enum Damage {
+    Delete,
+    FlipBody,
+}
+
+async fn damage_sqlite(path: &std::path::Path, thread: &ThreadId, id: u64, d: Damage) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let sql = match d {
+        Damage::Delete => "DELETE FROM checkpoints WHERE thread_id = ?1 AND id = ?2",
+        Damage::FlipBody => {
+            "UPDATE checkpoints SET body = CAST('[{\"x\":1}]' AS BLOB) WHERE thread_id = ?1 AND id = ?2"
+        }
+    };
+    assert_eq!(
+        conn.execute(sql, rusqlite::params![thread.as_str(), id as i64])
+            .unwrap(),
+        1
+    );
+}
+
+async fn damage_postgres(thread: &ThreadId, id: u64, d: Damage) {
+    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let sql = match d {
+        Damage::Delete => "DELETE FROM planwright_checkpoints WHERE thread_id = $1 AND id = $2",
+        Damage::FlipBody => {
+            "UPDATE planwright_checkpoints SET body = '\\x5b5d'::bytea WHERE thread_id = $1 AND id = $2"
+        }
+    };
+    assert_eq!(
+        client
+            .execute(sql, &[&thread.as_str(), &(id as i64)])
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+/// A chain 1..=5 (snapshot 1, deltas after) with checkpoint 3 deleted and checkpoint 5 altered.
+async fn damaged_chain_is_reported<F, Fut>(cp: Arc<dyn Checkpointer>, prefix: &str, damage: F)
+where
+    F: Fn(ThreadId, u64, Damage) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let gap = ThreadId::new(format!("{prefix}/gap"));
+    let bad = ThreadId::new(format!("{prefix}/bad"));
+    for t in [&gap, &bad] {
+        for id in 1..=5 {
+            let kind = if id == 1 {
+                BodyKind::Snapshot
+            } else {
+                BodyKind::Delta
+            };
+            cp.put(rec_at(t, id, kind, id)).await.unwrap();
+        }
+    }
+    damage(gap.clone(), 3, Damage::Delete).await;
+    damage(bad.clone(), 5, Damage::FlipBody).await;
+
+    let err = cp.load_chain(&gap, None).await.unwrap_err();
+    match &err {
+        CheckpointError::Integrity {
+            thread,
+            checkpoint,
+            problem: IntegrityProblem::MissingParent { parent },
+        } => {
+            assert_eq!(
+                (thread, checkpoint, parent),
+                (&gap, &CheckpointId(4), &CheckpointId(3))
+            );
+        }
+        other => panic!("a gap must be an integrity error, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains(gap.as_str()) && text.contains("checkpoint 4"),
+        "{text}"
+    );
+    // The part before the gap still loads; the gap's own id is not found.
+    assert_eq!(
+        cp.load_chain(&gap, Some(CheckpointId(2)))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+
+    for result in [
+        cp.load_chain(&bad, None).await.map(|_| ()),
+        cp.get(&bad, CheckpointId(5)).await.map(|_| ()),
+    ] {
+        match result.unwrap_err() {
+            CheckpointError::Integrity {
+                thread,
+                checkpoint,
+                problem: IntegrityProblem::ChecksumMismatch { .. },
+            } => assert_eq!((thread, checkpoint), (bad.clone(), CheckpointId(5))),
+            other => panic!("an altered checkpoint must fail its checksum, got {other}"),
+        }
+    }
+    assert_eq!(
+        cp.load_chain(&bad, Some(CheckpointId(4)))
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reports_a_gap_and_an_altered_checkpoint_by_thread_and_id() {
+    let path = backends::sqlite_path("integrity");
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    damaged_chain_is_reported(cp, "s", |t, id, d| {
+        let path = path.clone();
+        async move { damage_sqlite(&path, &t, id, d).await }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reports_a_gap_and_an_altered_checkpoint_by_thread_and_id() {
+    let Some(cp) = backends::postgres().await else {
+        return;
+    };
+    let prefix = format!("integrity-{}", backends::unique());
+    damaged_chain_is_reported(cp, &prefix, |t, id, d| async move {
+        damage_postgres(&t, id, d).await
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_missing_a_checkpoint_is_an_error_when_read_or_continued_never_an_empty_state() {
+    let path = backends::sqlite_path("integrity-engine");
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let engine: Engine<Walk> = Engine::builder(counter_graph().compile().unwrap())
+        .checkpointer(cp.clone())
+        .build()
+        .await;
+    let t = ThreadId::new("research-like");
+    let out = engine
+        .run(
+            t.clone(),
+            WalkUpdate::default().target(3),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.state.count, 3);
+    let chain = cp.load_chain(&t, None).await.unwrap();
+    assert!(
+        chain.len() >= 3,
+        "the run wrote a chain of deltas: {}",
+        chain.len()
+    );
+    // Delete the checkpoint just after the snapshot the head's chain starts from.
+    let victim = chain[1].id;
+    damage_sqlite(&path, &t, victim.0, Damage::Delete).await;
+
+    let read = engine.get_state(&t).await;
+    assert!(
+        matches!(
+            read,
+            Err(RunError::Checkpoint(CheckpointError::Integrity { .. }))
+        ),
+        "{:?}",
+        read.map(|s| s.map(|s| s.values.count))
+    );
+    let again = engine
+        .run(
+            t.clone(),
+            WalkUpdate::default().target(5),
+            RunOptions::default(),
+        )
+        .await;
+    match again {
+        Err(RunError::Checkpoint(CheckpointError::Integrity {
+            thread, checkpoint, ..
+        })) => {
+            assert_eq!(thread, t);
+            assert_eq!(checkpoint, CheckpointId(victim.0 + 1));
+        }
+        Err(other) => panic!("expected an integrity error, got {other}"),
+        Ok(out) => panic!("a damaged thread ran on from count {}", out.state.count),
+    }
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
+    let path = backends::sqlite_path("v1");
+    {
+        // The schema of version 1, as an older build left it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE planwright_schema (version INTEGER NOT NULL);
+             INSERT INTO planwright_schema VALUES (1);
+             CREATE TABLE threads (thread_id TEXT PRIMARY KEY, metadata TEXT);
+             CREATE TABLE checkpoints (thread_id TEXT NOT NULL, id INTEGER NOT NULL,
+                 parent INTEGER, fingerprint TEXT NOT NULL, kind TEXT NOT NULL,
+                 body BLOB NOT NULL, next_tasks BLOB NOT NULL, metadata TEXT NOT NULL,
+                 PRIMARY KEY (thread_id, id)) WITHOUT ROWID;
+             CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint INTEGER NOT NULL,
+                 task_step INTEGER NOT NULL, task_index INTEGER NOT NULL, node TEXT NOT NULL,
+                 kind TEXT NOT NULL, key TEXT NOT NULL, payload BLOB NOT NULL,
+                 PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)) WITHOUT ROWID;",
+        )
+        .unwrap();
+        let meta = r#"{"step":1,"source":"loop","nodes":[],"created_at_ms":1,"extra":null}"#;
+        conn.execute(
+            "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1)",
+            [meta],
+        )
+        .unwrap();
+    }
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let t = ThreadId::new("old");
+    assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 1);
+    cp.put(rec_at(&t, 2, BodyKind::Delta, 2)).await.unwrap();
+    assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 2);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let sums: Vec<Option<String>> = conn
+        .prepare("SELECT checksum FROM checkpoints ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(sums[0].is_none() && sums[1].is_some(), "{sums:?}");
+}
