@@ -1,0 +1,174 @@
+//! SQLite file housekeeping: the write-ahead log stays bounded under load and is emptied on a
+//! clean close (so the `.db` file alone holds the data), a file of another program is refused
+//! unless adopted, and a call waiting for another process's lock never holds a tokio worker.
+
+#[path = "support/backends.rs"]
+mod backends;
+#[path = "support/checkpoint_suite.rs"]
+mod checkpoint_suite;
+
+use checkpoint_suite::rec_at;
+use planwright::checkpoint::{connect, BodyKind, CheckpointError, CheckpointRecord};
+use planwright::{CheckpointId, ThreadId};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn wal(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-wal", db.display()))
+}
+
+fn wal_size(db: &Path) -> u64 {
+    std::fs::metadata(wal(db)).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Checkpoint `id` of `t`, with a body of `size` bytes.
+fn big(t: &ThreadId, id: u64, size: usize) -> CheckpointRecord {
+    let kind = if id == 1 {
+        BodyKind::Snapshot
+    } else {
+        BodyKind::Delta
+    };
+    let mut r = rec_at(t, id, kind, id);
+    r.body = vec![b'x'; size];
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_close_leaves_every_checkpoint_in_the_db_file_alone() {
+    let path = backends::sqlite_path("close");
+    let t = ThreadId::new("copied");
+    {
+        let cp = connect(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap();
+        for id in 1..=50 {
+            cp.put(big(&t, id, 4096)).await.unwrap();
+        }
+        assert!(wal_size(&path) > 0, "the writes went to the WAL first");
+    }
+    assert_eq!(wal_size(&path), 0, "a clean close empties the WAL");
+    // Copy only the .db file, as a person would.
+    let copy = backends::sqlite_path("close-copy");
+    std::fs::copy(&path, &copy).unwrap();
+    assert!(!wal(&copy).exists());
+    let cp = connect(&format!("sqlite:{}", copy.display()))
+        .await
+        .unwrap();
+    assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(50)));
+    assert_eq!(cp.get(&t, CheckpointId(50)).await.unwrap().body.len(), 4096);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_is_truncated_while_writes_go_on_once_it_passes_its_limit() {
+    let path = backends::sqlite_path("wal");
+    let limit: u64 = 256 << 10;
+    let cp = connect(&format!("sqlite:{}?wal_limit=256k", path.display()))
+        .await
+        .unwrap();
+    let t = ThreadId::new("load");
+    // Write 64 KB records until the WAL has passed its limit and then been cut back below it
+    // while writing continued (bounded: at most 4,000 records, 256 MB).
+    let (mut passed, mut cut_under_load, mut largest) = (false, false, 0);
+    for id in 1..=4_000u64 {
+        cp.put(big(&t, id, 64 << 10)).await.unwrap();
+        let size = wal_size(&path);
+        largest = largest.max(size);
+        if size > limit {
+            passed = true;
+        } else if passed && id > 1 {
+            cut_under_load = true;
+            if id > 200 {
+                break;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(passed && cut_under_load, "largest WAL {largest} bytes");
+    assert_eq!(cp.head(&t).await.unwrap().map(|h| h.0 > 200), Some(true));
+}
+
+#[tokio::test]
+async fn a_file_of_another_program_is_refused_unless_adopted() {
+    let path = backends::sqlite_path("foreign");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers VALUES (1, 'ann');")
+            .unwrap();
+    }
+    let err = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(err, CheckpointError::BadUrl { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("customers") && text.contains("adopt=1"),
+        "{text}"
+    );
+    // Nothing was added to it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1);
+    drop(conn);
+    let cp = connect(&format!("sqlite:{}?adopt=1", path.display()))
+        .await
+        .unwrap();
+    let t = ThreadId::new("t");
+    cp.put(rec_at(&t, 1, BodyKind::Snapshot, 1)).await.unwrap();
+    drop(cp);
+    // Once adopted, the file is Planwright's: it opens without the flag, the other table intact.
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(1)));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let name: String = conn
+        .query_row("SELECT name FROM customers", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(name, "ann");
+}
+
+/// Another process (here: a thread with its own connection) holds the write lock; it lets go only
+/// after a task on the single tokio worker has ticked 20 times. If the waiting write held the
+/// worker, the ticker could not tick, the lock would outlast the 10 s busy timeout, and the write
+/// would fail with "database is locked".
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_waiting_for_another_process_lock_leaves_the_worker_free() {
+    let path = backends::sqlite_path("busy");
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let t = ThreadId::new("t");
+    cp.put(rec_at(&t, 1, BodyKind::Snapshot, 1)).await.unwrap();
+
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder_path = path.clone();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&holder_path).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+
+    let ticker = tokio::spawn(async move {
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        release_tx.send(()).unwrap();
+    });
+    cp.put(rec_at(&t, 2, BodyKind::Delta, 2))
+        .await
+        .expect("the write waited for the lock without stopping the ticker");
+    ticker.await.unwrap();
+    holder.join().unwrap();
+    assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(2)));
+}
