@@ -10,7 +10,8 @@
 //! | `pool_timeout` | 30s | how long a request waits for a free connection |
 //! | `connect_timeout` | 5s | how long opening one connection may take |
 //! | `retry_for` | 30s | how long an operation keeps retrying while the database is unreachable (`0`: never) |
-//! | `recycle` | `fast` | health check when a connection is reused: `fast` (is it closed?) or `verified` (a round trip) |
+//! | `op_timeout` | 60s | one attempt of an operation gets no answer this long: the connection is given up and the operation retried |
+//! | `recycle` | `verified` | health check when a pooled connection is reused: `verified` (a round trip, so a dead or stalled connection is replaced before use) or `fast` (only "is it closed?") |
 //! | `sslmode` | `prefer` | `disable`, `prefer`, `require`, `verify-ca`, `verify-full` (libpq's meanings) |
 //! | `sslrootcert` | system roots | a PEM file of extra trusted roots |
 //!
@@ -51,6 +52,8 @@ pub struct PgConfig {
     pub connect_timeout: Duration,
     /// Keep retrying an operation this long while the database is unreachable.
     pub retry_for: Duration,
+    /// One attempt of an operation waits this long for an answer.
+    pub op_timeout: Duration,
     /// Run a round trip before reusing a pooled connection.
     pub verified_recycle: bool,
     /// TLS.
@@ -72,7 +75,8 @@ impl PgConfig {
             pool_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             retry_for: Duration::from_secs(30),
-            verified_recycle: false,
+            op_timeout: Duration::from_secs(60),
+            verified_recycle: true,
             sslmode: SslMode::Prefer,
             sslrootcert: None,
         };
@@ -95,6 +99,7 @@ impl PgConfig {
                 "pool_timeout" => cfg.pool_timeout = dur()?,
                 "connect_timeout" => cfg.connect_timeout = dur()?,
                 "retry_for" => cfg.retry_for = dur()?,
+                "op_timeout" => cfg.op_timeout = dur()?.max(Duration::from_millis(1)),
                 "recycle" => {
                     cfg.verified_recycle = match value {
                         "fast" => false,
@@ -241,6 +246,11 @@ mod tests {
         assert_eq!(c.pg.get_dbname(), Some("db"));
         let kv = PgConfig::from_url("host=h user=u pool_size=2 sslmode=disable").unwrap();
         assert_eq!((kv.pool_size, kv.sslmode), (2, SslMode::Disable));
+        let plain = PgConfig::from_url("postgres://u@h/db?pool_size=1&sslmode=disable").unwrap();
+        assert_eq!(
+            plain.pg.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Disable
+        );
     }
 
     #[test]

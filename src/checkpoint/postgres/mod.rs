@@ -40,6 +40,7 @@ use tokio_postgres::Row;
 pub struct PostgresCheckpointer {
     pool: Pool,
     retry_for: Duration,
+    op_timeout: Duration,
 }
 
 impl PostgresCheckpointer {
@@ -48,14 +49,20 @@ impl PostgresCheckpointer {
     /// [`CheckpointError::BadUrl`].
     pub async fn connect(url: &str) -> Result<Self, CheckpointError> {
         let cfg = PgConfig::from_url(url)?;
-        Self::with_pool(cfg.pool()?, cfg.retry_for).await
+        Self::with_pool(cfg.pool()?, &cfg).await
     }
 
-    /// A checkpointer on an existing pool (shared with other tables), retrying transient
-    /// failures for `retry_for`. Applies pending migrations.
-    pub async fn with_pool(pool: Pool, retry_for: Duration) -> Result<Self, CheckpointError> {
-        schema::migrate(&pool, retry_for).await?;
-        Ok(Self { pool, retry_for })
+    /// A checkpointer on an existing pool (shared with other tables), with the retry budget and
+    /// timeouts of `cfg`. Applies pending migrations.
+    pub async fn with_pool(pool: Pool, cfg: &PgConfig) -> Result<Self, CheckpointError> {
+        let me = Self {
+            pool,
+            retry_for: cfg.retry_for,
+            op_timeout: cfg.op_timeout,
+        };
+        let pool = &me.pool;
+        me.retry("migrate", |_| schema::migrate(pool)).await?;
+        Ok(me)
     }
 
     /// The pool, for callers that keep their own tables in the same database.
@@ -63,13 +70,26 @@ impl PostgresCheckpointer {
         &self.pool
     }
 
-    /// Runs `op` with retries (see [`retry`]).
-    async fn retry<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, CheckpointError>
+    /// Runs `op` with retries (see [`retry`]), each attempt bounded by `op_timeout`.
+    async fn retry<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, CheckpointError>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, Attempt>>,
     {
-        with_retry(what, self.retry_for, op).await
+        let limit = self.op_timeout;
+        with_retry(what, self.retry_for, move |n| {
+            let attempt = op(n);
+            async move {
+                tokio::time::timeout(limit, attempt)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Attempt::Retry(CheckpointError::Backend(format!(
+                            "postgres: no answer within op_timeout ({limit:?})"
+                        ))))
+                    })
+            }
+        })
+        .await
     }
 }
 
@@ -199,15 +219,21 @@ impl Checkpointer for PostgresCheckpointer {
         "postgres"
     }
 
+    /// One `SELECT 1` on a pooled connection, within `op_timeout`, without retries.
     async fn ping(&self) -> Result<(), CheckpointError> {
         let attempt = async {
             let c = self.pool.get().await?;
             c.simple_query("SELECT 1").await?;
             Ok::<_, Attempt>(())
         };
-        attempt.await.map_err(|a| match a {
-            Attempt::Retry(e) | Attempt::Fail(e) => e,
-        })
+        match tokio::time::timeout(self.op_timeout, attempt).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(Attempt::Retry(e) | Attempt::Fail(e))) => Err(e),
+            Err(_) => Err(CheckpointError::Backend(format!(
+                "postgres: no answer to the health probe within {:?}",
+                self.op_timeout
+            ))),
+        }
     }
 
     async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {

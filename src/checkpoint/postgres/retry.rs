@@ -49,7 +49,7 @@ impl From<deadpool_postgres::PoolError> for Attempt {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         use deadpool_postgres::PoolError;
         match e {
-            PoolError::Backend(e) => Attempt::Retry(db_error(e)),
+            PoolError::Backend(e) => Attempt::from(e),
             PoolError::Timeout(t) => Attempt::Retry(CheckpointError::Backend(format!(
                 "postgres: no connection within the pool's {t:?} timeout"
             ))),
@@ -76,9 +76,22 @@ fn transient_state(code: &str) -> bool {
 pub fn is_transient(e: &tokio_postgres::Error) -> bool {
     match e.code() {
         Some(code) => transient_state(code.code()),
-        // No SQLSTATE: the socket closed, an I/O error, a TLS failure, a timeout.
-        None => e.as_db_error().is_none(),
+        // No SQLSTATE: the socket closed, an I/O error, a timeout (transient), or a TLS
+        // handshake refused, e.g. a certificate that fails verification (final).
+        None => e.as_db_error().is_none() && !is_tls_failure(e),
     }
+}
+
+/// Whether the error's cause is the TLS layer (a certificate or handshake failure).
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.downcast_ref::<native_tls::Error>().is_some() {
+            return true;
+        }
+        src = s.source();
+    }
+    false
 }
 
 /// A driver error as a [`CheckpointError::Database`] with SQLSTATE, message, detail and hint.

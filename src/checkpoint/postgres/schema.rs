@@ -51,38 +51,38 @@ static MIGRATIONS: [Migration; 2] = [
     },
 ];
 
-/// Applies pending migrations (retrying while the database is unreachable).
-pub async fn migrate(pool: &Pool, retry_for: std::time::Duration) -> Result<(), CheckpointError> {
-    super::retry::with_retry("migrate", retry_for, |_| async {
-        let mut client = pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await?;
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS planwright_schema (version INTEGER NOT NULL)")
-            .await?;
-        let current: i32 = tx
-            .query_one(
-                "SELECT COALESCE(MAX(version), 0) FROM planwright_schema",
-                &[],
-            )
-            .await?
-            .get(0);
-        for m in pending(&MIGRATIONS, current.max(0) as u32)? {
-            if let Err(e) = tx.batch_execute(m.sql).await {
-                let inner = db_error(e);
-                return Err(Attempt::Fail(CheckpointError::Backend(format!(
-                    "migration {} ({}) failed: {inner}",
-                    m.version, m.name
-                ))));
+/// One attempt at applying pending migrations (the caller retries).
+pub async fn migrate(pool: &Pool) -> Result<(), Attempt> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS planwright_schema (version INTEGER NOT NULL)")
+        .await?;
+    let current: i32 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM planwright_schema",
+            &[],
+        )
+        .await?
+        .get(0);
+    for m in pending(&MIGRATIONS, current.max(0) as u32)? {
+        if let Err(e) = tx.batch_execute(m.sql).await {
+            if super::retry::is_transient(&e) {
+                return Err(Attempt::Retry(db_error(e)));
             }
-            tx.execute(
-                "INSERT INTO planwright_schema (version) VALUES ($1)",
-                &[&(m.version as i32)],
-            )
-            .await?;
+            let inner = db_error(e);
+            return Err(Attempt::Fail(CheckpointError::Backend(format!(
+                "migration {} ({}) failed: {inner}",
+                m.version, m.name
+            ))));
         }
-        tx.commit().await?;
-        Ok(())
-    })
-    .await
+        tx.execute(
+            "INSERT INTO planwright_schema (version) VALUES ($1)",
+            &[&(m.version as i32)],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
