@@ -367,7 +367,6 @@ async fn postgres_errors_carry_their_sqlstate_and_message() {
     assert!(text.contains("nobody_at_all"), "{text}");
     assert!(std::error::Error::source(&err).is_some());
 }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sslmode_require_encrypts_and_verify_full_refuses_an_unverifiable_certificate() {
