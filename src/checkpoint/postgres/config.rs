@@ -12,8 +12,13 @@
 //! | `retry_for` | 30s | how long an operation keeps retrying while the database is unreachable (`0`: never) |
 //! | `op_timeout` | 60s | one attempt of an operation gets no answer this long: the connection is given up and the operation retried |
 //! | `recycle` | `verified` | health check when a pooled connection is reused: `verified` (a round trip, so a dead or stalled connection is replaced before use) or `fast` (only "is it closed?") |
-//! | `sslmode` | `prefer` | `disable`, `prefer`, `require`, `verify-ca`, `verify-full` (libpq's meanings) |
+//! | `sslmode` | `prefer` (`disable` on loopback) | `disable`, `prefer`, `require`, `verify-ca`, `verify-full` (libpq's meanings) |
 //! | `sslrootcert` | system roots | a PEM file of extra trusted roots |
+//!
+//! Without `sslmode`, a server on a loopback address (`127.x`, `::1`, `localhost`, a Unix socket)
+//! is reached in plain text, since TLS there protects nothing and setting it up costs 50–100 ms
+//! at startup (native-tls loads the system's certificate store); any other host gets libpq's
+//! default, `prefer`.
 //!
 //! Durations are `500ms`, `5s`, `2m`, or a bare number of seconds. A malformed URL or option is
 //! [`CheckpointError::BadUrl`] (the CLIs exit 2).
@@ -80,6 +85,7 @@ impl PgConfig {
             sslmode: SslMode::Prefer,
             sslrootcert: None,
         };
+        let mut sslmode_given = false;
         let mut take = |key: &str, value: &str| -> Result<bool, CheckpointError> {
             let dur = || {
                 parse_duration(value).ok_or_else(|| {
@@ -108,6 +114,7 @@ impl PgConfig {
                     }
                 }
                 "sslmode" => {
+                    sslmode_given = true;
                     cfg.sslmode = match value {
                         "disable" => SslMode::Disable,
                         "prefer" | "allow" => SslMode::Prefer,
@@ -159,6 +166,9 @@ impl PgConfig {
         if cfg.pg.get_hosts().is_empty() {
             return Err(bad("no host given".into()));
         }
+        if !sslmode_given && cfg.pg.get_hosts().iter().all(is_loopback) {
+            cfg.sslmode = SslMode::Disable;
+        }
         cfg.pg.connect_timeout(cfg.connect_timeout);
         cfg.pg.ssl_mode(match cfg.sslmode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
@@ -176,8 +186,11 @@ impl PgConfig {
         let mut b = native_tls::TlsConnector::builder();
         match self.sslmode {
             SslMode::Disable | SslMode::Prefer | SslMode::Require => {
+                // Nothing is verified, so the system's roots need not be loaded (which costs
+                // 50–100 ms at startup).
                 b.danger_accept_invalid_certs(true);
                 b.danger_accept_invalid_hostnames(true);
+                b.disable_built_in_roots(true);
             }
             SslMode::VerifyCa => {
                 b.danger_accept_invalid_hostnames(true);
@@ -206,11 +219,12 @@ impl PgConfig {
         } else {
             RecyclingMethod::Fast
         };
-        let manager = Manager::from_config(
-            self.pg.clone(),
-            self.tls()?,
-            ManagerConfig { recycling_method },
-        );
+        let config = ManagerConfig { recycling_method };
+        let manager = if self.sslmode == SslMode::Disable {
+            Manager::from_config(self.pg.clone(), tokio_postgres::NoTls, config)
+        } else {
+            Manager::from_config(self.pg.clone(), self.tls()?, config)
+        };
         Pool::builder(manager)
             .max_size(self.pool_size)
             .wait_timeout(Some(self.pool_timeout))
@@ -219,6 +233,21 @@ impl PgConfig {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| CheckpointError::Backend(format!("cannot build the PostgreSQL pool: {e}")))
+    }
+}
+
+/// Whether a host is this machine (where TLS protects nothing).
+fn is_loopback(h: &tokio_postgres::config::Host) -> bool {
+    match h {
+        tokio_postgres::config::Host::Tcp(name) => {
+            name == "localhost"
+                || name
+                    .trim_matches(|c| c == '[' || c == ']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        #[allow(unreachable_patterns)]
+        _ => true, // a Unix socket
     }
 }
 
@@ -246,6 +275,19 @@ mod tests {
         assert_eq!(c.pg.get_dbname(), Some("db"));
         let kv = PgConfig::from_url("host=h user=u pool_size=2 sslmode=disable").unwrap();
         assert_eq!((kv.pool_size, kv.sslmode), (2, SslMode::Disable));
+        assert_eq!(
+            PgConfig::from_url("postgres://u@127.0.0.1/db")
+                .unwrap()
+                .sslmode,
+            SslMode::Disable,
+            "loopback defaults to plain text"
+        );
+        assert_eq!(
+            PgConfig::from_url("postgres://u@db.example/db")
+                .unwrap()
+                .sslmode,
+            SslMode::Prefer
+        );
         let plain = PgConfig::from_url("postgres://u@h/db?pool_size=1&sslmode=disable").unwrap();
         assert_eq!(
             plain.pg.get_ssl_mode(),
