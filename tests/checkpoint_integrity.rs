@@ -6,6 +6,7 @@
 #[path = "support/backends.rs"]
 mod backends;
 #[path = "support/checkpoint_suite.rs"]
+#[allow(dead_code)]
 mod checkpoint_suite;
 mod support;
 

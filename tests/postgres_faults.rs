@@ -7,6 +7,7 @@
 #[path = "support/backends.rs"]
 mod backends;
 #[path = "support/checkpoint_suite.rs"]
+#[allow(dead_code)]
 mod checkpoint_suite;
 mod support;
 #[path = "support/tcp_proxy.rs"]

@@ -5,6 +5,7 @@
 #[path = "support/backends.rs"]
 mod backends;
 #[path = "support/checkpoint_suite.rs"]
+#[allow(dead_code)]
 mod checkpoint_suite;
 
 use checkpoint_suite::rec_at;

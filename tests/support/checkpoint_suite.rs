@@ -2,8 +2,6 @@
 //! Each check uses thread ids under a unique prefix, so backends shared between runs (PostgreSQL)
 //! need no cleanup between them.
 
-#![allow(dead_code)]
-
 use planwright::checkpoint::{
     sweep, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource,
     Checkpointer, Retention, TaskWrite, WriteKind,
