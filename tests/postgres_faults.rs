@@ -187,6 +187,10 @@ async fn a_run_in_flight_survives_its_backends_being_terminated() {
     let state = engine.get_state(&t).await.unwrap().unwrap();
     assert_eq!(state.values.count, 150);
     assert_eq!(state.values.trace.len(), 151);
+    eprintln!(
+        "run of 150 supersteps: {} backends terminated during it; 152 checkpoints, none lost",
+        killed.load(Ordering::SeqCst)
+    );
     engine.shutdown().await;
 }
 
@@ -209,9 +213,10 @@ async fn connections_dropped_by_the_network_cost_only_a_retried_statement() {
     })
     .await;
     all_there(&*cp, &t, 200).await;
-    assert!(
-        proxy.accepted.load(Ordering::Relaxed) > 3,
-        "connections were replaced"
+    let accepted = proxy.accepted.load(Ordering::Relaxed);
+    assert!(accepted > 3, "connections were replaced");
+    eprintln!(
+        "200 writes, every connection dropped 8 times: {accepted} connections opened, none lost"
     );
 }
 
