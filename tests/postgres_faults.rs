@@ -169,26 +169,26 @@ async fn a_run_in_flight_survives_its_backends_being_terminated() {
     let out = engine
         .run(
             t.clone(),
-            WalkUpdate::default().target(150),
+            WalkUpdate::default().target(80),
             RunOptions::default(),
         )
         .await;
     done.store(true, Ordering::SeqCst);
     killer.await.unwrap();
     let out = out.expect("the run continues after reconnecting");
-    assert_eq!(out.state.count, 150);
+    assert_eq!(out.state.count, 80);
     assert!(
         killed.load(Ordering::SeqCst) > 0,
         "no backend was terminated"
     );
-    // Nothing committed is lost: the input, 150 increments and `done`, all readable.
+    // Nothing committed is lost: the input, 80 increments and `done`, all readable.
     let history = engine.history(&t, 1_000).await.unwrap();
-    assert_eq!(history.len(), 152);
+    assert_eq!(history.len(), 82);
     let state = engine.get_state(&t).await.unwrap().unwrap();
-    assert_eq!(state.values.count, 150);
-    assert_eq!(state.values.trace.len(), 151);
+    assert_eq!(state.values.count, 80);
+    assert_eq!(state.values.trace.len(), 81);
     eprintln!(
-        "run of 150 supersteps: {} backends terminated during it; 152 checkpoints, none lost",
+        "run of 80 supersteps: {} backends terminated during it; 82 checkpoints, none lost",
         killed.load(Ordering::SeqCst)
     );
     engine.shutdown().await;
