@@ -98,3 +98,92 @@ proptest! {
         });
     }
 }
+
+/// The background sweeper applies its retention at once and then every interval (paused time).
+#[tokio::test(start_paused = true)]
+async fn the_background_sweeper_deletes_old_threads_every_interval() {
+    use planwright::checkpoint::{spawn_sweeper, Retention};
+    use std::time::Duration;
+    let cp: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
+    let old = |name: &str| planwright::ThreadId::new(name);
+    // Written in 2023 (`rec`'s timestamps): older than a day.
+    cp.put(checkpoint_suite::rec(
+        &old("a"),
+        1,
+        None,
+        BodyKind::Snapshot,
+        "{}",
+    ))
+    .await
+    .unwrap();
+    let sweeper = spawn_sweeper(
+        cp.clone(),
+        Retention {
+            thread_age: Some(Duration::from_secs(86_400)),
+            interval: Duration::from_secs(60),
+            ..Retention::default()
+        },
+    );
+    let mut reports = sweeper.reports();
+    reports.changed().await.unwrap();
+    assert_eq!(reports.borrow().clone().unwrap().threads_deleted, 1);
+    assert_eq!(cp.head(&old("a")).await.unwrap(), None);
+    cp.put(checkpoint_suite::rec(
+        &old("b"),
+        1,
+        None,
+        BodyKind::Snapshot,
+        "{}",
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    reports.changed().await.unwrap();
+    assert_eq!(reports.borrow().clone().unwrap().threads_deleted, 1);
+    assert_eq!(cp.head(&old("b")).await.unwrap(), None);
+    drop(sweeper);
+}
+
+/// Writes on a SQLite file go on while a sweep deletes hundreds of threads in small batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_succeed_while_a_sweep_deletes_in_batches() {
+    use planwright::checkpoint::{sweep, Retention};
+    use std::time::Duration;
+    let cp = backends::sqlite("sweep").await;
+    for i in 0..300 {
+        let t = planwright::ThreadId::new(format!("old/{i}"));
+        cp.put(checkpoint_suite::rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+            .await
+            .unwrap();
+    }
+    let writer = {
+        let cp = cp.clone();
+        tokio::spawn(async move {
+            let t = planwright::ThreadId::new("live");
+            for id in 1..=100u64 {
+                let kind = if id == 1 {
+                    BodyKind::Snapshot
+                } else {
+                    BodyKind::Delta
+                };
+                let mut r = checkpoint_suite::rec(&t, id, (id > 1).then(|| id - 1), kind, "[]");
+                r.metadata.created_at_ms = u64::MAX / 2; // far in the future: never swept
+                cp.put(r).await.expect("a write during the sweep");
+            }
+        })
+    };
+    let retention = Retention {
+        thread_age: Some(Duration::from_secs(86_400)),
+        batch: 10,
+        ..Retention::default()
+    };
+    let now_ms = 1_800_000_000_000;
+    let report = sweep(&*cp, &retention, now_ms).await.unwrap();
+    writer.await.unwrap();
+    assert_eq!(report.threads_deleted, 300, "{report:?}");
+    assert_eq!(
+        cp.head(&planwright::ThreadId::new("live")).await.unwrap(),
+        Some(planwright::CheckpointId(100))
+    );
+    assert!(cp.list_threads("old/", 10, 0).await.unwrap().is_empty());
+}

@@ -129,17 +129,20 @@ pub async fn sweep(
         return Ok(report);
     }
     let batch = retention.batch.max(1);
-    // Every thread with its head's time, in pages.
+    // Every thread with its head's time, in pages. Threads created while paging shift the
+    // offsets, so a thread may come twice (kept once) or be missed (swept next time).
     let mut threads: Vec<(ThreadId, u64)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut offset = 0;
     loop {
-        let page = cp
-            .list_threads(&retention.prefix, batch, threads.len())
-            .await?;
+        let page = cp.list_threads(&retention.prefix, batch, offset).await?;
         let n = page.len();
-        threads.extend(
-            page.into_iter()
-                .map(|s| (s.thread_id, s.head_metadata.created_at_ms)),
-        );
+        offset += n;
+        for s in page {
+            if seen.insert(s.thread_id.clone()) {
+                threads.push((s.thread_id, s.head_metadata.created_at_ms));
+            }
+        }
         tokio::task::yield_now().await;
         if n < batch {
             break;
