@@ -28,6 +28,16 @@ async fn sqlite_exclusive_backend_conforms() {
     checkpoint_suite::run_all(cp, "sqlite-x").await;
 }
 
+/// Every call on the blocking pool, without the inline first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_offloaded_backend_conforms() {
+    let path = backends::sqlite_path("offload");
+    let cp = connect(&format!("sqlite:{}?inline=0", path.display()))
+        .await
+        .unwrap();
+    checkpoint_suite::run_all(cp, "sqlite-o").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_backend_conforms() {
     let Some(cp) = backends::postgres().await else {

@@ -33,6 +33,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// Checkpoints in a SQLite file.
 pub struct SqliteCheckpointer {
@@ -40,6 +41,8 @@ pub struct SqliteCheckpointer {
     path: PathBuf,
     /// Calls run inline (exclusive lock) instead of on the blocking pool.
     inline: bool,
+    /// Shared mode without the inline first attempt (`?inline=0`): every call on the pool.
+    offload_only: bool,
     /// Dropping it stops the background WAL checkpointer.
     stop_checkpointer: Option<mpsc::Sender<()>>,
 }
@@ -94,6 +97,7 @@ impl SqliteCheckpointer {
             conn: Arc::new(Mutex::new(conn)),
             path,
             inline: opts.exclusive,
+            offload_only: !opts.inline_first,
             stop_checkpointer,
         })
     }
@@ -103,16 +107,49 @@ impl SqliteCheckpointer {
         &self.path
     }
 
-    /// Runs `f` on the connection: inline with the exclusive lock, on the blocking pool otherwise
-    /// (see the module docs for why).
+    /// Runs `f` on the connection without ever making a tokio worker wait for a lock (see the
+    /// module docs). With the exclusive lock, inline. In the shared mode, first inline if the
+    /// connection is free and SQLite's lock can be taken at once (busy timeout 0); when another
+    /// task or process holds it, on tokio's blocking pool with the 10 s busy timeout. A busy
+    /// attempt has done nothing (`BEGIN IMMEDIATE` failed, or its transaction rolled back), so
+    /// running `f` again is safe.
     async fn call<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, CheckpointError> + Send + 'static,
+        f: impl Fn(&mut Connection) -> Result<T, CheckpointError> + Send + Sync + 'static,
     ) -> Result<T, CheckpointError> {
         if self.inline {
             let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
             return f(&mut conn);
         }
+        if self.offload_only {
+            return self.offload(f).await;
+        }
+        let first = match self.conn.try_lock() {
+            Ok(mut conn) => {
+                conn.busy_timeout(Duration::ZERO).map_err(be)?;
+                let r = f(&mut conn);
+                conn.busy_timeout(BUSY_TIMEOUT).map_err(be)?;
+                Some(r)
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                let conn = p.into_inner();
+                conn.busy_timeout(BUSY_TIMEOUT).map_err(be)?;
+                None
+            }
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        match first {
+            Some(Err(e)) if is_busy(&e) => self.offload(f).await,
+            Some(r) => r,
+            None => self.offload(f).await,
+        }
+    }
+
+    /// Runs `f` on tokio's blocking pool, waiting for the connection and SQLite's lock there.
+    async fn offload<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, CheckpointError> + Send + 'static,
+    ) -> Result<T, CheckpointError> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,6 +158,25 @@ impl SqliteCheckpointer {
         .await
         .map_err(|e| CheckpointError::Backend(format!("sqlite task did not finish: {e}")))?
     }
+}
+
+/// How long a call on the blocking pool waits for another connection's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether an error is SQLite's "the lock is held" (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+fn is_busy(e: &CheckpointError) -> bool {
+    let CheckpointError::Database { source, .. } = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        .is_some_and(|c| {
+            matches!(
+                c,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        })
 }
 
 impl Drop for SqliteCheckpointer {
@@ -367,7 +423,7 @@ impl Checkpointer for SqliteCheckpointer {
             query_records(c, &thread, &sql, params![thread.as_str(), sql_id])?
                 .pop()
                 .ok_or(CheckpointError::NotFound {
-                    thread,
+                    thread: thread.clone(),
                     checkpoint: Some(id),
                 })
         })
@@ -423,7 +479,7 @@ impl Checkpointer for SqliteCheckpointer {
             let target = id_from_sql(&thread, target)?;
             if records.is_empty() {
                 return Err(CheckpointError::Integrity {
-                    thread,
+                    thread: thread.clone(),
                     checkpoint: target,
                     problem: super::IntegrityProblem::MissingParent { parent: target },
                 });
@@ -606,7 +662,7 @@ impl Checkpointer for SqliteCheckpointer {
                 .map_err(be)?;
             let Some((parent, fingerprint, next_tasks, meta)) = row else {
                 return Err(CheckpointError::NotFound {
-                    thread,
+                    thread: thread.clone(),
                     checkpoint: Some(keep_from),
                 });
             };

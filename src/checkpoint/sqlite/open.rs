@@ -77,6 +77,9 @@ pub struct SqliteOptions {
     pub adopt: bool,
     /// `wal_limit=BYTES` (suffixes `k`, `m`, `g`): past this size the WAL is truncated.
     pub wal_limit: u64,
+    /// `inline=0` turns this off: in the shared mode, a call first runs inline when the lock is
+    /// free at once, and goes to the blocking pool only when it would wait.
+    pub inline_first: bool,
 }
 
 impl Default for SqliteOptions {
@@ -85,6 +88,7 @@ impl Default for SqliteOptions {
             exclusive: false,
             adopt: false,
             wal_limit: 64 << 20,
+            inline_first: true,
         }
     }
 }
@@ -113,6 +117,8 @@ impl SqliteOptions {
                 ("locking", "normal") => o.exclusive = false,
                 ("adopt", "1" | "true") => o.adopt = true,
                 ("adopt", "0" | "false") => o.adopt = false,
+                ("inline", "1" | "true") => o.inline_first = true,
+                ("inline", "0" | "false") => o.inline_first = false,
                 ("wal_limit", v) => {
                     o.wal_limit = parse_size(v).ok_or_else(|| {
                         format!("`wal_limit={v}`: give a size of at least 64k, e.g. 64m")
@@ -120,7 +126,7 @@ impl SqliteOptions {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown SQLite option `{pair}`; the options are `locking=exclusive|normal`, `adopt=1`, `wal_limit=SIZE`"
+                        "unknown SQLite option `{pair}`; the options are `locking=exclusive|normal`, `adopt=1`, `wal_limit=SIZE`, `inline=0|1`"
                     ))
                 }
             }
