@@ -1,11 +1,15 @@
 //! The SQLite file checkpointer (`sqlite:PATH`): the embedded default.
 //!
 //! rusqlite is synchronous, and in the shared mode another process may hold the file's lock for
-//! seconds (`busy_timeout` is 10 s): a call made on a tokio worker would stall every task of that
-//! worker meanwhile. So in the shared mode every call runs on tokio's blocking pool
-//! (`spawn_blocking`). With `?locking=exclusive` no other process can take the lock, a call is a
-//! WAL append without fsync (tens of microseconds, like CPU work), and it runs inline on the
-//! calling task: the hand-off would cost more than the write (see `docs/PERFORMANCE.md`).
+//! seconds (`busy_timeout` is 10 s): a call that waited for it on a tokio worker would stall every
+//! task of that worker meanwhile. So no call ever waits for a lock on a worker. In the shared mode
+//! a call first runs inline, if the connection is free and SQLite's lock can be taken at once
+//! (busy timeout 0): then it is a WAL append without fsync, tens of microseconds, like CPU work.
+//! When the lock is held (by another process, by the WAL thread's truncating checkpoint, or by
+//! another task of this process whose call is waiting), the call goes to tokio's blocking pool
+//! and waits there, with the full busy timeout. With `?inline=0` every call goes to the pool. With
+//! `?locking=exclusive` no other process can take the lock, and calls run inline. The costs of
+//! each are measured in `docs/PERFORMANCE.md`.
 //!
 //! The file is in WAL mode with `synchronous=NORMAL`: a committed transaction survives the process
 //! being killed (the crash-recovery tests SIGKILL writers), and only an OS crash or power loss may
