@@ -19,6 +19,7 @@
 //! one writer per thread. `put_many` stores a whole batch in one transaction. Every checkpoint
 //! carries a checksum ([`integrity`](super::integrity)), verified on load with its parent links.
 
+mod exit;
 mod open;
 
 pub use open::SqliteOptions;
@@ -97,8 +98,10 @@ impl SqliteCheckpointer {
         } else {
             Some(open::spawn_wal_checkpointer(&path, opts.wal_limit)?)
         };
+        let conn = Arc::new(Mutex::new(conn));
+        exit::register(&conn, &path, opts.exclusive);
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            conn,
             path,
             inline: opts.exclusive,
             offload_only: !opts.inline_first,
@@ -189,7 +192,7 @@ impl Drop for SqliteCheckpointer {
     fn drop(&mut self) {
         drop(self.stop_checkpointer.take());
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        if let Err(e) = exit::truncate_wal(&conn, Duration::from_secs(1)) {
             tracing::warn!(error = %e, path = %self.path.display(), "sqlite WAL not truncated on close");
         }
     }
