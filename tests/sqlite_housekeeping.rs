@@ -173,3 +173,43 @@ async fn a_write_waiting_for_another_process_lock_leaves_the_worker_free() {
     holder.join().unwrap();
     assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(2)));
 }
+
+/// The child of `an_exiting_process_leaves_its_data_in_the_db_file`: writes, keeps a clone of the
+/// checkpointer alive past `main` (as a background thread may), and exits normally.
+#[test]
+fn exiting_child_entry() {
+    let Ok(path) = std::env::var("PW_EXIT_DB") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cp = rt.block_on(async {
+        let cp = connect(&format!("sqlite:{path}")).await.unwrap();
+        let t = ThreadId::new("exiting");
+        for id in 1..=20 {
+            cp.put(big(&t, id, 1024)).await.unwrap();
+        }
+        cp
+    });
+    std::mem::forget(cp); // never dropped: only the exit hook can fold the WAL in
+    std::process::exit(0);
+}
+
+#[test]
+fn an_exiting_process_leaves_its_data_in_the_db_file_even_with_the_checkpointer_still_held() {
+    let path = backends::sqlite_path("exit");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "exiting_child_entry", "--test-threads=1"])
+        .env("PW_EXIT_DB", &path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Copy only the .db file, as a person would.
+    let copy = backends::sqlite_path("exit-copy");
+    std::fs::copy(&path, &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM checkpoints", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 20);
+}
