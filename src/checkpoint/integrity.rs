@@ -11,8 +11,11 @@
 //! Rows written before checksums existed (schema version 1) have none; they stay readable, their
 //! parent links are still verified, and the next write that rewrites them (`prune`) adds one.
 
-use super::{codec, BodyKind, CheckpointError, CheckpointRecord};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use super::codec;
+use super::{BodyKind, CheckpointError, CheckpointRecord};
 use crate::ids::{CheckpointId, ThreadId};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
@@ -38,6 +41,7 @@ pub enum IntegrityProblem {
     NoSnapshot,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// The checksum of a record as stored: hex SHA-256 over its fields, each length-prefixed.
 pub fn checksum(r: &CheckpointRecord) -> Result<String, CheckpointError> {
     Ok(checksum_parts(
@@ -51,6 +55,7 @@ pub fn checksum(r: &CheckpointRecord) -> Result<String, CheckpointError> {
     ))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// [`checksum`] from the stored columns (the metadata as its stored JSON text).
 pub fn checksum_parts(
     id: CheckpointId,
@@ -80,6 +85,7 @@ pub fn checksum_parts(
         .collect::<String>()
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Checks a stored checksum (`None`: a row from before checksums, accepted).
 pub fn verify_checksum(
     thread: &ThreadId,
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(got.iter().map(|r| r.id.0).collect::<Vec<_>>(), [3, 4, 5, 6]);
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[test]
     fn a_checksum_covers_every_field() {
         let base = rec(2, Some(1), BodyKind::Delta);

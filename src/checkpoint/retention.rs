@@ -16,11 +16,33 @@
 //! conversations writing meanwhile interleave with it. A thread deleted by retention is gone like
 //! a `DELETE /threads/{id}`; pick ages longer than any conversation you may resume.
 
-use super::codec::parse_duration;
 use super::{CheckpointError, Checkpointer};
 use crate::ids::{CheckpointId, ThreadId};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Parses a duration: `500ms`, `5s`, `2m`, `3h`, `7d`, or a bare number of seconds. Used by the
+/// database URLs' options and by [`Retention::parse`].
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        _ => return None,
+    };
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
 
 /// What to keep. `None` everywhere keeps everything.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +283,16 @@ pub fn spawn_sweeper(cp: Arc<dyn Checkpointer>, retention: Retention) -> Sweeper
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("5"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_duration("2d"), Some(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("1y"), None);
+    }
 
     #[test]
     fn the_cli_form_parses_and_names_what_is_wrong() {

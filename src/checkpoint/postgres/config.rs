@@ -23,7 +23,7 @@
 //! Durations are `500ms`, `5s`, `2m`, or a bare number of seconds. A malformed URL or option is
 //! [`CheckpointError::BadUrl`] (the CLIs exit 2).
 
-use super::super::codec::parse_duration;
+use super::super::retention::parse_duration;
 use super::super::CheckpointError;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::str::FromStr;

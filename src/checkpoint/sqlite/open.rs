@@ -12,8 +12,8 @@
 //! checkpointer dropped) a `TRUNCATE` checkpoint runs too, so the `.db` file alone holds every
 //! committed checkpoint: copying it copies the data.
 //!
-//! **Foreign files are refused.** A file that already holds tables but no `planwright_schema`
-//! table belongs to another program; opening it is refused unless the URL says `?adopt=1`, so a
+//! **Foreign files are refused.** A file that already holds tables other than Planwright's own
+//! (`planwright_*`) but no `planwright_schema` table belongs to another program; opening it is refused unless the URL says `?adopt=1`, so a
 //! mistyped path never adds Planwright tables to someone else's database.
 
 use super::super::migrate::{pending, Migration};
@@ -177,10 +177,17 @@ fn refuse_foreign(conn: &Connection, path: &Path, adopt: bool) -> Result<(), Che
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(|e| CheckpointError::Backend(format!("cannot read {}: {e}", path.display())))?;
-    if adopt || tables.is_empty() || tables.iter().any(|t| t == "planwright_schema") {
+    // Tables named `planwright_*` are Planwright's own (the store's, run records) even before
+    // the checkpointer's schema is there.
+    let foreign: Vec<&String> = tables
+        .iter()
+        .filter(|t| !t.starts_with("planwright_"))
+        .collect();
+    if adopt || foreign.is_empty() || tables.iter().any(|t| t == "planwright_schema") {
         return Ok(());
     }
-    let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    let tables = foreign;
+    let shown: Vec<&str> = tables.iter().take(5).map(|t| t.as_str()).collect();
     Err(CheckpointError::BadUrl {
         url: format!("sqlite:{}", path.display()),
         reason: format!(
