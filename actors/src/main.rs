@@ -47,7 +47,12 @@ fn main() -> ExitCode {
             Command::Load(args) => run_load(args).await,
             Command::Serve(args) => match serve::run(&args).await {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e @ serve::ServeError::Usage(_)) => {
+                Err(
+                    e @ (serve::ServeError::Usage(_)
+                    | serve::ServeError::Checkpoint(
+                        planwright::checkpoint::CheckpointError::BadUrl { .. },
+                    )),
+                ) => {
                     eprintln!("serve: {e}");
                     ExitCode::from(2)
                 }
