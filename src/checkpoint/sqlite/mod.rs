@@ -37,6 +37,7 @@ use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +51,8 @@ pub struct SqliteCheckpointer {
     offload_only: bool,
     /// Dropping it stops the background WAL checkpointer.
     stop_checkpointer: Option<mpsc::Sender<()>>,
+    /// Set by the WAL thread when the log has passed its limit: the next call truncates it.
+    wal_over_limit: Arc<AtomicBool>,
 }
 
 /// A rusqlite error as a [`CheckpointError::Database`], keeping its source and result code.
@@ -93,10 +96,15 @@ impl SqliteCheckpointer {
     ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
         let conn = open::open_connection(&path, &opts)?;
+        let wal_over_limit = Arc::new(AtomicBool::new(false));
         let stop_checkpointer = if opts.exclusive {
             None
         } else {
-            Some(open::spawn_wal_checkpointer(&path, opts.wal_limit)?)
+            Some(open::spawn_wal_checkpointer(
+                &path,
+                opts.wal_limit,
+                wal_over_limit.clone(),
+            )?)
         };
         let conn = Arc::new(Mutex::new(conn));
         exit::register(&conn, &path, opts.exclusive);
@@ -106,6 +114,7 @@ impl SqliteCheckpointer {
             inline: opts.exclusive,
             offload_only: !opts.inline_first,
             stop_checkpointer,
+            wal_over_limit,
         })
     }
 
@@ -127,6 +136,18 @@ impl SqliteCheckpointer {
         if self.inline {
             let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
             return f(&mut conn);
+        }
+        if self.wal_over_limit.swap(false, Ordering::Relaxed) {
+            // The log passed its limit: this call, on the blocking pool, truncates it after `f`.
+            return self
+                .offload(move |c| {
+                    let r = f(c);
+                    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+                        tracing::warn!(error = %e, "sqlite WAL not truncated");
+                    }
+                    r
+                })
+                .await;
         }
         if self.offload_only {
             return self.offload(f).await;

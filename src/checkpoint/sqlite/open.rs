@@ -5,9 +5,10 @@
 //! database at a checkpoint. A *passive* checkpoint never waits for writers, so under a steady
 //! write load it never catches up with the end of the log, the log is never restarted, and it
 //! grows for ever (1.4 GB beside a 338 MB database after 5,000 conversations). So the background
-//! thread runs a passive checkpoint every 250 ms, and when the log has grown past `wal_limit`
-//! (default 64 MiB) a `TRUNCATE` checkpoint, which waits (up to its busy timeout) for the writers
-//! of the moment, copies everything back and empties the file. `journal_size_limit` makes SQLite
+//! thread runs a passive checkpoint every 250 ms; when the log has grown past `wal_limit` (default
+//! 64 MiB), the next write, on the blocking pool after its commit and on the writing connection
+//! itself (so it cannot starve behind other writes), runs a `TRUNCATE` checkpoint, which copies
+//! everything back and empties the file; the thread tries one too, for when no write comes. `journal_size_limit` makes SQLite
 //! itself shrink the file to the limit whenever the log restarts. On a clean close (the
 //! checkpointer dropped) a `TRUNCATE` checkpoint runs too, so the `.db` file alone holds every
 //! committed checkpoint: copying it copies the data.
@@ -21,7 +22,8 @@ use super::super::CheckpointError;
 use super::be;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 pub(super) static MIGRATIONS: [Migration; 2] = [
@@ -238,6 +240,7 @@ pub(super) fn wal_path(db: &Path) -> PathBuf {
 pub(super) fn spawn_wal_checkpointer(
     path: &Path,
     wal_limit: u64,
+    over_limit: Arc<AtomicBool>,
 ) -> Result<mpsc::Sender<()>, CheckpointError> {
     let conn = Connection::open(path).map_err(be)?;
     conn.busy_timeout(Duration::from_secs(2)).map_err(be)?;
@@ -248,11 +251,12 @@ pub(super) fn spawn_wal_checkpointer(
         .spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WAL_CHECKPOINT_EVERY) {
                 let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-                let mode = if size > wal_limit {
-                    "TRUNCATE"
-                } else {
-                    "PASSIVE"
-                };
+                // Past the limit, the next write truncates the log itself (a checkpoint here
+                // could starve behind a tight loop of writes); this thread tries too, for when
+                // no write comes.
+                let over = size > wal_limit;
+                over_limit.store(over, Ordering::Relaxed);
+                let mode = if over { "TRUNCATE" } else { "PASSIVE" };
                 let sql = format!("PRAGMA wal_checkpoint({mode})");
                 if let Err(e) = conn.query_row(&sql, [], |_| Ok(())) {
                     tracing::warn!(error = %e, mode, "sqlite WAL checkpoint failed");
