@@ -175,3 +175,27 @@ async fn the_bearer_scheme_is_case_insensitive() {
         assert_eq!(s, 401, "{header}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ok_is_503_while_the_server_recovers_and_200_after() {
+    let dir = std::env::temp_dir().join(format!("planwright-ok-{}", std::process::id()));
+    let args = ServeArgs {
+        checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
+        ..ServeArgs::default()
+    };
+    let st = state(&args).await.unwrap();
+    st.recovered
+        .store(false, std::sync::atomic::Ordering::Release);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(st.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let (s, v) = send(c().get(format!("http://{addr}/ok"))).await;
+    assert_eq!((s, v["status"].as_str()), (503, Some("recovering")), "{v}");
+    st.recovered
+        .store(true, std::sync::atomic::Ordering::Release);
+    let (s, v) = send(c().get(format!("http://{addr}/ok"))).await;
+    assert_eq!((s, &v), (200, &json!({"ok": true})));
+}

@@ -20,8 +20,29 @@ use std::sync::Arc;
 type ApiResult = Result<Json<Value>, ApiError>;
 
 /// `GET /ok`.
-pub async fn ok() -> Json<Value> {
-    Json(json!({"ok": true}))
+/// `GET /ok`: readiness. 200 `{"ok": true}` once the threads a stopped server left mid-run have
+/// been picked up and the storage answers; 503 with `status` `recovering` or `storage
+/// unreachable` (and why) before that, so a load balancer sends nothing here yet.
+pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+    if !state.recovered.load(std::sync::atomic::Ordering::Acquire) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ok": false, "status": "recovering"})),
+        );
+    }
+    let probe = ThreadId::new("__planwright_ready__");
+    match state.checkpointer.thread_metadata(&probe).await {
+        Ok(_) => (StatusCode::OK, Json(json!({"ok": true}))),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: storage unreachable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(
+                    json!({"ok": false, "status": "storage unreachable", "detail": e.to_string()}),
+                ),
+            )
+        }
+    }
 }
 
 fn now() -> String {

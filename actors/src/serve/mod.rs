@@ -126,6 +126,8 @@ pub struct AppState {
     pub runs: metrics::RunCounters,
     /// Background runs by id.
     pub background: runs::RunRegistry,
+    /// False while a starting server picks up the threads a stopped one left mid-run.
+    pub recovered: std::sync::atomic::AtomicBool,
 }
 
 /// Why the server could not start.
@@ -193,6 +195,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         auth,
         runs: metrics::RunCounters::default(),
         background: runs::RunRegistry::default(),
+        recovered: std::sync::atomic::AtomicBool::new(true),
     }))
 }
 
@@ -269,8 +272,25 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
             addr: args.addr.clone(),
             source,
         })?;
-    // Threads a stopped server left mid-run continue now.
-    handlers::continue_unfinished(&state).await;
+    // The port is open at once; threads a stopped server left mid-run are picked up in the
+    // background, and `/ok` says 503 `recovering` until that is done.
+    state
+        .recovered
+        .store(false, std::sync::atomic::Ordering::Release);
+    {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            handlers::continue_unfinished(&state).await;
+            state
+                .recovered
+                .store(true, std::sync::atomic::Ordering::Release);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "recovery done"
+            );
+        });
+    }
     let sweeper = store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY);
     eprintln!("planwright serve: listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
