@@ -156,7 +156,7 @@ fn render(run: &AcquireRun) -> String {
     s.push_str(&format!("status: {}\n", run.status()));
     s.push_str("targets:\n");
     for (k, v) in out["targets"].as_object().into_iter().flatten() {
-        s.push_str(&format!("  {k} = {v}\n"));
+        s.push_str(&format!("  {k} = {}\n", super::people::value(v)));
     }
     s.push_str("fields:\n");
     for (k, v) in out["fields"].as_object().into_iter().flatten() {
@@ -171,7 +171,10 @@ fn render(run: &AcquireRun) -> String {
             Some(kind) => format!("{kind} {}", p["formula"].as_str().unwrap_or("")),
             None => "missing".to_string(),
         };
-        s.push_str(&format!("  {k} = {} ({from})\n", v["value"]));
+        s.push_str(&format!(
+            "  {k} = {} ({from})\n",
+            super::people::value(&v["value"])
+        ));
     }
     s.push_str(&format!(
         "{} decisions in {} iterations\n",

@@ -15,6 +15,7 @@ pub mod graph;
 pub mod input;
 pub mod numbers;
 pub mod output;
+pub mod people;
 pub mod policy;
 pub mod routes;
 pub mod runner;
