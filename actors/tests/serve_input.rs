@@ -199,3 +199,22 @@ async fn ok_is_503_while_the_server_recovers_and_200_after() {
     let (s, v) = send(c().get(format!("http://{addr}/ok"))).await;
     assert_eq!((s, &v), (200, &json!({"ok": true})));
 }
+
+#[test]
+fn a_bad_retention_or_limit_flag_exits_2_naming_it() {
+    for args in [
+        vec!["--retention", "thread_age=forever"],
+        vec!["--retention", "keep=all"],
+        vec!["--header-timeout", "0s"],
+        vec!["--max-connections", "0"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .arg("serve")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
+}

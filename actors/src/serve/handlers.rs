@@ -30,9 +30,8 @@ pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
             Json(json!({"ok": false, "status": "recovering"})),
         );
     }
-    let probe = ThreadId::new("__planwright_ready__");
-    match state.checkpointer.thread_metadata(&probe).await {
-        Ok(_) => (StatusCode::OK, Json(json!({"ok": true}))),
+    match state.checkpointer.ping().await {
+        Ok(()) => (StatusCode::OK, Json(json!({"ok": true}))),
         Err(e) => {
             tracing::warn!(error = %e, "readiness: storage unreachable");
             (

@@ -59,6 +59,12 @@ pub struct ServeArgs {
     /// default: the checkpoint URL, so items live beside the threads).
     #[arg(long)]
     pub store: Option<String>,
+    /// Delete old threads and checkpoints in the background: comma-separated `key=value` with
+    /// `thread_age`, `max_threads`, `checkpoint_age`, `max_checkpoints`, `interval`, `batch`,
+    /// `prefix` (e.g. `thread_age=30d,max_checkpoints=50`; see docs/checkpoints.md). Default:
+    /// keep everything.
+    #[arg(long, value_parser = planwright::checkpoint::Retention::parse)]
+    pub retention: Option<planwright::checkpoint::Retention>,
     /// Time a client has to send a request's headers; also how long an idle keep-alive
     /// connection stays open (`500ms`, `10s`, `2m`).
     #[arg(long, default_value = "10s", value_parser = listen::parse_duration)]
@@ -91,6 +97,7 @@ impl Default for ServeArgs {
             max_connections: limits.max_connections as u32,
             max_requests_per_client: limits.max_requests_per_client as u32,
             store: None,
+            retention: None,
         }
     }
 }
@@ -292,6 +299,13 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         });
     }
     let sweeper = store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY);
+    // Retention runs beside the server (small batches, never blocking writes); dropping the
+    // handle at the end stops it.
+    let _retention = args
+        .retention
+        .clone()
+        .filter(|r| !r.keeps_everything())
+        .map(|r| planwright::checkpoint::spawn_sweeper(state.checkpointer.clone(), r));
     eprintln!("planwright serve: listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
