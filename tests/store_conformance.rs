@@ -34,8 +34,13 @@ async fn sqlite_store_conforms() {
     store_suite::run_all(Arc::new(s), clock, "sqlite").await;
 }
 
+/// The PostgreSQL tests of this file take turns: `sweep` deletes every expired item of the
+/// table, and each test's manual clock would expire the others' items.
+static PG_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_conforms() {
+    let _turn = PG_TURN.lock().await;
     if backends::postgres().await.is_none() {
         return;
     }
@@ -248,6 +253,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
     #[test]
     fn postgres_answers_every_sequence_as_the_memory_model_does(ops in prop::collection::vec(op(), 1..30)) {
+        let _turn = PG_TURN.blocking_lock();
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             if backends::postgres().await.is_none() {
