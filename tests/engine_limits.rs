@@ -266,3 +266,58 @@ async fn a_second_run_on_a_busy_thread_is_rejected_or_queued() {
     // The queued run continued the same thread after the first ended: its trace holds both.
     assert_eq!(b.unwrap().state.trace, ["long", "long"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn new_input_after_a_cancel_replaces_the_unfinished_superstep() {
+    let graph = StateGraph::<Walk>::new("two")
+        .add_sync_node("first", |_s: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default().trace(vec!["first".into()]))
+        })
+        .add_node("long", sleeper("long", 60_000))
+        .add_edge(START, "first")
+        .add_edge("first", "long")
+        .add_edge("long", END)
+        .compile()
+        .unwrap();
+    let cp = planwright::checkpoint::connect("memory:").await.unwrap();
+    let engine = Engine::builder(graph).checkpointer(cp).build().await;
+    let thread = ThreadId::new("t");
+    let handle = engine
+        .start(
+            thread.clone(),
+            WalkUpdate::default().count(1),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(engine.cancel(&thread));
+    assert!(matches!(handle.wait().await, Err(RunError::Cancelled)));
+    let left = engine.get_state(&thread).await.unwrap().unwrap();
+    assert_eq!(left.next, ["long"], "the cancel left `long` unfinished");
+    // Plain new input is refused (the thread could be continued)…
+    let err = engine
+        .start(
+            thread.clone(),
+            WalkUpdate::default().count(2),
+            RunOptions::default(),
+        )
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("unfinished run"), "{err}");
+    // …and replacing input starts over from the newest checkpoint's state.
+    let out = engine
+        .start_replacing(
+            thread.clone(),
+            WalkUpdate::default().count(2),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(out.state.count, 2);
+    assert_eq!(out.state.trace, ["first", "first", "long"]);
+}

@@ -170,6 +170,8 @@ impl<S: State> EngineBuilder<S> {
 
 enum StartMode<S: State> {
     Input(S::Update),
+    /// Input that replaces an unfinished (not interrupted) superstep the thread was left in.
+    Replace(S::Update),
     Continue,
     Resume(Resume),
 }
@@ -234,6 +236,20 @@ impl<S: State> Engine<S> {
         opts: RunOptions,
     ) -> Result<RunHandle<S>, RunError> {
         self.launch(thread, StartMode::Input(input), opts).await
+    }
+
+    /// Starts a run with `input` on a thread whose last run stopped between supersteps (a
+    /// cancel), abandoning that unfinished superstep: the new run starts from the thread's
+    /// state at its newest checkpoint, as a new input does in LangGraph. A thread paused on an
+    /// interrupt is still refused (resume it); a thread with nothing unfinished starts as with
+    /// [`Engine::start`].
+    pub async fn start_replacing(
+        &self,
+        thread: ThreadId,
+        input: S::Update,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Replace(input), opts).await
     }
 
     /// Continues a thread whose run stopped between supersteps (a crash, a cancel, a shutdown).
@@ -429,8 +445,14 @@ impl<S: State> Engine<S> {
             None => (SavedThread::new(), Vec::new()),
         };
         let persisted_head = saved.head;
+        if matches!(mode, StartMode::Replace(_)) && !saved.is_interrupted() {
+            // The unfinished superstep (and any writes its finished tasks left) is abandoned;
+            // the new input starts from the state of the newest checkpoint.
+            saved.tasks.clear();
+            saved.writes.clear();
+        }
         match mode {
-            StartMode::Input(input) => {
+            StartMode::Input(input) | StartMode::Replace(input) => {
                 if !saved.tasks.is_empty() {
                     return Err(if saved.is_interrupted() {
                         RunError::BadResume {

@@ -316,6 +316,8 @@ pub async fn start_run(
 ) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
     let assistant = Assistant::parse(&body.assistant_id)?;
     let (thread, rec) = existing(state, id).await?;
+    // A thread whose last run was cancelled takes new input in place of its unfinished superstep.
+    let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
     let mut opts = match body.multitask_strategy.as_deref() {
         None | Some("reject") => RunOptions::default(),
         Some("enqueue") => RunOptions::default().enqueue(),
@@ -349,6 +351,12 @@ pub async fn start_run(
             };
             assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
             match start {
+                Ok(update) if after_cancel => {
+                    state
+                        .research
+                        .start_replacing(thread.clone(), update, opts)
+                        .await
+                }
                 Ok(update) => state.research.start(thread.clone(), update, opts).await,
                 Err(resume) => {
                     state
@@ -381,7 +389,14 @@ pub async fn start_run(
                             v.values["status"]
                         )));
                     }
-                    state.acquire.start(thread.clone(), update, opts).await
+                    if after_cancel {
+                        state
+                            .acquire
+                            .start_replacing(thread.clone(), update, opts)
+                            .await
+                    } else {
+                        state.acquire.start(thread.clone(), update, opts).await
+                    }
                 }
                 Err(answer) => {
                     state
@@ -394,7 +409,12 @@ pub async fn start_run(
         }
     };
     match started {
-        Ok(h) => Ok((thread, assistant, h)),
+        Ok(h) => {
+            if after_cancel {
+                mark_cancelled(state, &thread, None).await?;
+            }
+            Ok((thread, assistant, h))
+        }
         Err(e) => Err(run_error(id, e)),
     }
 }
@@ -438,9 +458,42 @@ async fn continue_thread(
             .await
             .map(AnyHandle::Acquire),
     };
-    started
-        .map(|h| (thread, assistant, h))
-        .map_err(|e| run_error(id, e))
+    let h = started.map_err(|e| run_error(id, e))?;
+    mark_cancelled(state, &thread, None).await?;
+    Ok((thread, assistant, h))
+}
+
+/// The thread record's key naming the run that was cancelled last (absent once a run starts).
+pub const CANCELLED_RUN: &str = "cancelled_run";
+
+/// Records (`Some(run_id)`) or clears (`None`) a cancel in the thread's record, so a restart
+/// does not continue the cancelled run and new input replaces its unfinished superstep.
+pub async fn mark_cancelled(
+    state: &AppState,
+    thread: &ThreadId,
+    run_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(mut rec) = record(state, thread).await? else {
+        return Ok(());
+    };
+    let Some(obj) = rec.as_object_mut() else {
+        return Ok(());
+    };
+    match run_id {
+        Some(r) => {
+            obj.insert(CANCELLED_RUN.into(), json!(r));
+        }
+        None => {
+            if obj.remove(CANCELLED_RUN).is_none() {
+                return Ok(());
+            }
+        }
+    }
+    state
+        .checkpointer
+        .set_thread_metadata(thread, rec)
+        .await
+        .map_err(ApiError::internal)
 }
 
 fn run_error(id: &str, e: RunError) -> ApiError {
@@ -494,6 +547,10 @@ pub async fn continue_unfinished(state: &Arc<AppState>) {
         return;
     };
     for t in threads {
+        if t.metadata.get(CANCELLED_RUN).is_some_and(|v| !v.is_null()) {
+            // Cancelled by a person: never resumed behind their back.
+            continue;
+        }
         let assistant = assistants::of(state, &t.thread_id, &t.metadata);
         assistants::continue_if_unfinished(state, assistant, t.thread_id).await;
     }

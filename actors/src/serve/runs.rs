@@ -215,7 +215,10 @@ pub async fn cancel(
             Some(a) => assistants::Assistant::parse(a)?,
             None => assistants::Assistant::Research,
         };
-        assistants::cancel(&state, assistant, &ThreadId::new(thread));
+        // Recorded before the engine stops the run: a restart in between never resumes it.
+        let t = ThreadId::new(&thread);
+        super::handlers::mark_cancelled(&state, &t, Some(&run_id)).await?;
+        assistants::cancel(&state, assistant, &t);
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,133 @@
+//! Cancel, over HTTP against the real binary: a cancelled run leaves its thread usable (new
+//! input replaces the unfinished superstep), and a restart never resumes it.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn serve(db: &Path, port: u16) -> Server {
+    let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--model", "sim:p50=300ms,p99=600ms,seed=2", "--checkpoint"])
+        .arg(format!("sqlite:{}", db.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let server = Server(child);
+    // Ready: recovered and storage answering.
+    for _ in 0..800 {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/ok")).await {
+            if r.status() == 200 {
+                return server;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("serve on {port} never became ready");
+}
+
+async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_is_not_resumed_by_a_restart_and_new_input_replaces_it() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cancel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("serve.sqlite");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let server = serve(&db, port).await;
+    assert_eq!(
+        call(
+            "POST",
+            &format!("{url}/threads"),
+            Some(json!({"thread_id": "c-1"}))
+        )
+        .await
+        .0,
+        200
+    );
+    let input = json!({"assistant_id": "research", "input": {"input": "Should our support team adopt retrieval-augmented generation?"}});
+    let (s, run) = call(
+        "POST",
+        &format!("{url}/threads/c-1/runs"),
+        Some(input.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    // Wait for the first checkpoints, then cancel.
+    for _ in 0..400 {
+        let (_, h) = call(
+            "POST",
+            &format!("{url}/threads/c-1/history"),
+            Some(json!({"limit": 5})),
+        )
+        .await;
+        if h.as_array().is_some_and(|a| a.len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let (s, _) = call(
+        "POST",
+        &format!("{url}/threads/c-1/runs/{run_id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let mut status = String::new();
+    for _ in 0..400 {
+        let (_, t) = call("GET", &format!("{url}/threads/c-1"), None).await;
+        status = t["status"].as_str().unwrap_or("").to_string();
+        if status != "busy" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_ne!(status, "busy");
+    let (_, before) = call("GET", &format!("{url}/threads/c-1/state"), None).await;
+    assert!(
+        !before["next"].as_array().unwrap().is_empty(),
+        "the cancel left work unfinished: {before}"
+    );
+    // Killed and restarted: the cancelled run stays where it was.
+    drop(server);
+    let server = serve(&db, port).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, after) = call("GET", &format!("{url}/threads/c-1/state"), None).await;
+    assert_eq!(
+        after["checkpoint"], before["checkpoint"],
+        "a restart does not resume a cancelled run"
+    );
+    let (_, t) = call("GET", &format!("{url}/threads/c-1"), None).await;
+    assert_ne!(t["status"], "busy");
+    // New input replaces the unfinished superstep and runs to a brief.
+    let (s, out) = call("POST", &format!("{url}/threads/c-1/runs/wait"), Some(input)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["status"], "ok", "{out}");
+    drop(server);
+}
