@@ -131,3 +131,86 @@ async fn a_cancelled_run_is_not_resumed_by_a_restart_and_new_input_replaces_it()
     assert_eq!(out["status"], "ok", "{out}");
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueued_runs_answer_at_once_and_run_in_turn() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("enqueue-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let _server = serve(&dir.join("serve.sqlite"), port).await;
+    assert_eq!(
+        call(
+            "POST",
+            &format!("{url}/threads"),
+            Some(json!({"thread_id": "q-1"}))
+        )
+        .await
+        .0,
+        200
+    );
+    let input = |goal: &str| json!({"assistant_id": "research", "multitask_strategy": "enqueue", "input": {"input": goal}});
+    let (s, first) = call(
+        "POST",
+        &format!("{url}/threads/q-1/runs"),
+        Some(input("What does retrieval-augmented generation cost?")),
+    )
+    .await;
+    assert_eq!(
+        (s, first["status"].as_str()),
+        (200, Some("running")),
+        "{first}"
+    );
+    // While it runs, three more are queued: each answered at once, pending, marked enqueue.
+    let mut queued = Vec::new();
+    for goal in [
+        "What are the risks of RAG?",
+        "How fast is RAG?",
+        "Who maintains RAG indexes?",
+    ] {
+        let (s, r) = call(
+            "POST",
+            &format!("{url}/threads/q-1/runs"),
+            Some(input(goal)),
+        )
+        .await;
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(r["status"], "pending", "{r}");
+        assert_eq!(r["multitask_strategy"], "enqueue");
+        queued.push(r["run_id"].as_str().unwrap().to_string());
+    }
+    // The second queued run is cancelled before its turn: it never starts.
+    let (s, _) = call(
+        "POST",
+        &format!("{url}/threads/q-1/runs/{}/cancel", queued[1]),
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let mut statuses = Vec::new();
+    for _ in 0..1200 {
+        let (_, runs) = call("GET", &format!("{url}/threads/q-1/runs?limit=10"), None).await;
+        statuses = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect();
+        if !statuses.iter().any(|s| s == "pending" || s == "running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Newest first: the third queued, the cancelled second, the first queued, the first run.
+    assert_eq!(
+        statuses,
+        ["success", "interrupted", "success", "success"],
+        "{statuses:?}"
+    );
+}

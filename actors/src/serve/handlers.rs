@@ -300,6 +300,11 @@ pub struct RunBody {
 }
 
 impl RunBody {
+    /// The assistant the request names.
+    pub fn assistant(&self) -> &str {
+        &self.assistant_id
+    }
+
     /// The multitask strategy the request asks for (`reject` when it names none).
     pub fn strategy(&self) -> &str {
         self.multitask_strategy.as_deref().unwrap_or("reject")

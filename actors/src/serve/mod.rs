@@ -13,6 +13,7 @@ mod inspect;
 pub mod listen;
 mod messages;
 mod metrics;
+mod queue;
 mod runs;
 pub mod store;
 mod stream;
@@ -133,6 +134,8 @@ pub struct AppState {
     pub runs: metrics::RunCounters,
     /// Background runs by id.
     pub background: runs::RunRegistry,
+    /// Enqueued runs waiting for their thread.
+    pub queues: queue::RunQueues,
     /// False while a starting server picks up the threads a stopped one left mid-run.
     pub recovered: std::sync::atomic::AtomicBool,
 }
@@ -202,6 +205,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         auth,
         runs: metrics::RunCounters::default(),
         background: runs::RunRegistry::default(),
+        queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
     }))
 }

@@ -25,6 +25,20 @@ pub struct RunRegistry {
 }
 
 impl RunRegistry {
+    /// A run's status now, if it has a record.
+    pub fn status_of(&self, run_id: &str) -> Option<String> {
+        self.runs
+            .get(run_id)
+            .and_then(|r| r["status"].as_str().map(String::from))
+    }
+
+    /// Notes why a run failed to start.
+    pub fn set_error(&self, run_id: &str, detail: &str) {
+        if let Some(mut r) = self.runs.get_mut(run_id) {
+            r["error"] = json!(detail);
+        }
+    }
+
     fn set_status(&self, run_id: &str, status: &str) {
         if let Some(mut r) = self.runs.get_mut(run_id) {
             r["status"] = json!(status);
@@ -54,6 +68,11 @@ impl RunRegistry {
             self.runs.remove(&id);
         }
     }
+}
+
+/// Sets a run's record status.
+pub fn set_status(state: &AppState, run_id: &str, status: &str) {
+    state.background.set_status(run_id, status);
 }
 
 /// Records a run that has just started; returns its record.
@@ -113,6 +132,31 @@ pub async fn create(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let strategy = body.strategy().to_string();
+    if strategy == "enqueue" {
+        // On a busy thread an enqueued run answers at once, `pending`, and waits its turn.
+        let thread = ThreadId::new(&id);
+        let rec = state
+            .checkpointer
+            .thread_metadata(&thread)
+            .await
+            .map_err(ApiError::internal)?
+            .ok_or_else(|| ApiError::not_found(format!("thread `{id}` does not exist")))?;
+        let assistant = assistants::Assistant::parse(body.assistant())?;
+        let bound = assistants::of(&state, &thread, &rec);
+        if super::queue::busy(&state, bound, &thread) {
+            let n = state
+                .background
+                .seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let run_id = format!("q{n}-{}", std::process::id());
+            let mut record = track(&state, &thread, assistant, &run_id, &strategy);
+            set_status(&state, &run_id, "pending");
+            record["status"] = json!("pending");
+            record.as_object_mut().map(|r| r.remove("seq"));
+            super::queue::submit(&state, &id, run_id, body);
+            return Ok(Json(record));
+        }
+    }
     let (thread, assistant, handle) = start_run(&state, &id, body, false).await?;
     let run_id = handle.run_id().0.to_string();
     let mut record = track(&state, &thread, assistant, &run_id, &strategy);
@@ -210,6 +254,11 @@ pub async fn cancel(
     Path((thread, run_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let run = find(&state, &thread, &run_id)?;
+    if run["status"] == "pending" {
+        // Not started yet: it never will.
+        set_status(&state, &run_id, "interrupted");
+        return Ok(StatusCode::NO_CONTENT);
+    }
     if run["status"] == "running" {
         let assistant = match run["assistant_id"].as_str() {
             Some(a) => assistants::Assistant::parse(a)?,
