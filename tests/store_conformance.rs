@@ -271,3 +271,37 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_store_takes_the_checkpointers_url_options_and_tls() {
+    let _turn = PG_TURN.lock().await;
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let sep = if backends::pg_url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!("{}{sep}sslmode=require&pool_size=2", backends::pg_url());
+    let s = PostgresStore::connect(&url)
+        .await
+        .expect("the store opens over TLS with the checkpointer's options");
+    let root = format!("tls{}", backends::unique());
+    let n = vec![root.clone(), "k".to_string()];
+    let mut v = serde_json::Map::new();
+    v.insert("x".into(), serde_json::json!(1));
+    s.put(&n, "a", v, planwright::store::PutOptions::default())
+        .await
+        .unwrap();
+    assert!(s.get(&n, "a").await.unwrap().is_some());
+    clean_postgres(&root).await;
+    let bad = PostgresStore::connect(&format!("{}{sep}pool_size=lots", backends::pg_url()))
+        .await
+        .err()
+        .expect("a bad option is refused");
+    assert!(
+        matches!(bad, planwright::store::StoreError::BadUrl { .. }),
+        "{bad}"
+    );
+}

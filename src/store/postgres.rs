@@ -8,10 +8,10 @@ use super::{
     PutOptions, SearchQuery, Store, StoreClock, StoreError,
 };
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 /// Serialises the table's creation between processes starting at once.
 const SCHEMA_LOCK: i64 = 0x706c_7773_746f_7265; // "plwstore"
@@ -45,28 +45,23 @@ fn be<E: std::error::Error + Send + Sync + 'static>(op: &'static str) -> impl Fn
 }
 
 impl PostgresStore {
-    /// Connects to `url` (a pool of up to 8 connections) and creates the table if needed.
+    /// Connects to `url` (the same pool options and TLS modes as the PostgreSQL checkpointer:
+    /// docs/checkpoints.md) and creates the table if needed.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::connect_with_clock(url, system_clock()).await
     }
 
     /// [`PostgresStore::connect`] on `clock`.
     pub async fn connect_with_clock(url: &str, clock: StoreClock) -> Result<Self, StoreError> {
-        let cfg: tokio_postgres::Config = url.parse().map_err(|e| StoreError::BadUrl {
-            url: url.to_string(),
-            reason: format!("{e}"),
-        })?;
-        let mgr = Manager::from_config(
-            cfg,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+        // The checkpointer's pool settings: URL options (`pool_size`, timeouts, `sslmode`
+        // with TLS) mean the same here, so the store reaches any database the threads do.
+        let pool = crate::checkpoint::postgres::pool_from_url(url).map_err(|e| match e {
+            crate::checkpoint::CheckpointError::BadUrl { reason, .. } => StoreError::BadUrl {
+                url: url.to_string(),
+                reason,
             },
-        );
-        let pool = Pool::builder(mgr)
-            .max_size(8)
-            .build()
-            .map_err(be("build pool"))?;
+            e => StoreError::backend("build pool", e),
+        })?;
         let mut client = pool.get().await.map_err(be("connect"))?;
         let tx = client.transaction().await.map_err(be("create table"))?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
