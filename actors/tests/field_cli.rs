@@ -385,3 +385,60 @@ fn without_an_answers_file_questions_are_read_from_the_terminal() {
     );
     assert_eq!(v["pending_question"]["field"], "obtainable_share");
 }
+
+#[test]
+fn a_price_in_another_currency_is_converted_only_at_a_rate_the_user_gives() {
+    let dir = workdir("rate");
+    std::fs::write(
+        dir.join("schema.json"),
+        r#"{"name": "rate", "targets": ["tam"], "fields": [
+            {"name": "currency", "kind": "raw", "source": "user", "type": "text", "core": true},
+            {"name": "clinics", "kind": "raw", "source": "web", "type": "number", "unit": "count",
+             "description": "dental clinics"},
+            {"name": "annual_price", "kind": "raw", "source": "web", "type": "number",
+             "unit": "currency/year", "description": "yearly price of practice software"},
+            {"name": "tam", "kind": "derived", "formula": "clinics * annual_price"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("corpus.json"),
+        r#"[{"id": "c", "title": "Dental clinics", "text": "There are 1,000 dental clinics."},
+            {"id": "p", "title": "Practice software", "text": "Practice software costs 1,500 USD per year."}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("answers.json"),
+        r#"{"currency": "EUR", "annual_price": "1,400"}"#,
+    )
+    .unwrap();
+    let base = |extra: &[&str]| {
+        let mut a = vec![
+            "--schema",
+            "schema.json",
+            "--corpus",
+            "corpus.json",
+            "--answers",
+            "answers.json",
+        ];
+        a.extend_from_slice(extra);
+        acquire(&dir, &a)
+    };
+    // Without a rate the USD price is not used: the planner asks (and gets 1,400 EUR).
+    let out = json(&base(&["--json"]));
+    assert_eq!(
+        out["fields"]["annual_price"]["provenance"]["kind"], "user",
+        "{out}"
+    );
+    // With one, it converts and says so.
+    let out = base(&["--rate", "USD/EUR=0.9"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("annual_price = 1,350"), "{text}");
+    assert!(
+        text.contains("× 0.9 USD→EUR (rate from user-rates)"),
+        "{text}"
+    );
+    // A malformed rate is refused before anything runs.
+    let out = base(&["--rate", "USD-EUR"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FROM/TO=RATE"));
+}

@@ -322,7 +322,10 @@ async fn search_provenance_quotes_the_document_it_names() {
         let sc = scenario(name);
         let run = run_scenario(offline(), Topology::Staged, &sc, name).await;
         for (field, a) in &run.state.values {
-            if let Provenance::Search { source_id, quote } = &a.provenance {
+            if let Provenance::Search {
+                source_id, quote, ..
+            } = &a.provenance
+            {
                 let doc = sc.corpus.iter().find(|d| d.id == *source_id).unwrap();
                 assert!(doc.text.contains(quote.as_str()), "{name}/{field}");
             }

@@ -524,7 +524,7 @@ proptest::proptest! {
             field.value_type = ValueType::Ratio;
         }
         let doc = planwright_actors::tools::bm25::Document { id: "d".into(), title: "yearly price".into(), text: text.clone() };
-        let req = ExtractRequest { field: Some(field), hits: vec![doc], taken: vec![], currency: None };
+        let req = ExtractRequest { field: Some(field), hits: vec![doc], ..ExtractRequest::default() };
         if let Some(e) = planwright_actors::field::policy::extract_offline(&req).found {
             proptest::prop_assert!(text.contains(&e.quote));
             proptest::prop_assert!(e.value.is_finite());
@@ -668,6 +668,8 @@ fn an_extraction_must_come_from_a_hit_and_be_stated_by_its_quote() {
         value,
         quote: quote.into(),
         source_id: id.into(),
+        span: None,
+        conversions: vec![],
     };
     assert!(check_extraction(
         &s,
@@ -696,4 +698,32 @@ fn an_extraction_must_come_from_a_hit_and_be_stated_by_its_quote() {
     )
     .unwrap_err()
     .contains("not among the hits"));
+    // A reading (as a chat model gives it): the span quoted, the value following from it.
+    let monthly = |value: f64, span: &str| Extraction {
+        value,
+        quote: "Software costs 1,440 EUR per year.".into(),
+        source_id: "d1".into(),
+        span: Some(span.into()),
+        conversions: vec![planwright_actors::field::reading::Conversion::Period {
+            from: "year".into(),
+            to: "month".into(),
+            factor: 1.0 / 12.0,
+        }],
+    };
+    assert!(check_extraction(&s, &obs, &monthly(120.0, "1,440 EUR per year")).is_ok());
+    assert!(
+        check_extraction(&s, &obs, &monthly(1440.0, "1,440 EUR per year"))
+            .unwrap_err()
+            .contains("does not follow")
+    );
+    assert!(
+        check_extraction(&s, &obs, &monthly(120.0, "1,440 EUR monthly"))
+            .unwrap_err()
+            .contains("not in the quote")
+    );
+    let mut no_span = monthly(120.0, "");
+    no_span.span = None;
+    assert!(check_extraction(&s, &obs, &no_span)
+        .unwrap_err()
+        .contains("without the span"));
 }

@@ -54,6 +54,10 @@ pub struct AcquireArgs {
     /// The topology: `staged` (default) or `plan` (the old single-node graph).
     #[arg(long, default_value = "staged")]
     pub topology: String,
+    /// An exchange rate, `FROM/TO=RATE` (`USD/EUR=0.92`; repeatable): a price in another
+    /// currency than the schema's is converted only at a rate given here or stated by a document.
+    #[arg(long = "rate")]
+    pub rates: Vec<String>,
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -100,12 +104,19 @@ fn prepare(args: &AcquireArgs, conversation: &str) -> Result<Prepared, String> {
         Start::Resume(text.clone())
     } else {
         let schema = schema.ok_or("--schema FILE is required")?;
-        let corpus = match &args.corpus {
+        let mut corpus = match &args.corpus {
             Some(p) => {
                 parse_corpus(&read(p, "corpus")?).map_err(|e| format!("{}: {e}", p.display()))?
             }
             None => bundled_corpus().map_err(|e| e.to_string())?,
         };
+        let rates = args
+            .rates
+            .iter()
+            .map(|r| super::input::parse_rate(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        corpus.extend(super::input::rates_document(&rates));
         Start::Input(Box::new(initial_update(
             conversation,
             &args.goal,
@@ -150,7 +161,9 @@ impl AnswerSource for Terminal {
     }
 }
 
-fn render(run: &AcquireRun) -> String {
+/// The run as the `acquire` command prints it: status, targets, each field with where it came from
+/// (and what was done to a number read from a quote).
+pub fn render_text(run: &AcquireRun) -> String {
     let out = run.output_json();
     let mut s = String::new();
     s.push_str(&format!("status: {}\n", run.status()));
@@ -162,11 +175,28 @@ fn render(run: &AcquireRun) -> String {
     for (k, v) in out["fields"].as_object().into_iter().flatten() {
         let p = &v["provenance"];
         let from = match p["kind"].as_str() {
-            Some("search") => format!(
-                "search {} \"{}\"",
-                p["source_id"].as_str().unwrap_or(""),
-                p["quote"].as_str().unwrap_or("")
-            ),
+            Some("search") => {
+                let how: Vec<String> = p["conversions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| {
+                        serde_json::from_value::<crate::field::reading::Conversion>(c.clone()).ok()
+                    })
+                    .filter(|c| !matches!(c, crate::field::reading::Conversion::Scale { .. }))
+                    .map(|c| c.describe())
+                    .collect();
+                format!(
+                    "search {} \"{}\"{}",
+                    p["source_id"].as_str().unwrap_or(""),
+                    p["quote"].as_str().unwrap_or(""),
+                    if how.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {}", how.join(", "))
+                    }
+                )
+            }
             Some("user") => "user".to_string(),
             Some(kind) => format!("{kind} {}", p["formula"].as_str().unwrap_or("")),
             None => "missing".to_string(),
@@ -252,7 +282,7 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
     if args.json {
         println!("{}", run.output_json());
     } else {
-        print!("{}", render(&run));
+        print!("{}", render_text(&run));
     }
     if run.status() == "aborted" {
         ExitCode::from(1)

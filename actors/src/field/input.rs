@@ -12,6 +12,9 @@ pub enum InputError {
     /// The schema is malformed.
     #[error("schema: {0}")]
     Schema(#[from] SchemaError),
+    /// An exchange rate is malformed.
+    #[error("rate: {0}")]
+    Rates(String),
     /// The corpus is malformed.
     #[error("corpus: {0}")]
     Corpus(String),
@@ -61,6 +64,43 @@ pub fn parse_corpus(text: &str) -> Result<Vec<Document>, InputError> {
         }
     }
     Ok(docs)
+}
+
+/// The id of the document holding the exchange rates a person gave (`--rate`, `"rates"`).
+pub const USER_RATES: &str = "user-rates";
+
+/// Reads an exchange rate as a person gives it: `USD/EUR=0.92` (1 USD is 0.92 EUR).
+pub fn parse_rate(text: &str) -> Result<(String, String, f64), InputError> {
+    let bad = || {
+        InputError::Rates(format!(
+            "`{text}`: give a rate as FROM/TO=RATE with currency codes, e.g. USD/EUR=0.92"
+        ))
+    };
+    let (pair, rate) = text.split_once('=').ok_or_else(bad)?;
+    let (from, to) = pair.split_once('/').ok_or_else(bad)?;
+    let code = |c: &str| {
+        let c = c.trim().to_uppercase();
+        (c.len() == 3 && c.chars().all(|x| x.is_ascii_alphabetic())).then_some(c)
+    };
+    let rate: f64 = rate.trim().parse().map_err(|_| bad())?;
+    match (code(from), code(to)) {
+        (Some(f), Some(t)) if f != t && rate.is_finite() && rate > 0.0 => Ok((f, t, rate)),
+        _ => Err(bad()),
+    }
+}
+
+/// The rates a person gave, as a document of the corpus: the planner reads rates from documents,
+/// so a rate given by a person is cited like any source (`rate from user-rates`).
+pub fn rates_document(rates: &[(String, String, f64)]) -> Option<Document> {
+    (!rates.is_empty()).then(|| Document {
+        id: USER_RATES.into(),
+        title: "Exchange rates given by the user".into(),
+        text: rates
+            .iter()
+            .map(|(f, t, r)| format!("1 {f} = {r} {t}."))
+            .collect::<Vec<_>>()
+            .join(" "),
+    })
 }
 
 /// Parses answers: a JSON object mapping schema field names (or components of the schema's

@@ -17,6 +17,7 @@ pub mod numbers;
 pub mod output;
 pub mod people;
 pub mod policy;
+pub mod reading;
 pub mod routes;
 pub mod runner;
 pub mod schema;

@@ -170,6 +170,13 @@ pub enum Provenance {
         source_id: String,
         /// The sentence the value was read from.
         quote: String,
+        /// The part of the quote the number was read from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        span: Option<String>,
+        /// What was done to the number as written (`× 12 (per month → per year)`, a range's
+        /// midpoint, the year picked and why, a currency rate).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conversions: Vec<crate::field::reading::Conversion>,
     },
     /// Given by the person.
     User {

@@ -8,7 +8,7 @@
 mod chat;
 pub mod offline;
 mod offline_decompose;
-mod offline_extract;
+pub(crate) mod offline_extract;
 
 pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};
 pub use chat::{responders, ChatFieldPolicy};
@@ -70,24 +70,54 @@ pub struct ExtractRequest {
     pub taken: Vec<(String, f64)>,
     /// The currency the person uses, when known.
     pub currency: Option<String>,
+    /// The region the schema is about, when known: numbers for other regions are not taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Exchange rates the corpus states, as (from, to, rate, document id): a price in another
+    /// currency is converted only at one of these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<(String, String, f64, String)>,
 }
 
-/// A value read from a document.
+/// A value read from a document: the reading (value in the field's unit, the span it came from,
+/// the conversions made) and the sentence around it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Extraction {
-    /// The value (ratios in 0..=1).
+    /// The value (ratios in 0..=1), in the field's unit.
     pub value: f64,
     /// The sentence it was read from, verbatim.
     pub quote: String,
     /// The document id.
     pub source_id: String,
+    /// The part of the quote the number was read from (`12 USD per seat per month`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<String>,
+    /// What was done to the number as written (period, scale, range, percentage, currency, year).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversions: Vec<crate::field::reading::Conversion>,
 }
 
-/// The extraction answer: a value, or none found.
+/// Several candidates in one quote that the field's description cannot decide between.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidates {
+    /// The document id.
+    pub source_id: String,
+    /// The sentence.
+    pub quote: String,
+    /// The readings it offers.
+    pub candidates: Vec<crate::field::reading::FieldReading>,
+    /// Why the planner cannot pick.
+    pub why: String,
+}
+
+/// The extraction answer: a value, several candidates to ask about, or nothing found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExtractAnswer {
     /// The value found, if any.
     pub found: Option<Extraction>,
+    /// Candidates a person must choose between (when nothing was found for sure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<Candidates>,
 }
 
 /// Asks for a reflection on stalled progress.

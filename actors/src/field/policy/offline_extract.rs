@@ -1,16 +1,18 @@
-//! The offline extractor: reads a field's value from search hits by matching the field's name and
-//! description against each number's sentence.
+//! The offline extractor: finds the sentence about the field among the search hits, then reads it
+//! as the field means it ([`crate::field::reading`]).
 //!
-//! Scoring, per reading of the right type in rank order: two points per field term found in the
-//! sentence or the document title, and three more when one of the two words after the number is the
-//! field's head noun (the first word of its name: `dentists` for `dentists_per_100k`), else one
-//! when it is any field term. Ratio fields take percentages or plain numbers in 0–1; number fields
-//! skip percentages; a field whose unit is a currency needs a currency next to the number. Values
-//! already attributed to another field from the same document are not reused. The best score wins,
-//! ties going to the better-ranked hit; a score of zero is no match.
+//! Scoring, per sentence with a reading for the field, in rank order: two points per field term
+//! found in the sentence or the document title, and three more when a candidate number is followed
+//! by the field's head noun (the first word of its name: `dentists` for `dentists_per_100k`), else
+//! one when by any field term. Values already attributed to another field from the same document
+//! are not reused. The best score wins, ties going to the better-ranked hit; a score of zero is no
+//! match. The winning sentence's verdict is the answer: one reading, or candidates to ask about.
 
-use super::{ExtractAnswer, ExtractRequest, Extraction};
-use crate::field::numbers::{readings, Reading};
+use super::{Candidates, ExtractAnswer, ExtractRequest, Extraction};
+use crate::field::numbers::{sentences, Reading};
+use crate::field::reading::context::Period;
+use crate::field::reading::scan::{style_of, Style};
+use crate::field::reading::{read_field, FieldSpec, Verdict};
 use crate::field::schema::ValueType;
 use std::collections::BTreeSet;
 
@@ -55,22 +57,39 @@ pub(crate) fn words_after(text: &str, r: &Reading) -> Vec<String> {
         .collect()
 }
 
-fn has_currency(text: &str, r: &Reading, currency: Option<&str>) -> bool {
-    let before = text[..r.offset].trim_end();
-    if before.ends_with(['$', '€', '£', '¥']) {
-        return true;
+/// What the reader needs to know of the request's field.
+pub(crate) fn spec(req: &ExtractRequest, field: &crate::field::schema::Field) -> FieldSpec {
+    let mut wanted = terms(&field.name.replace('_', " "));
+    let description = field.description.clone().unwrap_or_default();
+    wanted.extend(terms(&description));
+    let lower = description.to_lowercase();
+    let year = crate::field::reading::scan::mentions(&description, Style::DecimalDot)
+        .iter()
+        .find(|m| m.year_like)
+        .map(|m| m.value as i32);
+    FieldSpec {
+        ratio: field.value_type == ValueType::Ratio,
+        money: field
+            .unit
+            .as_deref()
+            .is_some_and(|u| u.contains("currency")),
+        period: field.unit.as_deref().and_then(Period::of_unit),
+        terms: wanted,
+        head: field.name.split('_').next().map(stem).unwrap_or_default(),
+        latest: ["latest", "current", "most recent", "today", "newest", "now"]
+            .iter()
+            .any(|w| lower.contains(w)),
+        year,
+        region: req.region.clone(),
+        currency: req.currency.clone(),
+        rates: req.rates.clone(),
     }
-    let after: Vec<&str> = text[r.offset..]
-        .split_whitespace()
-        .skip(1)
-        .take(2)
-        .collect();
-    after.iter().any(|w| {
-        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
-        (w.len() == 3 && w.chars().all(|c| c.is_ascii_uppercase()))
-            || currency.is_some_and(|c| w.eq_ignore_ascii_case(c))
-            || ["dollars", "euros", "pounds"].contains(&w.to_lowercase().as_str())
-    })
+}
+
+fn taken(req: &ExtractRequest, doc: &str, v: f64) -> bool {
+    req.taken
+        .iter()
+        .any(|(id, t)| id == doc && (t - v).abs() <= 1e-9 * t.abs().max(1.0))
 }
 
 /// The offline extraction.
@@ -78,61 +97,95 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
     let Some(field) = &req.field else {
         return ExtractAnswer::default();
     };
-    let mut wanted = terms(&field.name.replace('_', " "));
-    if let Some(d) = &field.description {
-        wanted.extend(terms(d));
+    if field.value_type == ValueType::Text {
+        return ExtractAnswer::default();
     }
-    let head = field.name.split('_').next().map(stem).unwrap_or_default();
-    let currency_unit = field
-        .unit
-        .as_deref()
-        .is_some_and(|u| u.contains("currency"));
-    let mut best: Option<(u32, Extraction)> = None;
+    let spec = spec(req, field);
+    let mut best: Option<(u32, ExtractAnswer)> = None;
     for doc in &req.hits {
         let title = terms(&doc.title);
-        for r in readings(&doc.text, field.value_type) {
-            let fits = match field.value_type {
-                ValueType::Ratio => (r.percent || r.value <= 1.0) && (0.0..=1.0).contains(&r.value),
-                ValueType::Number => !r.percent,
-                ValueType::Text => false,
+        let style = style_of(&doc.text);
+        for (_, quote) in sentences(&doc.text) {
+            let verdict = match read_field(quote, style, &spec) {
+                Verdict::Read(r) if taken(req, &doc.id, r.value) => continue,
+                Verdict::Ask {
+                    mut candidates,
+                    why,
+                } => {
+                    candidates.retain(|c| !taken(req, &doc.id, c.value));
+                    match candidates.len() {
+                        0 => continue,
+                        1 => Verdict::Read(candidates.remove(0)),
+                        _ => Verdict::Ask { candidates, why },
+                    }
+                }
+                Verdict::Nothing => continue,
+                v => v,
             };
-            if !fits
-                || (currency_unit && !has_currency(&doc.text, &r, req.currency.as_deref()))
-                || req
-                    .taken
-                    .iter()
-                    .any(|(id, v)| *id == doc.id && (v - r.value).abs() <= 1e-9 * v.abs().max(1.0))
-            {
-                continue;
-            }
-            let mut context = terms(&r.quote);
+            let mut context = terms(quote);
             context.extend(title.iter().cloned());
-            let overlap = wanted.intersection(&context).count() as u32;
+            let overlap = spec.terms.intersection(&context).count() as u32;
             if overlap == 0 {
                 continue;
             }
-            let after: Vec<String> = words_after(&doc.text, &r).iter().map(|w| stem(w)).collect();
-            let bonus = if after.contains(&head) {
+            let spans: Vec<&str> = match &verdict {
+                Verdict::Read(r) => vec![r.span.as_str()],
+                Verdict::Ask { candidates, .. } => {
+                    candidates.iter().map(|c| c.span.as_str()).collect()
+                }
+                Verdict::Nothing => vec![],
+            };
+            let after: Vec<String> = spans
+                .iter()
+                .filter_map(|sp| quote.find(sp).map(|at| at + sp.len()))
+                .flat_map(|end| {
+                    quote[end..]
+                        .split_whitespace()
+                        .take(2)
+                        .map(|w| {
+                            stem(
+                                &w.trim_matches(|c: char| !c.is_alphanumeric())
+                                    .to_lowercase(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let bonus = if after.contains(&spec.head) {
                 3
-            } else if after.iter().any(|w| wanted.contains(w)) {
+            } else if after.iter().any(|w| spec.terms.contains(w)) {
                 1
             } else {
                 0
             };
             let score = overlap * 2 + bonus;
-            if best.as_ref().is_none_or(|(b, _)| score > *b) {
-                best = Some((
-                    score,
-                    Extraction {
-                        value: r.value,
-                        quote: r.quote.clone(),
-                        source_id: doc.id.clone(),
-                    },
-                ));
+            if best.as_ref().is_some_and(|(b, _)| score <= *b) {
+                continue;
             }
+            let answer = match verdict {
+                Verdict::Read(r) => ExtractAnswer {
+                    found: Some(Extraction {
+                        value: r.value,
+                        quote: quote.to_string(),
+                        source_id: doc.id.clone(),
+                        span: Some(r.span),
+                        conversions: r.conversions,
+                    }),
+                    ask: None,
+                },
+                Verdict::Ask { candidates, why } => ExtractAnswer {
+                    found: None,
+                    ask: Some(Candidates {
+                        source_id: doc.id.clone(),
+                        quote: quote.to_string(),
+                        candidates,
+                        why,
+                    }),
+                },
+                Verdict::Nothing => continue,
+            };
+            best = Some((score, answer));
         }
     }
-    ExtractAnswer {
-        found: best.map(|(_, e)| e),
-    }
+    best.map(|(_, a)| a).unwrap_or_default()
 }

@@ -82,11 +82,27 @@ pub fn check_extraction(
     if e.value < 0.0 {
         return Err(format!("{} is negative", e.value));
     }
-    let stated = readings(&e.quote, ty)
-        .iter()
-        .any(|r| (r.value - e.value).abs() <= 1e-9 * e.value.abs().max(1.0));
-    if !stated {
-        return Err(format!("the quote does not state {}", e.value));
+    match &e.span {
+        // A reading: the span is in the quote, and the value follows from it by the conversions.
+        Some(span) => crate::field::reading::verify(
+            &e.quote,
+            &crate::field::reading::FieldReading {
+                value: e.value,
+                span: span.clone(),
+                conversions: e.conversions.clone(),
+            },
+        )?,
+        None if !e.conversions.is_empty() => {
+            return Err("conversions are given without the span they apply to".into())
+        }
+        None => {
+            let stated = readings(&e.quote, ty)
+                .iter()
+                .any(|r| (r.value - e.value).abs() <= 1e-9 * e.value.abs().max(1.0));
+            if !stated {
+                return Err(format!("the quote does not state {}", e.value));
+            }
+        }
     }
     Ok(())
 }
@@ -100,18 +116,19 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
         field: view::field(s, &obs.field).cloned(),
         hits: obs.hits.clone(),
         taken: taken(s),
-        currency: s.values.get("currency").and_then(|a| match &a.value {
-            FieldValue::Text(t) => Some(t.clone()),
-            FieldValue::Number(_) => None,
-        }),
+        currency: text_value(s, "currency"),
+        region: text_value(s, "region"),
+        rates: crate::field::reading::context::rates(
+            s.corpus.iter().map(|d| (d.id.as_str(), d.text.as_str())),
+        ),
     };
     let answer = env
         .call(ctx, "extract", || async { env.policy.extract(&req).await })
         .await?;
     let u = FieldUpdate::default().last_observation(None);
     Ok(match answer {
-        Ok(a) => match a.found {
-            Some(e) => match check_extraction(s, obs, &e) {
+        Ok(a) => match (a.found, a.ask) {
+            (Some(e), _) => match check_extraction(s, obs, &e) {
                 Ok(()) => u.values(BTreeMap::from([(
                     obs.field.clone(),
                     Acquired {
@@ -119,6 +136,8 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
                         provenance: Provenance::Search {
                             source_id: e.source_id,
                             quote: e.quote,
+                            span: e.span,
+                            conversions: e.conversions,
                         },
                     },
                 )])),
@@ -127,13 +146,70 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
                     obs.field
                 )]),
             },
-            None => u.reflections(vec![format!(
+            (None, Some(c)) => ask_between(s, &obs.field, u, &c),
+            (None, None) => u.reflections(vec![format!(
                 "no value for `{}` in the hits of \"{}\"",
                 obs.field, obs.query
             )]),
         },
         Err(e) => u.reflections(vec![format!("extraction for `{}` failed: {e}", obs.field)]),
     })
+}
+
+fn text_value(s: &FieldState, name: &str) -> Option<String> {
+    s.values.get(name).and_then(|a| match &a.value {
+        FieldValue::Text(t) => Some(t.clone()),
+        FieldValue::Number(_) => None,
+    })
+}
+
+/// A quote with several candidates: asks the person, naming them and the quote; with no
+/// question left to ask, leaves the field unknown and says why.
+fn ask_between(
+    s: &FieldState,
+    field: &str,
+    u: FieldUpdate,
+    c: &crate::field::policy::Candidates,
+) -> FieldUpdate {
+    let options: Vec<String> = c
+        .candidates
+        .iter()
+        .map(|r| {
+            let how = r.describe();
+            if how.is_empty() {
+                format!("{} (\"{}\")", crate::field::people::number(r.value), r.span)
+            } else {
+                format!(
+                    "{} (\"{}\", {how})",
+                    crate::field::people::number(r.value),
+                    r.span
+                )
+            }
+        })
+        .collect();
+    let note = format!(
+        "`{field}`: {} in {} \"{}\": {}",
+        c.why,
+        c.source_id,
+        c.quote,
+        options.join(" or ")
+    );
+    if view::can_ask(s, field) && !view::has_value(s, field) {
+        let question = format!(
+            "{} — {} says \"{}\", which could mean {}. Which is right?",
+            view::default_question(s, field),
+            c.source_id,
+            c.quote,
+            options.join(" or ")
+        );
+        u.reflections(vec![format!("asking: {note}")])
+            .reask(Some(crate::field::state::Question {
+                field: field.to_string(),
+                question,
+            }))
+    } else {
+        u.reflections(vec![format!("left unknown, nobody to ask: {note}")])
+    }
 }
 
 /// The calculator's verdict on the current values: blocked on missing inputs, a failing formula,
