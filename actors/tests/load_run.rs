@@ -6,15 +6,12 @@ use std::path::PathBuf;
 
 fn args(graph: &str, n: usize) -> LoadArgs {
     LoadArgs {
-        graph: graph.into(),
-        conversations: n,
-        concurrency: 16,
-        model: "sim:p50=1ms,p99=5ms,seed=2".into(),
-        checkpoint: None,
-        target: None,
-        token: None,
-        report: None,
+        graph: Some(graph.into()),
+        conversations: Some(n),
+        concurrency: Some(16),
+        model: Some("sim:p50=1ms,p99=5ms,seed=2".into()),
         quiet: true,
+        ..LoadArgs::default()
     }
 }
 
@@ -83,14 +80,14 @@ async fn bad_arguments_are_named() {
         (args("chess", 1), "unknown graph `chess`"),
         (
             LoadArgs {
-                model: "gpt".into(),
+                model: Some("gpt".into()),
                 ..args("research", 1)
             },
             "unknown model `gpt`",
         ),
         (
             LoadArgs {
-                conversations: 0,
+                conversations: Some(0),
                 ..args("research", 1)
             },
             "at least 1",

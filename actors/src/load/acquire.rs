@@ -147,6 +147,33 @@ pub fn rotation() -> Result<Vec<Scenario>, LoadError> {
     Ok(full.into_iter().chain(core).collect())
 }
 
+/// Reads a scenario from files: a schema and a corpus, and optionally answers (questions they do
+/// not cover are answered plausibly by type).
+pub fn from_files(
+    schema: &std::path::Path,
+    corpus: &std::path::Path,
+    answers: Option<&std::path::Path>,
+) -> Result<Scenario, LoadError> {
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| LoadError::Usage(format!("{}: {e}", p.display())))
+    };
+    let bad = |p: &std::path::Path, e: &dyn std::fmt::Display| {
+        LoadError::Usage(format!("{}: {e}", p.display()))
+    };
+    let schema_v = Schema::from_json(&read(schema)?).map_err(|e| bad(schema, &e))?;
+    let corpus_v = parse_corpus(&read(corpus)?).map_err(|e| bad(corpus, &e))?;
+    let answers_v = match answers {
+        Some(a) => parse_answers(&read(a)?, Some(&schema_v)).map_err(|e| bad(a, &e))?,
+        None => BTreeMap::new(),
+    };
+    Ok(Scenario {
+        name: "custom",
+        schema: schema_v,
+        corpus: corpus_v,
+        answers: answers_v,
+    })
+}
+
 /// The workload: conversation `i` runs entry `i % 6` of [`rotation`].
 pub fn workload(
     conversations: usize,
@@ -154,7 +181,24 @@ pub fn workload(
     thread_prefix: String,
     on_done: Arc<dyn Fn() + Send + Sync>,
 ) -> Result<Workload<FieldState>, LoadError> {
-    let scenarios = Arc::new(rotation()?);
+    Ok(workload_of(
+        rotation()?,
+        conversations,
+        concurrency,
+        thread_prefix,
+        on_done,
+    ))
+}
+
+/// The workload over `scenarios`: conversation `i` runs entry `i % len`.
+pub fn workload_of(
+    scenarios: Vec<Scenario>,
+    conversations: usize,
+    concurrency: usize,
+    thread_prefix: String,
+    on_done: Arc<dyn Fn() + Send + Sync>,
+) -> Workload<FieldState> {
+    let scenarios = Arc::new(scenarios);
     let input = {
         let (scenarios, prefix) = (scenarios.clone(), thread_prefix.clone());
         move |i: usize| {
@@ -173,7 +217,7 @@ pub fn workload(
         let first = pending.first()?;
         Some(Resume::Value(json!(s.answer_payload(&first.value))))
     };
-    Ok(Workload {
+    Workload {
         graph: "acquire".into(),
         conversations,
         concurrency,
@@ -185,7 +229,8 @@ pub fn workload(
             .map(|n| n.to_string())
             .collect::<HashSet<_>>(),
         on_done,
-    })
+        steps: None,
+    }
 }
 
 #[cfg(test)]

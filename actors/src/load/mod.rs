@@ -1,68 +1,81 @@
-//! `load`: many conversations of a planner at once, measured — throughput, per-node and
-//! per-conversation latency percentiles, mailbox wait against work, model calls and errors,
-//! checkpoint writes, peak memory — with a JSON and HTML report.
+//! `load`: load-testing planners the way people load-test services. Conversations arrive as a
+//! scenario says — a closed loop, a constant arrival rate, a ramp through stages, or a soak — over
+//! a weighted mix of graphs and inputs; simulated people think before answering interrupts,
+//! abandon conversations or come back after a long pause; simulated tools give search steps a web
+//! search's latency. Latency counts from each conversation's due time (no coordinated omission),
+//! in HDR histograms; every second is sampled (throughput, latency, errors, in-flight, mailbox
+//! depths, memory and CPU, the server's too); thresholds gate a CI job; `load compare` sets two
+//! runs side by side.
 //!
-//! [`driver::run`] is the library entry point for any graph (see `examples/load_my_graph.rs`);
-//! this module wires it to the bundled graphs and the command line.
+//! The modules: [`scenario`] (arrivals), [`schedule`] (starting conversations, sampling,
+//! stopping), [`driver`] (an engine's conversations; the library entry point for any graph),
+//! `remote` (a server's), [`people`], [`tools`], [`steps`] (makespan against critical path),
+//! [`thresholds`], [`series`], [`report`], `html`, [`compare`], [`config`] (flags and files).
 
 pub mod acquire;
+pub mod compare;
+pub mod config;
+pub mod dist;
 pub mod driver;
-mod remote;
+mod hist;
+mod html;
+pub mod people;
+pub mod record;
+pub mod remote;
 pub mod report;
+pub mod scenario;
+pub mod schedule;
+pub mod series;
+pub mod steps;
+pub mod thresholds;
+pub mod tools;
 
-pub use driver::{run as run_workload, Workload};
+pub use compare::CompareArgs;
+pub use config::LoadArgs;
+pub use driver::{run as run_workload, EngineConversations, StepsSpec, Workload};
 pub use report::LoadReport;
+pub use scenario::{Scenario, Stage};
+pub use schedule::{run as run_scenario, Conversations, Entry, Options as ScenarioOptions};
 
 use crate::bench::loop_shape;
 use crate::field;
 use crate::kit;
 use crate::model::{ModelError, ModelSpec, ModelStats};
 use crate::research::policy::ResearchPolicy;
+use crate::research::tools::ToolLatency;
 use crate::research::{self, GraphOptions, ResearchInput};
+use config::MixEntry;
+use planwright::checkpoint::Checkpointer;
 use planwright::runtime::Resume;
 use planwright::Engine;
-use serde_json::json;
-use std::collections::HashSet;
-use std::path::PathBuf;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
-/// `load` arguments.
+/// `load`: a run (the flags), or `load compare`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LoadArgs {
-    /// The graph: `research`, `acquire` (the field-acquisition planner) or `loop`.
-    #[arg(long, default_value = "research")]
-    pub graph: String,
-    /// Conversations to run.
-    #[arg(long, default_value_t = 100)]
-    pub conversations: usize,
-    /// At most this many at once.
-    #[arg(long, default_value_t = 50)]
-    pub concurrency: usize,
-    /// The model (`offline`, `sim:p50=…,p99=…,errors=…,malformed=…,seed=…`, `openai`).
-    #[arg(long, default_value = "sim:p50=50ms,p99=200ms")]
-    pub model: String,
-    /// Checkpointer URL (`memory:`, `sqlite:PATH`, `postgres://…`); none by default.
-    #[arg(long)]
-    pub checkpoint: Option<String>,
-    /// Drive a `serve` instance at this URL instead of running in-process (`research` or
-    /// `acquire`).
-    #[arg(long)]
-    pub target: Option<String>,
-    /// Bearer token for `--target`.
-    #[arg(long)]
-    pub token: Option<String>,
-    /// Write the report as JSON to FILE and as HTML to FILE with `.html`.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    pub quiet: bool,
+#[command(args_conflicts_with_subcommands = true)]
+pub struct LoadCommand {
+    /// `compare`.
+    #[command(subcommand)]
+    pub command: Option<LoadSubcommand>,
+    /// The run's flags.
+    #[command(flatten)]
+    pub args: LoadArgs,
+}
+
+/// `load`'s subcommands.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum LoadSubcommand {
+    /// Compare two `--report` JSON files, per figure and per node.
+    Compare(CompareArgs),
 }
 
 /// Why a load run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// A bad argument.
+    /// A bad argument or scenario file.
     #[error("{0}")]
     Usage(String),
     /// The model could not be set up.
@@ -79,155 +92,257 @@ pub enum LoadError {
     Report(std::io::Error),
 }
 
-fn progress(n: usize, quiet: bool) -> indicatif::ProgressBar {
-    if quiet {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(n as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:40}] {pos}/{len} conversations ({per_sec}, eta {eta})",
-    ) {
-        bar.set_style(style);
-    }
-    bar
-}
-
 /// Runs `load` and returns its report (also written where `--report` says).
 pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
-    if args.conversations == 0 || args.concurrency == 0 {
-        return Err(LoadError::Usage(
-            "--conversations and --concurrency must be at least 1".into(),
-        ));
-    }
-    if let Some(target) = &args.target {
-        let bar = progress(args.conversations, args.quiet);
-        let on_done: Arc<dyn Fn() + Send + Sync> = {
-            let bar = bar.clone();
-            Arc::new(move || bar.inc(1))
-        };
-        let conversation = match args.graph.as_str() {
-            "research" => research_remote()?,
-            "acquire" => acquire_remote()?,
-            _ => {
-                return Err(LoadError::Usage(
-                    "--target drives the `research` and `acquire` assistants only".into(),
-                ))
-            }
-        };
-        let report = remote::run(
-            target,
-            args.token.clone(),
-            args.conversations,
-            args.concurrency,
-            conversation,
-            on_done,
-        )
-        .await?;
-        bar.finish_and_clear();
-        write_report(args, &report)?;
-        return Ok(report);
-    }
-    let spec: ModelSpec = args.model.parse()?;
-    let checkpointer = match &args.checkpoint {
-        Some(url) => Some(planwright::checkpoint::connect(url).await?),
-        None => None,
-    };
-    let bar = progress(args.conversations, args.quiet);
-    let on_done: Arc<dyn Fn() + Send + Sync> = {
-        let bar = bar.clone();
-        Arc::new(move || bar.inc(1))
-    };
-    let prefix = format!("load-{}-{}", args.graph, std::process::id());
+    let r = config::resolve(args)?;
     let stats = Arc::new(ModelStats::default());
-    let mut report = match args.graph.as_str() {
+    let mut entries = Vec::new();
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() % 1_000_000)
+            .unwrap_or(0)
+    );
+    if let Some(target) = &r.target {
+        for e in &r.mix {
+            let conversation = match e.graph.as_str() {
+                "research" => research_remote(load_goals(e.goals.as_deref())?),
+                "acquire" => acquire_remote(acquire_scenarios(e)?),
+                _ => {
+                    return Err(LoadError::Usage(
+                        "--target drives the `research` and `acquire` assistants only".into(),
+                    ))
+                }
+            };
+            entries.push(Entry {
+                weight: e.weight,
+                conversations: remote::RemoteConversations::new(
+                    target,
+                    r.token.clone(),
+                    conversation,
+                )
+                .await?,
+            });
+        }
+    } else {
+        let spec: ModelSpec = r.model.parse()?;
+        let checkpointer = match &r.checkpoint {
+            Some(url) => Some(planwright::checkpoint::connect(url).await?),
+            None => None,
+        };
+        for (k, e) in r.mix.iter().enumerate() {
+            let prefix = format!("load-{}-{tag}-{k}", e.graph);
+            let tools: Option<Arc<dyn ToolLatency>> =
+                r.tools.clone().map(|t| t as Arc<dyn ToolLatency>);
+            entries.push(Entry {
+                weight: e.weight,
+                conversations: in_process(e, &spec, &stats, checkpointer.clone(), tools, prefix)
+                    .await?,
+            });
+        }
+    }
+    let mut report = schedule::run(r.options, entries).await?;
+    report.model = stats.snapshot();
+    write_report(args.report.as_deref(), &report)?;
+    Ok(report)
+}
+
+async fn in_process(
+    e: &MixEntry,
+    spec: &ModelSpec,
+    stats: &Arc<ModelStats>,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    tools: Option<Arc<dyn ToolLatency>>,
+    prefix: String,
+) -> Result<Arc<dyn Conversations>, LoadError> {
+    let on_done: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
+    Ok(match e.graph.as_str() {
         "loop" => {
             let engine = Engine::builder(loop_shape::graph()?)
                 .maybe_checkpointer(checkpointer)
                 .build()
                 .await;
-            driver::run(
-                &engine,
+            EngineConversations::new(
+                engine,
                 Workload {
                     graph: "loop".into(),
-                    conversations: args.conversations,
-                    concurrency: args.concurrency,
+                    conversations: 0,
+                    concurrency: 0,
                     thread_prefix: prefix,
                     input: Arc::new(|_| Default::default()),
                     answer: Arc::new(|_, _| None),
                     model_nodes: HashSet::new(),
                     on_done,
+                    steps: None,
                 },
             )
-            .await
         }
         "research" => {
-            let policy = kit::policy::<dyn ResearchPolicy>(&spec, Some(stats.clone()))?;
-            let engine = Engine::builder(research::graph(policy, GraphOptions::default())?)
+            let policy = kit::policy::<dyn ResearchPolicy>(spec, Some(stats.clone()))?;
+            let options = GraphOptions {
+                tool_latency: tools,
+                ..GraphOptions::default()
+            };
+            let engine = Engine::builder(research::graph(policy, options)?)
                 .maybe_checkpointer(checkpointer)
                 .build()
                 .await;
-            driver::run(&engine, research_workload(args, prefix, on_done)?).await
+            let goals = load_goals(e.goals.as_deref())?;
+            EngineConversations::new(engine, research_workload(goals, prefix, on_done)?)
         }
         "acquire" => {
-            let policy = kit::policy::<dyn field::FieldPolicy>(&spec, Some(stats.clone()))?;
+            let policy = kit::policy::<dyn field::FieldPolicy>(spec, Some(stats.clone()))?;
             let graph = field::graph(policy, &field::GraphOptions::default())?;
             let engine = Engine::builder(graph)
                 .maybe_checkpointer(checkpointer)
                 .migration(field::runner::migration)
                 .build()
                 .await;
-            let w = acquire::workload(args.conversations, args.concurrency, prefix, on_done)?;
-            driver::run(&engine, w).await
+            let w = acquire::workload_of(acquire_scenarios(e)?, 0, 0, prefix, on_done);
+            EngineConversations::new(engine, w)
         }
         other => {
             return Err(LoadError::Usage(format!(
                 "unknown graph `{other}`: use research, acquire or loop"
             )))
         }
-    };
-    bar.finish_and_clear();
-    report.model = stats.snapshot();
-    write_report(args, &report)?;
-    Ok(report)
+    })
 }
 
-fn write_report(args: &LoadArgs, report: &LoadReport) -> Result<(), LoadError> {
-    if let Some(path) = &args.report {
+/// Writes the report as JSON to `path` and as HTML beside it (`.html`).
+pub fn write_report(path: Option<&Path>, report: &LoadReport) -> Result<(), LoadError> {
+    if let Some(path) = path {
         let json = serde_json::to_string_pretty(report)
             .map_err(|e| LoadError::Report(std::io::Error::other(e)))?;
         std::fs::write(path, json).map_err(LoadError::Report)?;
-        std::fs::write(path.with_extension("html"), report.to_html()).map_err(LoadError::Report)?;
+        std::fs::write(path.with_extension("html"), html::report(report))
+            .map_err(LoadError::Report)?;
     }
     Ok(())
 }
 
-/// Research conversations over HTTP: the sample goals in turn, every fifth asking for approval,
-/// answered `approve`.
-fn research_remote() -> Result<remote::Conversation, LoadError> {
-    let goals = sample_goals()?;
-    Ok(remote::Conversation {
+/// The HTML page of a report.
+pub fn report_html(report: &LoadReport) -> String {
+    html::report(report)
+}
+
+/// `load compare`: reads both reports, prints nothing, returns the comparison (and writes its
+/// page when `--html` says).
+pub fn compare_files(args: &CompareArgs) -> Result<compare::Comparison, LoadError> {
+    let read = |p: &Path| -> Result<Value, LoadError> {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| LoadError::Usage(format!("{}: {e}", p.display())))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| LoadError::Usage(format!("{}: not a report: {e}", p.display())))?;
+        if !v.is_object() || v.get("conversation_latency_ms").is_none() {
+            return Err(LoadError::Usage(format!(
+                "{}: not a load report (no conversation_latency_ms)",
+                p.display()
+            )));
+        }
+        Ok(v)
+    };
+    if !(args.significance.is_finite() && args.significance >= 0.0) {
+        return Err(LoadError::Usage(
+            "--significance must be a percentage ≥ 0".into(),
+        ));
+    }
+    let c = compare::compare(
+        &read(&args.baseline)?,
+        &read(&args.current)?,
+        args.significance,
+    );
+    if let Some(p) = &args.html {
+        std::fs::write(p, html::comparison(&c)).map_err(LoadError::Report)?;
+    }
+    Ok(c)
+}
+
+fn acquire_scenarios(e: &MixEntry) -> Result<Vec<acquire::Scenario>, LoadError> {
+    match (&e.schema, &e.corpus) {
+        (Some(s), Some(c)) => Ok(vec![acquire::from_files(s, c, e.answers.as_deref())?]),
+        _ => acquire::rotation(),
+    }
+}
+
+/// Research goals: the bundled sample goals, or a file — a JSON array of `{"input",
+/// "constraints"}` objects or of strings, or one goal per line (`#` starts a comment).
+pub fn load_goals(path: Option<&Path>) -> Result<Vec<Value>, LoadError> {
+    let (text, name) = match path {
+        Some(p) => (
+            std::fs::read_to_string(p)
+                .map_err(|e| LoadError::Usage(format!("--goals {}: {e}", p.display())))?,
+            p.display().to_string(),
+        ),
+        None => (
+            include_str!("../../../fixtures/research/goals.json").to_string(),
+            "bundled goals".to_string(),
+        ),
+    };
+    let goals: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(items)) => items
+            .into_iter()
+            .map(|g| match g {
+                Value::String(s) => Ok(json!({"input": s})),
+                Value::Object(_) if g["input"].is_string() => Ok(g),
+                other => Err(LoadError::Usage(format!(
+                    "{name}: a goal must be a string or an object with `input`, not {other}"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        Ok(_) => {
+            return Err(LoadError::Usage(format!(
+                "{name}: expected a JSON array of goals"
+            )))
+        }
+        Err(_) if text.trim_start().starts_with(['[', '{']) => {
+            return Err(LoadError::Usage(format!("{name}: malformed JSON")))
+        }
+        Err(_) => text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| json!({"input": l}))
+            .collect(),
+    };
+    if goals.is_empty() {
+        return Err(LoadError::Usage(format!("{name}: no goal")));
+    }
+    Ok(goals)
+}
+
+fn with_approval(g: &Value, approval: bool) -> Value {
+    let mut c = if g["constraints"].is_object() {
+        g["constraints"].clone()
+    } else {
+        json!({})
+    };
+    c["require_approval"] = json!(approval);
+    c
+}
+
+/// Research conversations over HTTP: the goals in turn, every fifth asking for approval, answered
+/// `approve`.
+fn research_remote(goals: Vec<Value>) -> remote::Conversation {
+    remote::Conversation {
         assistant: "research",
         input: Arc::new(move |i| {
             let g = &goals[i % goals.len()];
-            let mut c = if g["constraints"].is_object() {
-                g["constraints"].clone()
-            } else {
-                json!({})
-            };
-            c["require_approval"] = json!(i % 5 == 0);
-            json!({"input": g["input"], "constraints": c})
+            json!({"input": g["input"], "constraints": with_approval(g, i % 5 == 0)})
         }),
         answer: Arc::new(|_, _| json!({"action": "approve"})),
         max_resumes: 10,
-    })
+    }
 }
 
-/// Acquire conversations over HTTP: the scenarios in turn ([`acquire::rotation`]), every
-/// question answered from the scenario (or plausibly).
-fn acquire_remote() -> Result<remote::Conversation, LoadError> {
-    let scenarios = Arc::new(acquire::rotation()?);
-    let inputs: Vec<serde_json::Value> = scenarios.iter().map(|s| s.run_input()).collect();
-    Ok(remote::Conversation {
+/// Acquire conversations over HTTP: the scenarios in turn, every question answered from the
+/// scenario (or plausibly).
+fn acquire_remote(scenarios: Vec<acquire::Scenario>) -> remote::Conversation {
+    let scenarios = Arc::new(scenarios);
+    let inputs: Vec<Value> = scenarios.iter().map(|s| s.run_input()).collect();
+    remote::Conversation {
         assistant: "acquire",
         input: Arc::new(move |i| inputs[i % inputs.len()].clone()),
         answer: Arc::new(move |i, payload| {
@@ -235,62 +350,48 @@ fn acquire_remote() -> Result<remote::Conversation, LoadError> {
         }),
         // Bounded by the planner's ask caps (8 questions in all); a margin for re-asks.
         max_resumes: 20,
-    })
+    }
 }
 
-fn sample_goals() -> Result<Vec<serde_json::Value>, LoadError> {
-    serde_json::from_str(include_str!("../../../fixtures/research/goals.json"))
-        .map_err(|e| LoadError::Usage(format!("bundled goals: {e}")))
-}
-
-/// Research conversations: the bundled sample goals in turn; every fifth asks for plan approval,
-/// answered `approve` under load.
-fn research_workload(
-    args: &LoadArgs,
+/// Research conversations: the goals in turn; every fifth asks for plan approval, answered
+/// `approve` under load. Plan steps are analysed (makespan against critical path).
+pub fn research_workload(
+    goals: Vec<Value>,
     thread_prefix: String,
     on_done: Arc<dyn Fn() + Send + Sync>,
 ) -> Result<Workload<research::ResearchState>, LoadError> {
-    let goals = sample_goals()?;
     let notes =
         research::notes::bundled().map_err(|e| LoadError::Usage(format!("bundled notes: {e}")))?;
-    let mut inputs = Vec::new();
-    for (i, g) in goals.iter().enumerate() {
+    let mut plain = Vec::new();
+    let mut approving = Vec::new();
+    for g in &goals {
         for approval in [false, true] {
-            let mut constraints = g["constraints"].clone();
-            if !constraints.is_object() {
-                constraints = json!({});
-            }
-            constraints["require_approval"] = json!(approval);
             let input = ResearchInput {
                 input: g["input"].as_str().unwrap_or_default().to_string(),
-                constraints,
+                constraints: with_approval(g, approval),
                 source_notes: Some(notes.clone()),
             };
             if let Ok(update) = research::initial_update(input) {
-                inputs.push((i, approval, update));
+                if approval {
+                    approving.push(update);
+                } else {
+                    plain.push(update);
+                }
             }
         }
     }
-    if inputs.is_empty() {
-        return Err(LoadError::Usage("no usable sample goal".into()));
+    if plain.is_empty() || approving.is_empty() {
+        return Err(LoadError::Usage("no usable research goal".into()));
     }
-    let inputs = Arc::new(inputs);
-    let pick = {
-        let inputs = inputs.clone();
-        move |i: usize| {
-            // Every fifth conversation asks for approval.
-            let want_approval = i % 5 == 0;
-            let same: Vec<&(usize, bool, research::ResearchUpdate)> = inputs
-                .iter()
-                .filter(|(_, a, _)| *a == want_approval)
-                .collect();
-            same[i % same.len()].2.clone()
-        }
+    let pick = move |i: usize| {
+        // Every fifth conversation asks for approval.
+        let same = if i % 5 == 0 { &approving } else { &plain };
+        same[i % same.len()].clone()
     };
     Ok(Workload {
         graph: "research".into(),
-        conversations: args.conversations,
-        concurrency: args.concurrency,
+        conversations: 0,
+        concurrency: 0,
         thread_prefix,
         input: Arc::new(pick),
         answer: Arc::new(|_, _| Some(Resume::Value(json!({"action": "approve"})))),
@@ -299,5 +400,16 @@ fn research_workload(
             .map(String::from)
             .collect(),
         on_done,
+        steps: Some(StepsSpec {
+            select_node: "select_next_step".into(),
+            step_node: "execute_step".into(),
+            step_id: Arc::new(|p: &Value| p["step_started"].as_str().map(String::from)),
+            deps: Arc::new(|s: &research::ResearchState| {
+                s.plan
+                    .iter()
+                    .map(|p| (p.id.clone(), p.depends_on.clone()))
+                    .collect::<BTreeMap<_, _>>()
+            }),
+        }),
     })
 }

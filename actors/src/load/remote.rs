@@ -1,50 +1,17 @@
-//! `load --target URL`: the same research or acquire conversations against a running `serve`
-//! instance, over HTTP: create a thread, run and wait, answer each interrupt with
-//! `command: {"resume": …}`, and read node executions from the server's `/metrics` before and
-//! after.
+//! `load --target URL`: research or acquire conversations against a running `serve` instance,
+//! over HTTP: create a thread, run and wait, answer each interrupt with `command: {"resume": …}`
+//! (after the simulated person's think time), cancel the thread's runs when the person abandons
+//! it. Each second the server's `/metrics` gives node executions, mailbox depths and, when it
+//! exports them, its resident memory and CPU time.
 
-use super::report::{distribution, LoadReport};
+use super::record::{Ended, Outcome};
+use super::schedule::{sleep_until, stopped, BoxFut, Conv, Conversations, Probe, Totals};
 use super::LoadError;
-use crate::bench::measure;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-use tokio::sync::Semaphore;
-
-async fn node_executions(client: &reqwest::Client, base: &str, token: Option<&str>) -> u64 {
-    let mut req = client.get(format!("{base}/metrics"));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let Ok(resp) = req.send().await else { return 0 };
-    let text = resp.text().await.unwrap_or_default();
-    text.lines()
-        .filter(|l| l.starts_with("planwright_node_executions_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
-async fn post(
-    client: &reqwest::Client,
-    url: String,
-    token: Option<&str>,
-    body: Value,
-) -> Result<Value, String> {
-    let mut req = client.post(url).json(&body);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.map_err(|e| format!("transport: {e}"))?;
-    let status = resp.status().as_u16();
-    let v: Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("bad response: {e}"))?;
-    if status >= 400 {
-        return Err(format!("HTTP {status}: {}", v["detail"]));
-    }
-    Ok(v)
-}
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The resume value for an interrupt of conversation `i`, given the interrupt's value.
 pub type Answer = Arc<dyn Fn(usize, &Value) -> Value + Send + Sync>;
@@ -61,126 +28,266 @@ pub struct Conversation {
     pub max_resumes: usize,
 }
 
-/// Runs `conversations` conversations of `c` against `base`.
-pub async fn run(
-    base: &str,
-    token: Option<String>,
-    conversations: usize,
-    concurrency: usize,
-    c: Conversation,
-    on_done: Arc<dyn Fn() + Send + Sync>,
-) -> Result<LoadReport, LoadError> {
-    let c = Arc::new(c);
-    let client = reqwest::Client::new();
-    let base = base.trim_end_matches('/').to_string();
-    let before = node_executions(&client, &base, token.as_deref()).await;
-    let latencies = Arc::new(Mutex::new(Vec::new()));
-    let outcome = Arc::new(Mutex::new((
-        0usize,
-        0usize,
-        0usize,
-        std::collections::BTreeMap::<String, usize>::new(),
-    )));
-    let limit = Arc::new(Semaphore::new(concurrency.max(1)));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..conversations {
-        let Ok(permit) = limit.clone().acquire_owned().await else {
-            break;
+/// A server's figures from its `/metrics` page.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerMetrics {
+    /// `planwright_node_executions_total`, summed.
+    pub node_executions: u64,
+    /// `planwright_node_mailbox_depth` by node (summed over graphs).
+    pub mailboxes: BTreeMap<String, u64>,
+    /// `process_resident_memory_bytes`, in KiB.
+    pub rss_kb: Option<u64>,
+    /// `process_cpu_seconds_total`, in µs.
+    pub cpu_us: Option<u64>,
+}
+
+/// Parses a Prometheus text page.
+pub fn parse_metrics(text: &str) -> ServerMetrics {
+    let mut m = ServerMetrics::default();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name_labels, value)) = line.rsplit_once(' ') else {
+            continue;
         };
-        let (client, base, token, c, latencies, outcome, on_done) = (
-            client.clone(),
-            base.clone(),
-            token.clone(),
-            c.clone(),
-            latencies.clone(),
-            outcome.clone(),
-            on_done.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let t0 = Instant::now();
-            let r: Result<usize, String> = async {
-                let thread = post(
-                    &client,
-                    format!("{base}/threads"),
-                    token.as_deref(),
-                    json!({}),
+        let Ok(v) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let (name, labels) = match name_labels.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (name_labels, ""),
+        };
+        match name {
+            "planwright_node_executions_total" => m.node_executions += v as u64,
+            "planwright_node_mailbox_depth" => {
+                let node = labels
+                    .split(',')
+                    .find_map(|kv| kv.trim().strip_prefix("node="))
+                    .map(|n| n.trim_matches('"').to_string())
+                    .unwrap_or_default();
+                *m.mailboxes.entry(node).or_default() += v as u64;
+            }
+            "process_resident_memory_bytes" => m.rss_kb = Some((v / 1024.0) as u64),
+            "process_cpu_seconds_total" => m.cpu_us = Some((v * 1e6) as u64),
+            _ => {}
+        }
+    }
+    m
+}
+
+/// Conversations against a server.
+pub struct RemoteConversations {
+    client: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    c: Conversation,
+    executions0: u64,
+}
+
+impl RemoteConversations {
+    /// Conversations of `c` against `base` (reads its `/metrics` once for the starting counts).
+    pub async fn new(
+        base: &str,
+        token: Option<String>,
+        c: Conversation,
+    ) -> Result<Arc<Self>, LoadError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| LoadError::Usage(format!("--target: {e}")))?;
+        let mut r = RemoteConversations {
+            client,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            c,
+            executions0: 0,
+        };
+        r.executions0 = r.metrics().await.map_or(0, |m| m.node_executions);
+        Ok(Arc::new(r))
+    }
+
+    async fn metrics(&self) -> Option<ServerMetrics> {
+        let mut req = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .timeout(Duration::from_secs(2));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let text = req.send().await.ok()?.text().await.ok()?;
+        Some(parse_metrics(&text))
+    }
+
+    async fn call(&self, get: bool, path: &str, body: Value) -> Result<Value, String> {
+        let url = format!("{}{path}", self.base);
+        let mut req = if get {
+            self.client.get(url)
+        } else {
+            self.client.post(url).json(&body)
+        };
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| format!("transport: {e}"))?;
+        let status = resp.status().as_u16();
+        let v: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("bad response: {e}"))?;
+        if status >= 400 {
+            return Err(format!("HTTP {status}: {}", v["detail"]));
+        }
+        Ok(v)
+    }
+
+    async fn body(
+        &self,
+        c: &mut Conv,
+        tid: &Mutex<Option<String>>,
+        resumes: &mut usize,
+        people: &mut Duration,
+    ) -> Outcome {
+        let r: Result<(), String> = async {
+            let thread = self.call(false, "/threads", json!({})).await?;
+            let id = thread["thread_id"].as_str().unwrap_or_default().to_string();
+            *tid.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
+            let path = format!("/threads/{id}/runs/wait");
+            let mut v = self
+                .call(
+                    false,
+                    &path,
+                    json!({"assistant_id": self.c.assistant, "input": (self.c.input)(c.i)}),
                 )
                 .await?;
-                let tid = thread["thread_id"].as_str().unwrap_or_default().to_string();
-                let url = format!("{base}/threads/{tid}/runs/wait");
-                let mut v = post(
-                    &client,
-                    url.clone(),
-                    token.as_deref(),
-                    json!({"assistant_id": c.assistant, "input": (c.input)(i)}),
-                )
-                .await?;
-                let mut resumes = 0;
-                while v["status"] == "interrupted" {
-                    if resumes == c.max_resumes {
-                        return Err(format!("still interrupted after {resumes} answers"));
-                    }
-                    resumes += 1;
-                    let answer = (c.answer)(i, &v["__interrupt__"][0]["value"]);
-                    v = post(
-                        &client,
-                        url.clone(),
-                        token.as_deref(),
-                        json!({"assistant_id": c.assistant, "command": {"resume": answer}}),
+            while v["status"] == "interrupted" {
+                if *resumes == self.c.max_resumes {
+                    return Err(format!("still interrupted after {resumes} answers"));
+                }
+                let paused = c.person.pauses_for.is_some() && *resumes == 0;
+                let wait = c.person.before_answer();
+                c.recorder.answered_after(wait, paused);
+                if !wait.is_zero() {
+                    *people += wait;
+                    tokio::time::sleep(wait).await;
+                }
+                *resumes += 1;
+                let answer = (self.c.answer)(c.i, &v["__interrupt__"][0]["value"]);
+                v = self
+                    .call(
+                        false,
+                        &path,
+                        json!({"assistant_id": self.c.assistant, "command": {"resume": answer}}),
                     )
                     .await?;
-                }
-                match v["status"].as_str() {
-                    Some("failed") => return Err("run failed".into()),
-                    Some("aborted") => return Err("run aborted".into()),
-                    _ => {}
-                }
-                Ok(resumes)
             }
-            .await;
-            latencies
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(t0.elapsed().as_secs_f64() * 1000.0);
-            let mut o = outcome.lock().unwrap_or_else(|p| p.into_inner());
-            match r {
-                Ok(resumes) => {
-                    o.0 += 1;
-                    o.2 += resumes;
-                }
-                Err(e) => {
-                    o.1 += 1;
-                    *o.3.entry(e.chars().take(80).collect()).or_default() += 1;
+            match v["status"].as_str() {
+                Some("failed") | Some("error") => Err("run failed".into()),
+                Some("aborted") => Err("run aborted".into()),
+                _ => Ok(()),
+            }
+        }
+        .await;
+        match r {
+            Ok(()) => Outcome::Completed,
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    /// Cancels the thread's pending and running runs.
+    async fn cancel(&self, tid: &Mutex<Option<String>>) {
+        let Some(id) = tid.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return;
+        };
+        let Ok(runs) = self
+            .call(true, &format!("/threads/{id}/runs"), Value::Null)
+            .await
+        else {
+            return;
+        };
+        for run in runs.as_array().into_iter().flatten() {
+            if matches!(run["status"].as_str(), Some("pending" | "running")) {
+                if let Some(rid) = run["run_id"].as_str() {
+                    let _ = self
+                        .call(
+                            false,
+                            &format!("/threads/{id}/runs/{rid}/cancel"),
+                            json!({}),
+                        )
+                        .await;
                 }
             }
-            on_done();
-            drop(permit);
-        }));
+        }
     }
-    for t in tasks {
-        let _ = t.await;
+}
+
+impl Conversations for RemoteConversations {
+    fn name(&self) -> String {
+        format!("{} @ {}", self.c.assistant, self.base)
     }
-    let secs = started.elapsed().as_secs_f64().max(1e-9);
-    let after = node_executions(&client, &base, token.as_deref()).await;
-    let (completed, failed, resumes, errors) =
-        std::mem::take(&mut *outcome.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut lat = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
-    let execs = after.saturating_sub(before);
-    Ok(LoadReport {
-        graph: format!("{} @ {base}", c.assistant),
-        conversations,
-        concurrency,
-        completed,
-        failed,
-        resumes,
-        wall_ms: secs * 1000.0,
-        conversations_per_sec: (completed + failed) as f64 / secs,
-        node_executions: execs,
-        node_execs_per_sec: execs as f64 / secs,
-        conversation_latency_ms: distribution(&mut lat),
-        errors,
-        peak_rss_kb: measure::rss_kb().map(|(_, p)| p).unwrap_or(0),
-        ..LoadReport::default()
-    })
+
+    fn run(self: Arc<Self>, mut c: Conv) -> BoxFut<Ended> {
+        Box::pin(async move {
+            let tid = Mutex::new(None);
+            let (mut resumes, mut people) = (0, Duration::ZERO);
+            let leaves = c.person.leaves_after.map(|d| Instant::now() + d);
+            let mut stop = c.stop.clone();
+            let outcome = tokio::select! {
+                o = self.body(&mut c, &tid, &mut resumes, &mut people) => o,
+                _ = sleep_until(leaves) => Outcome::Abandoned,
+                _ = stopped(&mut stop) => Outcome::CutOff,
+            };
+            if matches!(outcome, Outcome::Abandoned | Outcome::CutOff) {
+                self.cancel(&tid).await;
+            }
+            Ended {
+                outcome,
+                resumes,
+                people_time: people,
+                steps: None,
+                non_model_us_per_node: None,
+            }
+        })
+    }
+
+    fn probe(self: Arc<Self>) -> BoxFut<Probe> {
+        Box::pin(async move {
+            let m = self.metrics().await.unwrap_or_default();
+            Probe {
+                mailboxes: m.mailboxes,
+                remote_node_executions: Some(m.node_executions),
+                server_rss_kb: m.rss_kb,
+                server_cpu_us: m.cpu_us,
+            }
+        })
+    }
+
+    fn finish(self: Arc<Self>) -> BoxFut<Totals> {
+        Box::pin(async move {
+            let after = self.metrics().await.map_or(0, |m| m.node_executions);
+            Totals {
+                remote_node_executions: Some(after.saturating_sub(self.executions0)),
+                ..Totals::default()
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_pages_are_read() {
+        let page = "# TYPE planwright_node_executions_total counter\n\
+            planwright_node_executions_total{graph=\"research\",node=\"create_plan\"} 10\n\
+            planwright_node_executions_total{graph=\"acquire\",node=\"prepare\"} 5\n\
+            planwright_node_mailbox_depth{graph=\"research\",node=\"execute_step\"} 3\n\
+            planwright_node_mailbox_depth{graph=\"acquire\",node=\"execute_step\"} 1\n\
+            process_resident_memory_bytes 10485760\n\
+            process_cpu_seconds_total 1.5\n\
+            garbage line\n";
+        let m = parse_metrics(page);
+        assert_eq!(m.node_executions, 15);
+        assert_eq!(m.mailboxes["execute_step"], 4);
+        assert_eq!(m.rss_kb, Some(10_240));
+        assert_eq!(m.cpu_us, Some(1_500_000));
+        assert_eq!(parse_metrics(""), ServerMetrics::default());
+    }
 }

@@ -1,7 +1,9 @@
-//! The load report: figures, a readable summary, JSON, and a self-contained HTML page with inline
-//! SVG charts (per-node latency distribution, throughput over time) — no scripts, no CDN.
+//! The load report: what a run measured, as figures, a readable summary and JSON (the HTML page is
+//! in [`super::html`]). Latencies are HDR-histogram percentiles in milliseconds.
 
-use crate::bench::measure::percentile;
+use super::scenario::Scenario;
+use super::series::Sample;
+use super::thresholds::ThresholdResult;
 use crate::model::ModelStatsSnapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -12,6 +14,8 @@ use std::fmt::Write;
 pub struct Distribution {
     /// Samples.
     pub count: usize,
+    /// Mean.
+    pub mean: f64,
     /// Median.
     pub p50: f64,
     /// 90th percentile.
@@ -20,17 +24,6 @@ pub struct Distribution {
     pub p99: f64,
     /// Largest.
     pub max: f64,
-}
-
-/// Percentiles of `samples`.
-pub fn distribution(samples: &mut [f64]) -> Distribution {
-    Distribution {
-        count: samples.len(),
-        p50: percentile(samples, 50.0),
-        p90: percentile(samples, 90.0),
-        p99: percentile(samples, 99.0),
-        max: percentile(samples, 100.0),
-    }
 }
 
 /// One node's figures.
@@ -54,21 +47,116 @@ pub struct NodeFigures {
     pub queue_total_ms: f64,
 }
 
+/// One entry of the mix: its conversations' outcomes and latency.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GraphFigures {
+    /// Started.
+    pub started: usize,
+    /// Finished.
+    pub completed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Abandoned by their person.
+    pub abandoned: usize,
+    /// Left paused.
+    pub interrupted_left: usize,
+    /// Cut off when the run stopped.
+    pub cut_off: usize,
+    /// Latency from the due time, less think time, ms.
+    pub conversation_latency_ms: Distribution,
+}
+
+/// Arrivals that started after they were due.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Lateness {
+    /// Arrivals that started more than `late_after_ms` after they were due.
+    pub late: usize,
+    /// The tolerance, ms.
+    pub late_after_ms: f64,
+    /// How late every arrival started, ms.
+    pub lateness_ms: Distribution,
+}
+
+/// What the simulated people did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PeopleFigures {
+    /// Interrupts answered after a think time (or pause).
+    pub answers: usize,
+    /// Think time (and long pauses) before each answer, ms.
+    pub think_ms: Distribution,
+    /// Conversations whose person paused long before answering.
+    pub paused: usize,
+    /// Conversations their person abandoned (cancelled mid-run).
+    pub abandoned: usize,
+}
+
+/// The execute phase of the conversations that ran plan steps (`--graph research`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StepsReport {
+    /// Conversations that executed steps.
+    pub conversations: usize,
+    /// Steps executed per conversation.
+    pub steps: Distribution,
+    /// Execute-phase makespan per conversation, ms.
+    pub makespan_ms: Distribution,
+    /// Critical path (longest dependency chain of step times), ms.
+    pub critical_path_ms: Distribution,
+    /// Sum of step times, ms.
+    pub sum_ms: Distribution,
+    /// What superstep waves would take with the same step times, ms.
+    pub waves_ms: Distribution,
+    /// Median over conversations of makespan / critical path (1 = as fast as dependencies allow).
+    pub makespan_over_critical_p50: f64,
+    /// Median of sum / makespan (what parallel steps buy over running them one by one).
+    pub sum_over_makespan_p50: f64,
+    /// Median of waves / makespan (what dependency-driven steps buy over superstep barriers).
+    pub waves_over_makespan_p50: f64,
+}
+
+/// Memory over the run: the slope of RSS against time, fitted by least squares over the samples
+/// after the first fifth (warm-up).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Memory {
+    /// This process's RSS slope, KiB per minute.
+    pub slope_kib_per_min: f64,
+    /// The server's RSS slope (from `--server-pid` or its `/metrics`), KiB per minute.
+    pub server_slope_kib_per_min: Option<f64>,
+    /// The limit (`--memory-slope-limit`), KiB per minute.
+    pub limit_kib_per_min: f64,
+    /// A slope above the limit.
+    pub flagged: bool,
+    /// Samples the fit used.
+    pub samples: usize,
+    /// RSS at the first and last sample used, KiB (this process; the server's when measured).
+    pub rss_first_last_kb: (u64, u64),
+    /// The server's RSS at the first and last sample used, KiB.
+    pub server_rss_first_last_kb: Option<(u64, u64)>,
+}
+
 /// Everything a load run measured.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LoadReport {
-    /// The graph.
+    /// The graph (or the mix, `research 70% + acquire 30%`).
     pub graph: String,
-    /// Conversations started.
+    /// The scenario.
+    pub scenario: Option<Scenario>,
+    /// Conversations the scenario meant to start.
     pub conversations: usize,
-    /// At most this many at once.
+    /// Conversations started.
+    pub started: usize,
+    /// At most this many at once (closed loop: the concurrency; open: `--max-in-flight`).
     pub concurrency: usize,
     /// Conversations that finished.
     pub completed: usize,
     /// Conversations that failed (errors by kind in `errors`).
     pub failed: usize,
+    /// Conversations their simulated person abandoned (cancelled).
+    pub abandoned: usize,
     /// Conversations left paused (an interrupt nobody answered).
     pub interrupted_left: usize,
+    /// Conversations still running when the run stopped (early stop, or the grace period ran
+    /// out), cancelled.
+    pub cut_off: usize,
     /// Interrupts answered under load.
     pub resumes: usize,
     /// Wall time, ms.
@@ -80,14 +168,22 @@ pub struct LoadReport {
     /// Node executions per second.
     pub node_execs_per_sec: f64,
     /// The runtime's own cost per node execution, µs: the process's CPU time during the run
-    /// divided by node executions. Model latency costs no CPU, so this is the time per node
-    /// execution not spent in the model (tools and the simulator's offline answers included).
+    /// divided by node executions (in-process runs).
     pub overhead_us_per_node: f64,
     /// Median over conversations of (wall time − time in model-calling nodes) / node executions,
     /// µs: under load this includes waiting for the CPU behind other conversations.
     pub non_model_wall_us_per_node: f64,
-    /// Per-conversation latency (start to end, resumes included), ms.
+    /// Per-conversation latency from when it was due to start to its end, less the simulated
+    /// person's think time and pauses, ms.
     pub conversation_latency_ms: Distribution,
+    /// Per entry of the mix (by graph name).
+    pub graphs: BTreeMap<String, GraphFigures>,
+    /// Late arrivals.
+    pub lateness: Lateness,
+    /// Simulated people.
+    pub people: PeopleFigures,
+    /// Execute-phase makespan against critical path, sum and waves.
+    pub steps: Option<StepsReport>,
     /// Per node.
     pub nodes: BTreeMap<String, NodeFigures>,
     /// Failures by kind.
@@ -102,35 +198,92 @@ pub struct LoadReport {
     pub peak_rss_kb: u64,
     /// Resident memory before the run, KiB.
     pub baseline_rss_kb: u64,
-    /// Node executions finished in each second of the run.
-    pub throughput: Vec<(u64, u64)>,
+    /// Memory slope over the run.
+    pub memory: Option<Memory>,
+    /// Each threshold with its value.
+    pub thresholds: Vec<ThresholdResult>,
+    /// Why the run stopped before the scenario ended.
+    pub stopped_early: Option<String>,
+    /// One sample per second.
+    pub series: Vec<Sample>,
 }
 
 impl LoadReport {
+    /// True when every threshold held.
+    pub fn thresholds_passed(&self) -> bool {
+        self.thresholds.iter().all(|t| t.passed)
+    }
+
     /// A readable summary.
     pub fn to_text(&self) -> String {
         let mut t = String::new();
+        let kind = self.scenario.as_ref().map_or("closed", |s| s.kind());
         let _ = writeln!(
             t,
-            "{}: {} conversations (≤ {} at once) in {:.1} s — {} completed, {} failed, {} left paused, {} interrupts answered",
-            self.graph, self.conversations, self.concurrency, self.wall_ms / 1000.0, self.completed, self.failed, self.interrupted_left, self.resumes
+            "{} ({kind}): {} of {} conversations started (≤ {} at once) in {:.1} s — {} completed, {} failed, {} abandoned, {} left paused, {} cut off; {} interrupts answered",
+            self.graph, self.started, self.conversations, self.concurrency, self.wall_ms / 1000.0,
+            self.completed, self.failed, self.abandoned, self.interrupted_left, self.cut_off, self.resumes
         );
         let _ = writeln!(
             t,
-            "  {:.1} conversations/s, {:.0} node executions/s, runtime overhead {:.1} µs CPU per node execution (median non-model wall per node {:.0} µs)",
+            "  {:.2} conversations/s, {:.0} node executions/s, runtime overhead {:.1} µs CPU per node execution (median non-model wall per node {:.0} µs)",
             self.conversations_per_sec, self.node_execs_per_sec, self.overhead_us_per_node, self.non_model_wall_us_per_node
         );
         let c = &self.conversation_latency_ms;
         let _ = writeln!(
             t,
-            "  conversation latency ms: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+            "  conversation latency from due time, ms: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
             c.p50, c.p90, c.p99, c.max
         );
+        if self.graphs.len() > 1 {
+            for (name, g) in &self.graphs {
+                let _ = writeln!(
+                    t,
+                    "    {name}: {} started, {} completed, {} failed, {} abandoned; latency ms p50 {:.1}  p99 {:.1}",
+                    g.started, g.completed, g.failed, g.abandoned,
+                    g.conversation_latency_ms.p50, g.conversation_latency_ms.p99
+                );
+            }
+        }
+        let l = &self.lateness;
         let _ = writeln!(
             t,
-            "  {:<22} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
-            "node", "execs", "p50 ms", "p90 ms", "p99 ms", "max ms", "queue p99", "wait/work"
+            "  late arrivals (> {:.0} ms): {} of {}; lateness ms p50 {:.1}  p99 {:.1}  max {:.1}",
+            l.late_after_ms,
+            l.late,
+            self.started,
+            l.lateness_ms.p50,
+            l.lateness_ms.p99,
+            l.lateness_ms.max
         );
+        let p = &self.people;
+        if p.answers > 0 || p.abandoned > 0 || p.paused > 0 {
+            let _ = writeln!(
+                t,
+                "  people: {} answers after think time p50 {:.0} ms p99 {:.0} ms; {} paused long; {} abandoned",
+                p.answers, p.think_ms.p50, p.think_ms.p99, p.paused, p.abandoned
+            );
+        }
+        if let Some(s) = &self.steps {
+            let _ = writeln!(
+                t,
+                "  execute phase ({} conversations), ms p50/p99: makespan {:.0}/{:.0}  critical path {:.0}/{:.0}  sum of steps {:.0}/{:.0}  waves {:.0}/{:.0}",
+                s.conversations, s.makespan_ms.p50, s.makespan_ms.p99, s.critical_path_ms.p50,
+                s.critical_path_ms.p99, s.sum_ms.p50, s.sum_ms.p99, s.waves_ms.p50, s.waves_ms.p99
+            );
+            let _ = writeln!(
+                t,
+                "    median makespan/critical {:.2}, sum/makespan {:.2}, waves/makespan {:.2}",
+                s.makespan_over_critical_p50, s.sum_over_makespan_p50, s.waves_over_makespan_p50
+            );
+        }
+        if !self.nodes.is_empty() {
+            let _ = writeln!(
+                t,
+                "  {:<22} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+                "node", "execs", "p50 ms", "p90 ms", "p99 ms", "max ms", "queue p99", "wait/work"
+            );
+        }
         for (name, n) in &self.nodes {
             let ratio = if n.work_total_ms > 0.0 {
                 n.queue_total_ms / n.work_total_ms
@@ -146,7 +299,7 @@ impl LoadReport {
                 n.work.p90,
                 n.work.p99,
                 n.work.max,
-                n.queue_p99_ms,
+                n.queue.p99,
                 ratio
             );
         }
@@ -162,107 +315,40 @@ impl LoadReport {
             "  checkpoints: {} records, {} bytes; peak RSS {} KiB (baseline {} KiB)",
             self.checkpoint_records, self.checkpoint_bytes, self.peak_rss_kb, self.baseline_rss_kb
         );
+        if let Some(m) = &self.memory {
+            let server = m
+                .server_slope_kib_per_min
+                .map(|s| format!(", server {s:.1} KiB/min"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                t,
+                "  memory slope {:.1} KiB/min{server} over {} samples (limit {:.0}){}",
+                m.slope_kib_per_min,
+                m.samples,
+                m.limit_kib_per_min,
+                if m.flagged {
+                    " — ABOVE THE LIMIT"
+                } else {
+                    ""
+                }
+            );
+        }
         if !self.errors.is_empty() {
             let _ = writeln!(t, "  errors: {:?}", self.errors);
         }
-        t
-    }
-
-    /// A self-contained HTML page with the figures and two charts.
-    pub fn to_html(&self) -> String {
-        let json = serde_json::to_string_pretty(self).unwrap_or_default();
-        format!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>Planwright load report: {graph}</title>\
-             <style>body{{font-family:sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse}}\
-             td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}th:first-child,td:first-child{{text-align:left}}</style>\
-             </head><body><h1>Load report: {graph}</h1><pre>{summary}</pre>\
-             <h2>Latency per node (ms; bar = p50, whisker = p99)</h2>{latency}\
-             <h2>Throughput over time (node executions per second)</h2>{throughput}\
-             <h2>Raw figures</h2><details><summary>JSON</summary><pre>{json}</pre></details></body></html>",
-            graph = escape(&self.graph),
-            summary = escape(&self.to_text()),
-            latency = self.latency_svg(),
-            throughput = self.throughput_svg(),
-            json = escape(&json),
-        )
-    }
-
-    fn latency_svg(&self) -> String {
-        let rows: Vec<(&String, &NodeFigures)> = self.nodes.iter().collect();
-        let max = rows
-            .iter()
-            .map(|(_, n)| n.work.p99)
-            .fold(0.0f64, f64::max)
-            .max(1e-6);
-        let (w, row_h) = (700.0, 22.0);
-        let mut svg = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">",
-            w + 200.0,
-            row_h * rows.len() as f64 + 10.0
-        );
-        for (i, (name, n)) in rows.iter().enumerate() {
-            let y = i as f64 * row_h + 5.0;
-            let p50 = n.work.p50 / max * w;
-            let p99 = n.work.p99 / max * w;
-            let _ = write!(
-                svg,
-                "<text x=\"0\" y=\"{ty}\" font-size=\"12\">{name}</text>\
-                 <rect x=\"180\" y=\"{y}\" width=\"{p50:.1}\" height=\"14\" fill=\"#4a7\"/>\
-                 <line x1=\"{a:.1}\" x2=\"{b:.1}\" y1=\"{m}\" y2=\"{m}\" stroke=\"#333\"/>\
-                 <text x=\"{t:.1}\" y=\"{ty}\" font-size=\"11\">{p50v:.2} / {p99v:.2}</text>",
-                ty = y + 12.0,
-                name = escape(name),
-                a = 180.0 + p50,
-                b = 180.0 + p99,
-                m = y + 7.0,
-                t = 185.0 + p99,
-                p50v = n.work.p50,
-                p99v = n.work.p99,
+        for th in &self.thresholds {
+            let _ = writeln!(
+                t,
+                "  threshold {:<40} {} (value {})",
+                th.threshold,
+                if th.passed { "passed" } else { "CROSSED" },
+                th.value
+                    .map_or("not measured".to_string(), |v| format!("{v:.3}"))
             );
         }
-        svg.push_str("</svg>");
-        svg
+        if let Some(why) = &self.stopped_early {
+            let _ = writeln!(t, "  stopped early: {why}");
+        }
+        t
     }
-
-    fn throughput_svg(&self) -> String {
-        let (w, h) = (800.0, 200.0);
-        let max_y = self
-            .throughput
-            .iter()
-            .map(|(_, n)| *n)
-            .max()
-            .unwrap_or(1)
-            .max(1) as f64;
-        let max_x = self.throughput.last().map(|(s, _)| *s).unwrap_or(1).max(1) as f64;
-        let points: Vec<String> = self
-            .throughput
-            .iter()
-            .map(|(s, n)| {
-                format!(
-                    "{:.1},{:.1}",
-                    20.0 + *s as f64 / max_x * w,
-                    h - *n as f64 / max_y * (h - 20.0)
-                )
-            })
-            .collect();
-        format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\
-             <polyline fill=\"none\" stroke=\"#36c\" stroke-width=\"2\" points=\"{}\"/>\
-             <text x=\"22\" y=\"12\" font-size=\"11\">{:.0}/s</text>\
-             <text x=\"{}\" y=\"{}\" font-size=\"11\">{} s</text></svg>",
-            w + 40.0,
-            h + 10.0,
-            points.join(" "),
-            max_y,
-            w - 10.0,
-            h + 8.0,
-            max_x
-        )
-    }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -9,6 +9,7 @@
 //! with [`ModelError::Malformed`].
 
 mod error;
+pub mod lognormal;
 mod openai;
 mod openai_stream;
 pub mod policy;

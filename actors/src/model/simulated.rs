@@ -39,26 +39,11 @@ impl Default for SimConfig {
 }
 
 fn parse_duration(key: &str, v: &str) -> Result<Duration, ModelError> {
-    let bad = || {
+    planwright::duration::parse(v, planwright::duration::BareUnit::Millis).ok_or_else(|| {
         ModelError::Config(format!(
             "`{key}={v}`: expected a duration like 200ms or 1.5s"
         ))
-    };
-    let (num, unit) = match v.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => v.split_at(i),
-        None => (v, "ms"),
-    };
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    if !(n.is_finite() && n >= 0.0) {
-        return Err(bad());
-    }
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "us" | "µs" => n / 1e6,
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs_f64(secs))
+    })
 }
 
 fn parse_rate(key: &str, v: &str) -> Result<f64, ModelError> {
@@ -140,17 +125,12 @@ impl SimulatedModel {
     /// One draw: (latency, fault) where fault is 0 none, 1 error, 2 malformed.
     fn draw(&self) -> (Duration, u8, u64) {
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        // Lognormal: ln L ~ N(mu, sigma) with exp(mu) = p50 and exp(mu + 2.326 sigma) = p99.
-        let p50 = self.cfg.p50.as_secs_f64();
-        let p99 = self.cfg.p99.as_secs_f64();
-        let latency = if p50 <= 0.0 {
-            0.0
-        } else {
-            let sigma = (p99 / p50).ln().max(0.0) / 2.326_348;
-            let (u1, u2): (f64, f64) = (rng.random::<f64>().max(f64::MIN_POSITIVE), rng.random());
-            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-            p50 * (sigma * z).exp()
-        };
+        let latency = super::lognormal::Lognormal {
+            p50: self.cfg.p50,
+            p99: self.cfg.p99,
+        }
+        .sample(&mut rng)
+        .min(Duration::from_secs(3600));
         let roll: f64 = rng.random();
         let fault = if roll < self.cfg.errors {
             1
@@ -159,11 +139,7 @@ impl SimulatedModel {
         } else {
             0
         };
-        (
-            Duration::from_secs_f64(latency.min(3600.0)),
-            fault,
-            rng.random(),
-        )
+        (latency, fault, rng.random())
     }
 }
 

@@ -20,6 +20,8 @@ pub struct GraphOptions {
     /// Sleep this long in each step before running its tool (default zero; tests and demos use it
     /// to make parallel execution visible).
     pub step_latency: Duration,
+    /// Simulated latency of each tool call, by tool (default none; `load --tools sim:…`).
+    pub tool_latency: Option<Arc<dyn super::tools::ToolLatency>>,
     /// Retries of model-calling nodes on transient errors (default 3 attempts, 200 ms backoff).
     pub model_retry: RetryPolicy,
 }
@@ -29,6 +31,7 @@ impl Default for GraphOptions {
         Self {
             clock: Arc::new(SystemClock),
             step_latency: Duration::ZERO,
+            tool_latency: None,
             model_retry: RetryPolicy::exponential(3, Duration::from_millis(200)),
         }
     }
@@ -60,6 +63,7 @@ pub fn build(
         policy,
         clock: options.clock.clone(),
         step_latency: options.step_latency,
+        tool_latency: options.tool_latency.clone(),
         model_attempts: options.model_retry.max_attempts,
     });
     let model = NodeOptions::default().retry(options.model_retry.clone());

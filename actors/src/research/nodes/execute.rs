@@ -153,8 +153,13 @@ pub async fn execute_step(
             .step_results(BTreeMap::from([(id, r)])));
     }
     ctx.emit(json!({"step_started": id, "tool": step.tool}));
-    if !env.step_latency.is_zero() {
-        tokio::time::sleep(env.step_latency).await;
+    let latency = env.step_latency
+        + env
+            .tool_latency
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |l| l.delay(&step.tool));
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
     }
     let deps: Vec<&StepResult> = step
         .depends_on

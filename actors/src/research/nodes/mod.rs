@@ -52,6 +52,8 @@ pub struct Env {
     pub clock: std::sync::Arc<dyn super::clock::Clock>,
     /// Simulated latency of each step's tool call (zero by default).
     pub step_latency: std::time::Duration,
+    /// Simulated latency of tool calls by tool (none by default).
+    pub tool_latency: Option<std::sync::Arc<dyn crate::research::tools::ToolLatency>>,
     /// Attempts a model-calling node makes on transient errors.
     pub model_attempts: u32,
 }

@@ -5,10 +5,12 @@
 //! ids of notes that exist: tools quote sentences, they never write facts of their own.
 
 mod compare;
+mod latency;
 mod search;
 mod summarize;
 
 pub use compare::compare;
+pub use latency::ToolLatency;
 pub use search::search;
 pub use summarize::summarize;
 

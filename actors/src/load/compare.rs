@@ -1,0 +1,273 @@
+//! `load compare BASELINE.json CURRENT.json`: the differences between two reports, per figure
+//! and per node, with the significant ones marked. A difference is significant when it is at
+//! least `--significance` percent of the baseline *and* above the figure's noise floor (1 ms for
+//! latencies, 0.1 ms per node, 1 MiB for peak memory, …), so a 40 % change of a 0.02 ms node is
+//! not news. Reports are read as JSON, so reports of older versions compare on what they share.
+
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// `load compare` arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// The baseline report (JSON from `--report`).
+    pub baseline: PathBuf,
+    /// The report to compare with it.
+    pub current: PathBuf,
+    /// A change smaller than this percentage of the baseline is not significant.
+    #[arg(long, default_value_t = 10.0)]
+    pub significance: f64,
+    /// Also write the comparison as a self-contained HTML page here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Exit 1 when a figure got significantly worse.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+}
+
+/// One compared figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// The figure (`conversation_latency_ms.p99`, `node execute_step queue p99`).
+    pub figure: String,
+    /// Its baseline value.
+    pub baseline: f64,
+    /// Its current value.
+    pub current: f64,
+    /// The change in percent of the baseline (`None` when the baseline is 0).
+    pub change_pct: Option<f64>,
+    /// Whether the change is significant.
+    pub significant: bool,
+    /// Significant, and in the bad direction.
+    pub worse: bool,
+}
+
+impl Row {
+    /// `worse`, `better` or empty.
+    pub fn verdict(&self) -> &'static str {
+        match (self.significant, self.worse) {
+            (true, true) => "WORSE",
+            (true, false) => "better",
+            _ => "",
+        }
+    }
+}
+
+/// Two reports compared.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// The baseline's graph and scenario.
+    pub baseline: String,
+    /// The current run's.
+    pub current: String,
+    /// The figures.
+    pub rows: Vec<Row>,
+}
+
+impl Comparison {
+    /// True when a figure got significantly worse.
+    pub fn regressed(&self) -> bool {
+        self.rows.iter().any(|r| r.worse)
+    }
+
+    /// A readable table.
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(t, "baseline: {}\ncurrent:  {}", self.baseline, self.current);
+        let _ = writeln!(
+            t,
+            "  {:<44} {:>14} {:>14} {:>9}",
+            "figure", "baseline", "current", "change"
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                t,
+                "  {:<44} {:>14.3} {:>14.3} {:>9} {}",
+                r.figure,
+                r.baseline,
+                r.current,
+                r.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
+                r.verdict()
+            );
+        }
+        let (worse, better) = (
+            self.rows.iter().filter(|r| r.worse).count(),
+            self.rows
+                .iter()
+                .filter(|r| r.significant && !r.worse)
+                .count(),
+        );
+        let _ = writeln!(
+            t,
+            "{worse} significantly worse, {better} significantly better"
+        );
+        t
+    }
+}
+
+fn at(v: &Value, path: &str) -> Option<f64> {
+    path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+fn label(v: &Value) -> String {
+    let kind = v["scenario"]["kind"].as_str().unwrap_or("closed");
+    format!(
+        "{} ({kind}), {} conversations, {:.1} s",
+        v["graph"].as_str().unwrap_or("?"),
+        v["started"]
+            .as_u64()
+            .or(v["conversations"].as_u64())
+            .unwrap_or(0),
+        v["wall_ms"].as_f64().unwrap_or(0.0) / 1000.0
+    )
+}
+
+/// Compares `current` with `baseline` (two report JSON values).
+pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comparison {
+    // (figure, path, lower is better, noise floor)
+    let mut figures: Vec<(String, String, bool, f64)> = [
+        ("conversations_per_sec", false, 0.01),
+        ("node_execs_per_sec", false, 1.0),
+        ("conversation_latency_ms.p50", true, 1.0),
+        ("conversation_latency_ms.p90", true, 1.0),
+        ("conversation_latency_ms.p99", true, 1.0),
+        ("conversation_latency_ms.max", true, 1.0),
+        ("lateness.lateness_ms.p99", true, 1.0),
+        ("lateness.late", true, 1.0),
+        ("overhead_us_per_node", true, 1.0),
+        ("non_model_wall_us_per_node", true, 1.0),
+        ("peak_rss_kb", true, 1024.0),
+        ("memory.slope_kib_per_min", true, 64.0),
+        ("steps.makespan_ms.p50", true, 1.0),
+        ("steps.makespan_ms.p99", true, 1.0),
+        ("steps.critical_path_ms.p50", true, 1.0),
+        ("checkpoint_bytes", true, 1024.0),
+    ]
+    .into_iter()
+    .map(|(p, lower, floor)| (p.to_string(), p.to_string(), lower, floor))
+    .collect();
+    let graphs: std::collections::BTreeSet<String> = [baseline, current]
+        .iter()
+        .filter_map(|v| v["graphs"].as_object())
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    for g in graphs {
+        for p in ["p50", "p99"] {
+            figures.push((
+                format!("graph {g} latency {p} ms"),
+                format!("graphs.{g}.conversation_latency_ms.{p}"),
+                true,
+                1.0,
+            ));
+        }
+    }
+    let nodes: std::collections::BTreeSet<String> = [baseline, current]
+        .iter()
+        .filter_map(|v| v["nodes"].as_object())
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    for n in nodes {
+        for (stat, path) in [
+            ("work p50", "work.p50"),
+            ("work p99", "work.p99"),
+            ("queue p99", "queue.p99"),
+        ] {
+            figures.push((
+                format!("node {n} {stat} ms"),
+                format!("nodes.{n}.{path}"),
+                true,
+                0.1,
+            ));
+        }
+    }
+    let mut rows = Vec::new();
+    let failed_share = |v: &Value| {
+        let started = v["started"].as_f64().or(v["conversations"].as_f64())?;
+        (started > 0.0).then(|| v["failed"].as_f64().unwrap_or(0.0) / started * 100.0)
+    };
+    if let (Some(b), Some(c)) = (failed_share(baseline), failed_share(current)) {
+        rows.push(row("failed %".into(), b, c, true, 0.1, significance_pct));
+    }
+    for (figure, path, lower, floor) in figures {
+        if let (Some(b), Some(c)) = (at(baseline, &path), at(current, &path)) {
+            rows.push(row(figure, b, c, lower, floor, significance_pct));
+        }
+    }
+    Comparison {
+        baseline: label(baseline),
+        current: label(current),
+        rows,
+    }
+}
+
+fn row(figure: String, b: f64, c: f64, lower_better: bool, floor: f64, pct: f64) -> Row {
+    let change_pct = (b != 0.0).then(|| (c - b) / b.abs() * 100.0);
+    let significant = (c - b).abs() >= floor && change_pct.is_none_or(|p| p.abs() >= pct);
+    let worse = significant && if lower_better { c > b } else { c < b };
+    Row {
+        figure,
+        baseline: b,
+        current: c,
+        change_pct,
+        significant,
+        worse,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn significant_changes_are_marked_by_direction() {
+        let base = json!({
+            "graph": "research", "started": 1000, "failed": 1, "wall_ms": 10000.0,
+            "conversations_per_sec": 100.0,
+            "conversation_latency_ms": {"p50": 100.0, "p99": 400.0},
+            "nodes": {"execute_step": {"work": {"p50": 0.02, "p99": 5.0}, "queue": {"p99": 2.0}}},
+            "graphs": {"research": {"conversation_latency_ms": {"p50": 100.0, "p99": 400.0}}}
+        });
+        let cur = json!({
+            "graph": "research", "started": 1000, "failed": 1, "wall_ms": 10000.0,
+            "conversations_per_sec": 120.0,
+            "conversation_latency_ms": {"p50": 104.0, "p99": 600.0},
+            "nodes": {"execute_step": {"work": {"p50": 0.03, "p99": 5.1}, "queue": {"p99": 20.0}},
+                      "replan": {"work": {"p50": 1.0}}},
+            "graphs": {"research": {"conversation_latency_ms": {"p50": 100.0, "p99": 300.0}}}
+        });
+        let c = compare(&base, &cur, 10.0);
+        let get = |f: &str| c.rows.iter().find(|r| r.figure == f).unwrap().clone();
+        let p99 = get("conversation_latency_ms.p99");
+        assert!(p99.significant && p99.worse);
+        assert_eq!(p99.change_pct, Some(50.0));
+        let rate = get("conversations_per_sec");
+        assert!(
+            rate.significant && !rate.worse,
+            "higher throughput is better"
+        );
+        assert!(
+            !get("conversation_latency_ms.p50").significant,
+            "4% is noise"
+        );
+        assert!(
+            !get("node execute_step work p50 ms").significant,
+            "below the floor"
+        );
+        assert!(get("node execute_step queue p99 ms").worse);
+        assert!(!get("failed %").significant);
+        assert!(
+            c.rows.iter().all(|r| !r.figure.contains("replan")),
+            "only in one report"
+        );
+        assert!(
+            !get("graph research latency p99 ms").worse,
+            "per entry of the mix"
+        );
+        assert!(get("graph research latency p99 ms").significant);
+        assert!(c.regressed());
+        let text = c.to_text();
+        assert!(text.contains("WORSE") && text.contains("better"));
+    }
+}
