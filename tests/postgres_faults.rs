@@ -417,3 +417,52 @@ async fn sslmode_require_encrypts_and_verify_full_refuses_an_unverifiable_certif
         .expect("an unverifiable certificate is refused");
     assert!(matches!(err, CheckpointError::Database { .. }), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_records_survive_terminated_backends_and_dropped_connections() {
+    use planwright::runs::{PostgresRuns, RunChange, RunRecord, RunRecordStatus, RunStore};
+    let (addr, _, _) = server();
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let app = format!("pwruns{}", backends::unique().replace('-', ""));
+    let proxy = Arc::new(TcpProxy::start(addr).await);
+    let runs = PostgresRuns::connect(&url_for(
+        proxy.addr(),
+        &format!("application_name={app}&pool_size=2&connect_timeout=1s"),
+    ))
+    .await
+    .expect("the run store opens");
+    let thread = format!("runs-faults-{}", backends::unique());
+    for i in 0..60u64 {
+        if i % 10 == 5 {
+            terminate(&app).await;
+        }
+        if i % 10 == 9 {
+            proxy.drop_all();
+        }
+        let id = format!("{thread}-{i}");
+        // A retried insert finds its own row; a retried transition its own change.
+        runs.insert(RunRecord::pending(
+            id.as_str(),
+            thread.as_str(),
+            "research",
+            i,
+        ))
+        .await
+        .expect("an insert survives the fault");
+        assert!(runs
+            .transition(
+                &id,
+                &[RunRecordStatus::Pending],
+                RunRecordStatus::Running,
+                RunChange::at(i + 1)
+            )
+            .await
+            .expect("a transition survives the fault"));
+    }
+    let all = runs.list_thread(&thread, 100, 0).await.unwrap();
+    assert_eq!(all.len(), 60, "no record lost, none doubled");
+    assert!(all.iter().all(|r| r.status == RunRecordStatus::Running));
+    runs.delete_thread(&thread).await.unwrap();
+}

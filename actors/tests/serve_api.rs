@@ -145,6 +145,14 @@ async fn a_thread_pauses_for_approval_and_resumes() {
         m.contains("planwright_runs_total{status=\"interrupted\"} 1"),
         "{m}"
     );
+    let rss: f64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .expect("the process's memory")
+        .parse()
+        .unwrap();
+    assert!(rss > 1e6, "{rss}");
+    assert!(m.contains("process_cpu_seconds_total "), "{m}");
     assert!(
         m.contains("planwright_node_executions_total{graph=\"research\",node=\"create_plan\"}"),
         "{m}"
@@ -203,7 +211,7 @@ async fn bad_requests_get_json_errors_that_name_the_problem() {
         ),
         (json!({"assistant_id": "research"}), 400, "needs `input`"),
         (
-            json!({"assistant_id": "research", "input": {"input": GOAL}, "multitask_strategy": "interrupt"}),
+            json!({"assistant_id": "research", "input": {"input": GOAL}, "multitask_strategy": "sideways"}),
             400,
             "multitask_strategy",
         ),

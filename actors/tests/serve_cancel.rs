@@ -1,63 +1,24 @@
 //! Cancel, over HTTP against the real binary: a cancelled run leaves its thread usable (new
 //! input replaces the unfinished superstep), and a restart never resumes it.
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Server(Child);
+mod serve_support;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use serve_support::{call, free_port, fresh_dir, wait_for_checkpoints, wait_runs_ended, Server};
+
+const MODEL: &str = "sim:p50=300ms,p99=600ms,seed=2";
 
 async fn serve(db: &Path, port: u16) -> Server {
-    let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .args(["--model", "sim:p50=300ms,p99=600ms,seed=2", "--checkpoint"])
-        .arg(format!("sqlite:{}", db.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let server = Server(child);
-    // Ready: recovered and storage answering.
-    for _ in 0..800 {
-        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/ok")).await {
-            if r.status() == 200 {
-                return server;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("serve on {port} never became ready");
-}
-
-async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let s = r.status().as_u16();
-    (s, r.json().await.unwrap_or(Value::Null))
+    serve_support::serve(db, port, MODEL).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_is_not_resumed_by_a_restart_and_new_input_replaces_it() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cancel-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("serve.sqlite");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let db = fresh_dir("cancel").join("serve.sqlite");
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let server = serve(&db, port).await;
     assert_eq!(
@@ -80,18 +41,7 @@ async fn a_cancelled_run_is_not_resumed_by_a_restart_and_new_input_replaces_it()
     assert_eq!(s, 200, "{run}");
     let run_id = run["run_id"].as_str().unwrap().to_string();
     // Wait for the first checkpoints, then cancel.
-    for _ in 0..400 {
-        let (_, h) = call(
-            "POST",
-            &format!("{url}/threads/c-1/history"),
-            Some(json!({"limit": 5})),
-        )
-        .await;
-        if h.as_array().is_some_and(|a| a.len() >= 2) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_for_checkpoints(&url, "c-1", 2).await;
     let (s, _) = call(
         "POST",
         &format!("{url}/threads/c-1/runs/{run_id}/cancel"),
@@ -134,15 +84,8 @@ async fn a_cancelled_run_is_not_resumed_by_a_restart_and_new_input_replaces_it()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueued_runs_answer_at_once_and_run_in_turn() {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("enqueue-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dir = fresh_dir("enqueue");
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let _server = serve(&dir.join("serve.sqlite"), port).await;
     assert_eq!(
@@ -193,20 +136,7 @@ async fn enqueued_runs_answer_at_once_and_run_in_turn() {
     )
     .await;
     assert_eq!(s, 204);
-    let mut statuses = Vec::new();
-    for _ in 0..1200 {
-        let (_, runs) = call("GET", &format!("{url}/threads/q-1/runs?limit=10"), None).await;
-        statuses = runs
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["status"].as_str().unwrap().to_string())
-            .collect();
-        if !statuses.iter().any(|s| s == "pending" || s == "running") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let statuses = wait_runs_ended(&url, "q-1").await;
     // Newest first: the third queued, the cancelled second, the first queued, the first run.
     assert_eq!(
         statuses,

@@ -23,25 +23,12 @@ pub fn parse_kind(thread: &ThreadId, s: &str) -> Result<BodyKind, CheckpointErro
 
 /// Column value of a write kind.
 pub fn write_kind_str(k: WriteKind) -> &'static str {
-    match k {
-        WriteKind::Update => "update",
-        WriteKind::Interrupt => "interrupt",
-        WriteKind::Error => "error",
-        WriteKind::Memo => "memo",
-        WriteKind::Resume => "resume",
-    }
+    k.as_str()
 }
 
 /// Write kind from its column value.
 pub fn parse_write_kind(thread: &ThreadId, s: &str) -> Result<WriteKind, CheckpointError> {
-    Ok(match s {
-        "update" => WriteKind::Update,
-        "interrupt" => WriteKind::Interrupt,
-        "error" => WriteKind::Error,
-        "memo" => WriteKind::Memo,
-        "resume" => WriteKind::Resume,
-        other => return Err(corrupt(thread, format!("unknown write kind `{other}`"))),
-    })
+    WriteKind::from_name(s).ok_or_else(|| corrupt(thread, format!("unknown write kind `{s}`")))
 }
 
 /// Metadata as stored (JSON text).

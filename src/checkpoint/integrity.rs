@@ -168,6 +168,7 @@ mod tests {
                 nodes: vec![],
                 created_at_ms: 1,
                 extra: serde_json::Value::Null,
+                pause: None,
             },
         }
     }

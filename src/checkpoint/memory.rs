@@ -284,4 +284,33 @@ impl Checkpointer for MemoryCheckpointer {
         data.writes.retain(|id, _| *id >= snapshot);
         Ok((before - data.checkpoints.len()) as u64)
     }
+
+    async fn rewind(
+        &self,
+        thread: &ThreadId,
+        to: Option<CheckpointId>,
+        writes: Vec<TaskWrite>,
+    ) -> Result<u64, CheckpointError> {
+        let mut threads = self.lock();
+        let Some(data) = threads.get_mut(thread) else {
+            return Ok(0);
+        };
+        let before = data.checkpoints.len();
+        match to {
+            Some(to) => {
+                data.checkpoints.retain(|id, _| *id <= to);
+                data.writes.retain(|id, _| *id < to);
+                if !writes.is_empty() {
+                    let mut list = writes;
+                    sort_writes(&mut list);
+                    data.writes.insert(to, list);
+                }
+            }
+            None => {
+                data.checkpoints.clear();
+                data.writes.clear();
+            }
+        }
+        Ok((before - data.checkpoints.len()) as u64)
+    }
 }

@@ -35,8 +35,10 @@ pub use memory::MemoryCheckpointer;
 pub use postgres::PostgresCheckpointer;
 pub use retention::{spawn_sweeper, sweep, Retention, SweepReport, Sweeper};
 #[cfg(feature = "sqlite")]
+pub(crate) use sqlite::side_connection as sqlite_side_connection;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
-pub use url::connect;
+pub use url::{backend, connect, Backend};
 
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
@@ -77,9 +79,33 @@ pub struct CheckpointMetadata {
     pub nodes: Vec<String>,
     /// Wall-clock creation time, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
-    /// Free-form extras (fork origin, run id, interrupt payloads, ...).
+    /// Free-form extras (fork origin, run id, ...).
     #[serde(default)]
     pub extra: serde_json::Value,
+    /// The pause the run made at this checkpoint, if it paused before the next tasks ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<Pause>,
+}
+
+/// A pause recorded with a checkpoint: the run stopped before the checkpoint's next tasks ran,
+/// because a node asks to pause before it runs or after its predecessor ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pause {
+    /// Which rule made it.
+    pub at: PauseAt,
+    /// What is pending (one per paused node).
+    pub interrupts: Vec<crate::events::Interrupt>,
+}
+
+/// Which rule made a [`Pause`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseAt {
+    /// `interrupt_before`: before a node runs.
+    #[default]
+    Before,
+    /// `interrupt_after`: after a node ran, before the next superstep.
+    After,
 }
 
 /// One stored checkpoint.
@@ -128,6 +154,33 @@ pub enum WriteKind {
     Memo,
     /// A resume value addressed to the task.
     Resume,
+}
+
+impl WriteKind {
+    /// Every kind.
+    pub const ALL: [WriteKind; 5] = [
+        Self::Update,
+        Self::Interrupt,
+        Self::Error,
+        Self::Memo,
+        Self::Resume,
+    ];
+
+    /// The kind as stored (`update`, `interrupt`, `error`, `memo`, `resume`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Update => "update",
+            Self::Interrupt => "interrupt",
+            Self::Error => "error",
+            Self::Memo => "memo",
+            Self::Resume => "resume",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s form.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 }
 
 /// A write saved by a task of the superstep that runs from checkpoint `checkpoint`.
@@ -341,6 +394,27 @@ pub trait Checkpointer: Send + Sync + 'static {
         thread: &ThreadId,
         keep_from: CheckpointId,
     ) -> Result<u64, CheckpointError>;
+
+    /// In one transaction: deletes every checkpoint of the thread newer than `to` (every one
+    /// when `None`) with their writes, and replaces the writes saved for the superstep running
+    /// from `to` with `writes`, so the thread is exactly where it was when its head was `to` with
+    /// those pending writes. Returns how many checkpoints were deleted. A run's rollback uses it
+    /// (`to` and `writes` taken when the run started); other threads are untouched.
+    async fn rewind(
+        &self,
+        thread: &ThreadId,
+        to: Option<CheckpointId>,
+        writes: Vec<TaskWrite>,
+    ) -> Result<u64, CheckpointError>;
+
+    /// Whether `sync` runs going together should commit their checkpoints in shared batches
+    /// (`put_many`) rather than each on its own. True where one batch costs less than its records
+    /// one by one: SQLite (one writer at a time, one `fsync` per commit). PostgreSQL's `put_many`
+    /// runs its records one statement after another on one connection, which loses to several
+    /// pooled connections writing in parallel (measured: docs/PERFORMANCE.md, "Group commit").
+    fn prefers_group_commit(&self) -> bool {
+        false
+    }
 
     /// A cheap round trip to the store: `Ok` when it can serve requests now. Readiness probes
     /// (`/ok`) call it; it does not retry.

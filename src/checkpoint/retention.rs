@@ -21,27 +21,10 @@ use crate::ids::{CheckpointId, ThreadId};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Parses a duration: `500ms`, `5s`, `2m`, `3h`, `7d`, or a bare number of seconds. Used by the
-/// database URLs' options and by [`Retention::parse`].
+/// Parses a duration: `500ms`, `5s`, `2m`, `3h`, `7d`, or a bare number of seconds
+/// ([`crate::duration::parse`]). Used by the database URLs' options and by [`Retention::parse`].
 pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .ok()
-        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        _ => return None,
-    };
-    std::time::Duration::try_from_secs_f64(secs).ok()
+    crate::duration::parse(s, crate::duration::BareUnit::Seconds)
 }
 
 /// What to keep. `None` everywhere keeps everything.
@@ -55,6 +38,11 @@ pub struct Retention {
     pub checkpoint_age: Option<Duration>,
     /// Keep at most this many checkpoints per thread (a few more to reach a snapshot).
     pub max_checkpoints: Option<usize>,
+    /// Delete ended run records last updated longer ago than this
+    /// ([`crate::runs::sweep`]; pending and running ones are always kept).
+    pub run_age: Option<Duration>,
+    /// Keep at most this many ended run records (the newest).
+    pub max_runs: Option<usize>,
     /// Time between sweeps of [`spawn_sweeper`].
     pub interval: Duration,
     /// Deletions between two yields of the sweeper.
@@ -70,6 +58,8 @@ impl Default for Retention {
             max_threads: None,
             checkpoint_age: None,
             max_checkpoints: None,
+            run_age: None,
+            max_runs: None,
             interval: Duration::from_secs(600),
             batch: 100,
             prefix: String::new(),
@@ -80,14 +70,25 @@ impl Default for Retention {
 impl Retention {
     /// Whether this keeps everything (no sweep needed).
     pub fn keeps_everything(&self) -> bool {
+        self.keeps_all_threads() && self.keeps_all_runs()
+    }
+
+    /// Whether this keeps every thread and checkpoint.
+    pub fn keeps_all_threads(&self) -> bool {
         self.thread_age.is_none()
             && self.max_threads.is_none()
             && self.checkpoint_age.is_none()
             && self.max_checkpoints.is_none()
     }
 
+    /// Whether this keeps every run record.
+    pub fn keeps_all_runs(&self) -> bool {
+        self.run_age.is_none() && self.max_runs.is_none()
+    }
+
     /// Reads the CLI form: comma-separated `key=value` with keys `thread_age`, `max_threads`,
-    /// `checkpoint_age`, `max_checkpoints`, `interval`, `batch`, `prefix`; durations like `30d`, `12h`,
+    /// `checkpoint_age`, `max_checkpoints`, `run_age`, `max_runs`, `interval`, `batch`, `prefix`;
+    /// durations like `30d`, `12h`,
     /// `90m`. Example: `thread_age=30d,max_checkpoints=50`.
     pub fn parse(spec: &str) -> Result<Self, String> {
         let mut r = Self::default();
@@ -111,12 +112,14 @@ impl Retention {
                 "max_threads" => r.max_threads = Some(count()?),
                 "checkpoint_age" => r.checkpoint_age = Some(dur()?),
                 "max_checkpoints" => r.max_checkpoints = Some(count()?),
+                "run_age" => r.run_age = Some(dur()?),
+                "max_runs" => r.max_runs = Some(count()?),
                 "interval" => r.interval = dur()?,
                 "batch" => r.batch = count()?,
                 "prefix" => r.prefix = v.to_string(),
                 _ => {
                     return Err(format!(
-                        "retention: unknown key `{k}` (thread_age, max_threads, checkpoint_age, max_checkpoints, interval, batch, prefix)"
+                        "retention: unknown key `{k}` (thread_age, max_threads, checkpoint_age, max_checkpoints, run_age, max_runs, interval, batch, prefix)"
                     ))
                 }
             }
@@ -147,7 +150,7 @@ pub async fn sweep(
     now_ms: u64,
 ) -> Result<SweepReport, CheckpointError> {
     let mut report = SweepReport::default();
-    if retention.keeps_everything() {
+    if retention.keeps_all_threads() {
         return Ok(report);
     }
     let batch = retention.batch.max(1);

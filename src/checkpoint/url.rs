@@ -15,65 +15,83 @@ use super::sqlite::{SqliteCheckpointer, SqliteOptions};
 use super::{CheckpointError, Checkpointer};
 use std::sync::Arc;
 
-/// Opens the checkpointer a connection string names, applying schema migrations.
-pub async fn connect(url: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError> {
-    let bad = |reason: &str| CheckpointError::BadUrl {
-        url: url.to_string(),
-        reason: reason.to_string(),
-    };
+/// The backend a connection string names (the checkpointer, the store and the run store read
+/// the same URLs, through this one parser).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend<'a> {
+    /// `memory:`.
+    Memory,
+    /// `sqlite:PATH[?OPTIONS]`: the file path, and the options after `?` (empty when none).
+    Sqlite {
+        /// The file.
+        path: &'a str,
+        /// What follows `?`.
+        options: &'a str,
+    },
+    /// `postgres://…`, `postgresql://…` or `host=…`: the whole URL.
+    Postgres(&'a str),
+}
+
+/// Which backend `url` names; why not, for an unknown backend, one compiled out (naming the
+/// cargo feature), or a SQLite URL without a path.
+pub fn backend(url: &str) -> Result<Backend<'_>, String> {
     if url == "memory:" || url == "memory" {
-        return Ok(Arc::new(MemoryCheckpointer::new()));
+        return Ok(Backend::Memory);
     }
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        #[cfg(not(feature = "sqlite"))]
-        {
-            let _ = path;
-            return Err(bad(
-                "SQLite support is not compiled in; build `planwright` with the `sqlite` feature",
-            ));
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        if cfg!(not(feature = "sqlite")) {
+            return Err(
+                "SQLite support is not compiled in; build `planwright` with the `sqlite` feature"
+                    .into(),
+            );
         }
-        #[cfg(feature = "sqlite")]
-        return open_sqlite(url, path).await;
+        let rest = rest.strip_prefix("//").unwrap_or(rest);
+        let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() {
+            return Err("`sqlite:` needs a file path, e.g. `sqlite:planwright.sqlite`".into());
+        }
+        return Ok(Backend::Sqlite { path, options });
     }
     if url.starts_with("postgres://")
         || url.starts_with("postgresql://")
         || url.starts_with("host=")
     {
-        #[cfg(not(feature = "postgres"))]
-        return Err(bad(
-            "PostgreSQL support is not compiled in; build `planwright` with the `postgres` feature",
-        ));
-        #[cfg(feature = "postgres")]
-        return Ok(Arc::new(PostgresCheckpointer::connect(url).await?));
+        if cfg!(not(feature = "postgres")) {
+            return Err(
+                "PostgreSQL support is not compiled in; build `planwright` with the `postgres` feature"
+                    .into(),
+            );
+        }
+        return Ok(Backend::Postgres(url));
     }
-    Err(bad(
-        "unknown backend; use `memory:`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`",
-    ))
+    Err("unknown backend; use `memory:`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`".into())
 }
 
-#[cfg(feature = "sqlite")]
-async fn open_sqlite(url: &str, path: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError> {
-    let bad = |reason: &str| CheckpointError::BadUrl {
+/// Opens the checkpointer a connection string names, applying schema migrations.
+pub async fn connect(url: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError> {
+    let bad = |reason: String| CheckpointError::BadUrl {
         url: url.to_string(),
-        reason: reason.to_string(),
+        reason,
     };
-    let path = path.strip_prefix("//").unwrap_or(path);
-    if path.is_empty() {
-        return Err(bad(
-            "`sqlite:` needs a file path, e.g. `sqlite:planwright.sqlite`",
-        ));
+    match backend(url).map_err(bad)? {
+        Backend::Memory => Ok(Arc::new(MemoryCheckpointer::new())),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite { path, options } => {
+            let opts = SqliteOptions::parse(options).map_err(bad)?;
+            let path = path.to_string();
+            let cp = tokio::task::spawn_blocking(move || {
+                SqliteCheckpointer::open_with_options(path, opts)
+            })
+            .await
+            .map_err(|e| CheckpointError::Backend(format!("sqlite open task failed: {e}")))??;
+            Ok(Arc::new(cp))
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres(url) => Ok(Arc::new(PostgresCheckpointer::connect(url).await?)),
+        // `backend` already refuses a backend that is compiled out.
+        #[allow(unreachable_patterns)]
+        _ => Err(bad("this backend is not compiled in".into())),
     }
-    let (path, opts) = match path.split_once('?') {
-        None => (path.to_string(), SqliteOptions::default()),
-        Some((p, query)) => (
-            p.to_string(),
-            SqliteOptions::parse(query).map_err(|r| bad(&r))?,
-        ),
-    };
-    let cp = tokio::task::spawn_blocking(move || SqliteCheckpointer::open_with_options(path, opts))
-        .await
-        .map_err(|e| CheckpointError::Backend(format!("sqlite open task failed: {e}")))??;
-    Ok(Arc::new(cp))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub fn rec(
             nodes: vec![format!("n{id}")],
             created_at_ms: 1_700_000_000_000 + id,
             extra: serde_json::json!({"id": id}),
+            pause: None,
         },
     }
 }
@@ -61,6 +62,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     concurrent_writers(cp.clone(), prefix).await;
     batches(&*cp, prefix).await;
     trim_keeps_from_a_snapshot(&*cp, prefix).await;
+    rewind_restores_a_past_head(&*cp, prefix).await;
     retention_by_age_and_count(&*cp, prefix).await;
     cp.ping()
         .await
@@ -90,6 +92,66 @@ async fn chain_at(cp: &dyn Checkpointer, thread: &ThreadId, n: u64, snapshots: &
         };
         cp.put(rec_at(thread, id, kind, base + id)).await.unwrap();
     }
+}
+
+/// A rollback's rewind: the head back at 3 with exactly the pending writes it had then; a later
+/// write extends 3 again; rewinding to nothing empties the thread but keeps its record.
+async fn rewind_restores_a_past_head(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/rewind"));
+    chain_at(cp, &t, 6, &[4], 0).await;
+    cp.set_thread_metadata(&t, serde_json::json!({"owner": "ann"}))
+        .await
+        .unwrap();
+    let before = vec![write(3, 0, WriteKind::Interrupt, "", "ask")];
+    cp.put_writes(&t, CheckpointId(3), before.clone())
+        .await
+        .unwrap();
+    // What the run wrote: a resume and an update at 3, and writes at 5.
+    cp.put_writes(
+        &t,
+        CheckpointId(3),
+        vec![
+            write(3, 0, WriteKind::Resume, "", "yes"),
+            write(3, 1, WriteKind::Update, "", "u"),
+        ],
+    )
+    .await
+    .unwrap();
+    cp.put_writes(
+        &t,
+        CheckpointId(5),
+        vec![write(5, 0, WriteKind::Update, "", "x")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        cp.rewind(&t, Some(CheckpointId(3)), before.clone())
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(3)));
+    assert_eq!(ids(&cp.load_chain(&t, None).await.unwrap()), [1, 2, 3]);
+    assert_eq!(cp.get_writes(&t, CheckpointId(3)).await.unwrap(), before);
+    assert!(cp.get_writes(&t, CheckpointId(5)).await.unwrap().is_empty());
+    // The chain goes on from 3: a new 4 is accepted, the old 4 is gone for good.
+    cp.put(rec(&t, 7, Some(3), BodyKind::Delta, "after"))
+        .await
+        .expect("the rewound head takes a new child");
+    assert_eq!(ids(&cp.load_chain(&t, None).await.unwrap()), [1, 2, 3, 7]);
+    // To nothing: no checkpoint, no write, the thread's record stays.
+    assert_eq!(cp.rewind(&t, None, vec![]).await.unwrap(), 4);
+    assert_eq!(cp.head(&t).await.unwrap(), None);
+    assert!(cp.get_writes(&t, CheckpointId(3)).await.unwrap().is_empty());
+    assert_eq!(
+        cp.thread_metadata(&t).await.unwrap(),
+        Some(serde_json::json!({"owner": "ann"}))
+    );
+    cp.put(rec(&t, 8, None, BodyKind::Snapshot, "fresh"))
+        .await
+        .expect("a rewound-to-nothing thread starts again");
+    let other = ThreadId::new(format!("{prefix}/rewind-nobody"));
+    assert_eq!(cp.rewind(&other, None, vec![]).await.unwrap(), 0);
 }
 
 async fn trim_keeps_from_a_snapshot(cp: &dyn Checkpointer, prefix: &str) {

@@ -40,6 +40,10 @@ struct AcquireInput {
     /// What is being sized.
     #[serde(default)]
     goal: Option<String>,
+    /// Exchange rates the person gives, `{"USD/EUR": 0.92}`: a price in another currency than
+    /// the schema's is converted only at a rate given here or stated by a document.
+    #[serde(default)]
+    rates: std::collections::BTreeMap<String, f64>,
 }
 
 /// Checks a run input and turns it into the first update of `thread`.
@@ -59,6 +63,13 @@ pub fn initial(thread: &ThreadId, input: Value) -> Result<FieldUpdate, AcquireRe
             .into())
         }
     };
+    let mut corpus = corpus;
+    let rates = input
+        .rates
+        .iter()
+        .map(|(pair, r)| crate::field::input::parse_rate(&format!("{pair}={r}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    corpus.extend(crate::field::input::rates_document(&rates));
     let goal = input.goal.unwrap_or_default();
     Ok(initial_update(thread.as_str(), &goal, schema, corpus))
 }
@@ -158,6 +169,17 @@ mod tests {
             ),
             "acquire input: corpus: document id `a` appears twice"
         );
+        assert!(
+            err(json!({"schema": schema(), "rates": {"USD-EUR": 0.9}})).contains("FROM/TO=RATE")
+        );
+        assert!(err(json!({"schema": schema(), "rates": {"USD/EUR": -1}})).contains("FROM/TO=RATE"));
+        let u = initial(
+            &t,
+            json!({"schema": schema(), "corpus": [], "rates": {"USD/EUR": 0.9}}),
+        );
+        let corpus = u.unwrap().corpus.expect("a corpus");
+        assert_eq!(corpus[0].id, "user-rates");
+        assert_eq!(corpus[0].text, "1 USD = 0.9 EUR.");
     }
 
     #[test]

@@ -295,6 +295,14 @@ pub fn is_running(state: &AppState, a: Assistant, thread: &ThreadId) -> bool {
     }
 }
 
+/// Waits until the thread has no run going on its assistant's engine.
+pub async fn wait_idle(state: &AppState, a: Assistant, thread: &ThreadId) {
+    match a {
+        Assistant::Research => state.research.wait_idle(thread).await,
+        Assistant::Acquire => state.acquire.wait_idle(thread).await,
+    }
+}
+
 /// Cancels the thread's run, if any.
 pub fn cancel(state: &AppState, a: Assistant, thread: &ThreadId) {
     match a {
@@ -317,27 +325,24 @@ pub async fn delete(state: &AppState, a: Assistant, thread: &ThreadId) -> Result
     Ok(())
 }
 
-/// Continues a thread a stopped server left between supersteps (not one paused on a question).
-pub async fn continue_if_unfinished(state: &AppState, a: Assistant, thread: ThreadId) {
-    let unfinished = matches!(
-        view(state, a, &thread).await,
-        Ok(Some(v)) if !v.next.is_empty() && v.interrupts.is_empty()
-    );
-    if !unfinished {
-        return;
-    }
-    match a {
-        Assistant::Research => {
-            let engine = state.research.clone();
-            tokio::spawn(async move {
-                let _ = engine.continue_run(thread, RunOptions::default()).await;
-            });
-        }
-        Assistant::Acquire => {
-            let engine = state.acquire.clone();
-            tokio::spawn(async move {
-                let _ = engine.continue_run(thread, RunOptions::default()).await;
-            });
-        }
-    }
+/// Continues the thread from its last checkpoint (a run a stopped server left mid-superstep).
+pub async fn start_continue(
+    state: &AppState,
+    a: Assistant,
+    thread: ThreadId,
+) -> Result<AnyHandle, RunError> {
+    Ok(match a {
+        Assistant::Research => AnyHandle::Research(
+            state
+                .research
+                .start_continue(thread, RunOptions::default())
+                .await?,
+        ),
+        Assistant::Acquire => AnyHandle::Acquire(
+            state
+                .acquire
+                .start_continue(thread, RunOptions::default())
+                .await?,
+        ),
+    })
 }

@@ -13,7 +13,7 @@ use axum::Json;
 use planwright::runtime::Resume;
 use planwright::{RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -48,8 +48,8 @@ fn now() -> String {
     httpdate::fmt_http_date(std::time::SystemTime::now())
 }
 
-/// A fresh thread id (a random UUID-shaped string).
-pub fn new_thread_id() -> String {
+/// A fresh id for a thread or a run (a random version-4 UUID).
+pub fn new_uuid() -> String {
     let mut rng = rand::rng();
     format!(
         "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
@@ -113,7 +113,7 @@ pub async fn create_thread(
     body: Result<Json<CreateThread>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let id = body.thread_id.unwrap_or_else(new_thread_id);
+    let id = body.thread_id.unwrap_or_else(new_uuid);
     super::errors::check_thread_id(&id)?;
     if !(body.metadata.is_null() || body.metadata.is_object()) {
         return Err(ApiError(
@@ -150,7 +150,7 @@ pub async fn create_thread(
     thread_json(&state, &thread, rec).await
 }
 
-async fn existing(state: &AppState, id: &str) -> Result<(ThreadId, Value), ApiError> {
+pub(super) async fn existing(state: &AppState, id: &str) -> Result<(ThreadId, Value), ApiError> {
     let thread = ThreadId::new(id);
     match record(state, &thread).await? {
         Some(rec) => Ok((thread, rec)),
@@ -172,7 +172,15 @@ pub async fn delete_thread(
     let (thread, rec) = existing(&state, &id).await?;
     let assistant = assistants::of(&state, &thread, &rec);
     match assistants::delete(&state, assistant, &thread).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Ok(()) => {
+            // Its runs go with it; a queued one finds its record gone and never starts.
+            state
+                .run_store
+                .delete_thread(thread.as_str())
+                .await
+                .map_err(ApiError::internal)?;
+            Ok(StatusCode::NO_CONTENT)
+        }
         Err(RunError::ThreadBusy(_)) => Err(ApiError::conflict(format!("thread `{id}` is busy"))),
         Err(e) => Err(ApiError::internal(e)),
     }
@@ -284,20 +292,27 @@ pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<Str
     }))
 }
 
-/// A run request.
-#[derive(Deserialize)]
+/// A run request (kept whole in the run's record, so a queued run starts after a restart as it
+/// was asked for).
+#[derive(Deserialize, Serialize)]
 pub struct RunBody {
     assistant_id: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     input: Option<Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     command: Option<Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     multitask_strategy: Option<String>,
+    /// Free-form metadata of the run (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    metadata: Option<Value>,
     /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
 }
+
+/// The multitask strategies: what a run does when its thread is busy.
+pub const STRATEGIES: [&str; 4] = ["reject", "enqueue", "interrupt", "rollback"];
 
 impl RunBody {
     /// The assistant the request names.
@@ -308,6 +323,35 @@ impl RunBody {
     /// The multitask strategy the request asks for (`reject` when it names none).
     pub fn strategy(&self) -> &str {
         self.multitask_strategy.as_deref().unwrap_or("reject")
+    }
+
+    /// The run's metadata (`{}` when none was given).
+    pub fn metadata(&self) -> Value {
+        self.metadata.clone().unwrap_or_else(|| json!({}))
+    }
+
+    /// Waits for the thread instead of being refused when it is busy (a queued run's turn).
+    pub fn wait_for_thread(&mut self) {
+        self.multitask_strategy = Some("enqueue".into());
+    }
+
+    /// The checks a request passes before anything is recorded: a known strategy, metadata
+    /// that is an object.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if !STRATEGIES.contains(&self.strategy()) {
+            return Err(ApiError::bad(format!(
+                "multitask_strategy `{}`: use one of {}",
+                self.strategy(),
+                STRATEGIES.join(", ")
+            )));
+        }
+        match &self.metadata {
+            None | Some(Value::Object(_)) => Ok(()),
+            Some(other) => Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("metadata must be a JSON object, not {other}"),
+            )),
+        }
     }
 }
 
@@ -323,14 +367,11 @@ pub async fn start_run(
     let (thread, rec) = existing(state, id).await?;
     // A thread whose last run was cancelled takes new input in place of its unfinished superstep.
     let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
-    let mut opts = match body.multitask_strategy.as_deref() {
-        None | Some("reject") => RunOptions::default(),
-        Some("enqueue") => RunOptions::default().enqueue(),
-        Some(other) => {
-            return Err(ApiError::bad(format!(
-                "multitask_strategy `{other}`: use reject or enqueue"
-            )))
-        }
+    body.check()?;
+    // `interrupt` and `rollback` made room before the run got here (`lifecycle::make_room`).
+    let mut opts = match body.strategy() {
+        "enqueue" => RunOptions::default().enqueue(),
+        _ => RunOptions::default(),
     };
     opts.stream_events = stream;
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
@@ -524,39 +565,24 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let strategy = body.strategy().to_string();
-    let (thread, assistant, handle) = start_run(&state, &id, body, false).await?;
-    let run_id = handle.run_id().0.to_string();
-    super::runs::track(&state, &thread, assistant, &run_id, &strategy);
-    let result = handle.wait().await;
-    super::runs::finished(&state, &run_id, &result);
+    let (rec, _, _, handle) = super::lifecycle::begin(&state, &id, body, false).await?;
+    // The run's end is recorded by a task of its own: a client that hangs up does not leave the
+    // record `running` for ever.
+    let st = state.clone();
+    let ended = tokio::spawn(async move {
+        let result = handle.wait().await;
+        super::lifecycle::finished(&st, &rec, &result).await;
+        result
+    });
+    let result = ended
+        .await
+        .map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
     match result {
         Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the server is stopping; thread `{id}` is checkpointed and continues when it restarts"),
         )),
-        Ok(out) => {
-            state.runs.count(out.values["status"].as_str().unwrap_or("ok"));
-            Ok(Json(out.values))
-        }
-        Err(e) => {
-            state.runs.count("failed");
-            Err(run_error(&id, e))
-        }
-    }
-}
-
-/// Continues every thread a stopped server left between supersteps, on its assistant's engine.
-pub async fn continue_unfinished(state: &Arc<AppState>) {
-    let Ok(threads) = state.checkpointer.list_threads("", usize::MAX, 0).await else {
-        return;
-    };
-    for t in threads {
-        if t.metadata.get(CANCELLED_RUN).is_some_and(|v| !v.is_null()) {
-            // Cancelled by a person: never resumed behind their back.
-            continue;
-        }
-        let assistant = assistants::of(state, &t.thread_id, &t.metadata);
-        assistants::continue_if_unfinished(state, assistant, t.thread_id).await;
+        Ok(out) => Ok(Json(out.values)),
+        Err(e) => Err(run_error(&id, e)),
     }
 }

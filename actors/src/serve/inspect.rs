@@ -178,9 +178,7 @@ pub async fn copy(
             )))
         }
     };
-    let new_id = body
-        .thread_id
-        .unwrap_or_else(super::handlers::new_thread_id);
+    let new_id = body.thread_id.unwrap_or_else(super::handlers::new_uuid);
     super::errors::check_thread_id(&new_id)?;
     let new_thread = ThreadId::new(&new_id);
     if state

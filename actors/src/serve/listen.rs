@@ -51,24 +51,12 @@ impl Default for Limits {
 
 /// Parses a duration flag: `500ms`, `10s`, `2m`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 500ms, 10s, 2m)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        other => return Err(format!("`{s}`: unknown unit `{other}` (use ms, s or m)")),
-    };
-    if !(secs > 0.0 && secs < 86_400.0) {
+    let d = planwright::duration::parse(s, planwright::duration::BareUnit::Seconds)
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 500ms, 10s, 2m)"))?;
+    if d.is_zero() || d >= Duration::from_secs(86_400) {
         return Err(format!("`{s}` must be more than 0 and less than a day"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// The client address of a request, set per connection.

@@ -92,5 +92,36 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let _ = writeln!(t, "# TYPE planwright_checkpoint_records_total counter\nplanwright_checkpoint_records_total {records}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_bytes_total counter\nplanwright_checkpoint_bytes_total {bytes}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_task_writes_total counter\nplanwright_checkpoint_task_writes_total {writes}");
+    // The process, under the names Prometheus' client libraries use, so a load test (or any
+    // scraper) sees memory and CPU beside the runs.
+    if let Some((rss, cpu)) = process_usage() {
+        let _ = writeln!(
+            t,
+            "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+        );
+        let _ = writeln!(
+            t,
+            "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu:.2}"
+        );
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t)
+}
+
+/// Resident memory (bytes) and CPU time (seconds) of this process, from `/proc` (Linux).
+fn process_usage() -> Option<(u64, f64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // The kernel's USER_HZ is 100 on every Linux this runs on.
+    Some((rss_kb * 1024, ticks / 100.0))
 }

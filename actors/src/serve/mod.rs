@@ -9,7 +9,9 @@ pub mod assistants;
 pub mod auth;
 mod errors;
 mod handlers;
+mod history;
 mod inspect;
+mod lifecycle;
 pub mod listen;
 mod messages;
 mod metrics;
@@ -27,6 +29,7 @@ use crate::research::{self, GraphOptions, ResearchState};
 use axum::routing::{get, post, put};
 use axum::Router;
 use planwright::checkpoint::Checkpointer;
+use planwright::runs::RunStore;
 use planwright::store::Store;
 use planwright::Engine;
 use std::sync::Arc;
@@ -60,9 +63,10 @@ pub struct ServeArgs {
     /// default: the checkpoint URL, so items live beside the threads).
     #[arg(long)]
     pub store: Option<String>,
-    /// Delete old threads and checkpoints in the background: comma-separated `key=value` with
-    /// `thread_age`, `max_threads`, `checkpoint_age`, `max_checkpoints`, `interval`, `batch`,
-    /// `prefix` (e.g. `thread_age=30d,max_checkpoints=50`; see docs/checkpoints.md). Default:
+    /// Delete old threads, checkpoints and run records in the background: comma-separated
+    /// `key=value` with `thread_age`, `max_threads`, `checkpoint_age`, `max_checkpoints`,
+    /// `run_age`, `max_runs`, `interval`, `batch`, `prefix` (e.g.
+    /// `thread_age=30d,max_checkpoints=50,max_runs=100000`; see docs/checkpoints.md). Default:
     /// keep everything.
     #[arg(long, value_parser = planwright::checkpoint::Retention::parse)]
     pub retention: Option<planwright::checkpoint::Retention>,
@@ -132,8 +136,10 @@ pub struct AppState {
     pub auth: auth::Auth,
     /// Runs by final status.
     pub runs: metrics::RunCounters,
-    /// Background runs by id.
-    pub background: runs::RunRegistry,
+    /// Run records (pending, running and ended runs), beside the threads.
+    pub run_store: Arc<dyn RunStore>,
+    /// This process's runs that have not ended.
+    pub live: lifecycle::LiveRuns,
     /// Enqueued runs waiting for their thread.
     pub queues: queue::RunQueues,
     /// False while a starting server picks up the threads a stopped one left mid-run.
@@ -152,6 +158,9 @@ pub enum ServeError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] planwright::store::StoreError),
+    /// The run records could not be opened.
+    #[error(transparent)]
+    Runs(#[from] planwright::runs::RunStoreError),
     /// The socket could not be bound or served.
     #[error("cannot serve on {addr}: {source}")]
     Io {
@@ -174,6 +183,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     )
     .map_err(ServeError::Usage)?;
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
+    let run_store = planwright::runs::connect(&args.checkpoint).await?;
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
         .await
         .map_err(|e| match e {
@@ -204,7 +214,8 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         store,
         auth,
         runs: metrics::RunCounters::default(),
-        background: runs::RunRegistry::default(),
+        run_store,
+        live: lifecycle::LiveRuns::default(),
         queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
     }))
@@ -239,11 +250,12 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(runs::create).get(runs::list),
         )
         .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
         .route(
             "/threads/{thread_id}/runs/{run_id}/cancel",
             post(runs::cancel),
         )
-        .route("/threads/{thread_id}/history", post(runs::history))
+        .route("/threads/{thread_id}/history", post(history::history))
         .route("/assistants/search", post(inspect::search_assistants))
         .route("/assistants/{assistant_id}", get(inspect::get_assistant))
         .route("/assistants/{assistant_id}/graph", get(inspect::graph))
@@ -292,11 +304,24 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         let state = state.clone();
         tokio::spawn(async move {
             let started = std::time::Instant::now();
-            handlers::continue_unfinished(&state).await;
+            // Only the index of unfinished runs is read: the time does not grow with the
+            // threads stored. A store that cannot be read now is tried again.
+            let mut backoff = std::time::Duration::from_millis(200);
+            let runs = loop {
+                match lifecycle::recover(&state).await {
+                    Ok(n) => break n,
+                    Err(e) => {
+                        tracing::error!(error = %e.1, "recovery: the run store cannot be read; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(std::time::Duration::from_secs(10));
+                    }
+                }
+            };
             state
                 .recovered
                 .store(true, std::sync::atomic::Ordering::Release);
             tracing::info!(
+                runs,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "recovery done"
             );
@@ -308,8 +333,13 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
     let _retention = args
         .retention
         .clone()
-        .filter(|r| !r.keeps_everything())
+        .filter(|r| !r.keeps_all_threads())
         .map(|r| planwright::checkpoint::spawn_sweeper(state.checkpointer.clone(), r));
+    let _run_retention = args
+        .retention
+        .clone()
+        .filter(|r| !r.keeps_all_runs())
+        .map(|r| planwright::runs::spawn_sweeper(state.run_store.clone(), r));
     eprintln!("planwright serve: listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.

@@ -1,50 +1,47 @@
-//! Enqueued background runs: `POST /threads/{id}/runs` with `multitask_strategy: "enqueue"` on a
-//! busy thread answers at once with a `pending` record; the run starts when the runs before it
-//! on the thread have ended, in the order they were submitted (one queue and one worker task per
-//! thread with pending runs). A pending run can be cancelled before it starts. The queue is in
-//! memory: pending runs do not survive a restart.
+//! Queued runs: `POST /threads/{id}/runs` with `multitask_strategy: "enqueue"` on a busy thread
+//! answers at once with a `pending` record; the run starts when the runs before it on the thread
+//! have ended, in the order they were submitted (one queue and one worker task per thread with
+//! pending runs). The request is kept in the record, so the queue is rebuilt from the run store
+//! after a restart ([`super::lifecycle::recover`]). A pending run can be cancelled before it
+//! starts: the worker's start is a compare-and-set from `pending`, so exactly one of the two wins.
 
 use super::assistants::{self, Assistant};
-use super::handlers::{start_run, RunBody};
-use super::runs::{finished, set_status};
+use super::handlers::RunBody;
+use super::lifecycle::{self, OnRefusal};
 use super::AppState;
 use dashmap::DashMap;
+use planwright::runs::{RunRecord, RunRecordStatus};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-struct Queued {
-    run_id: String,
-    body: RunBody,
-}
 
 /// The per-thread queues of pending runs.
 #[derive(Default)]
 pub struct RunQueues {
-    by_thread: DashMap<String, mpsc::UnboundedSender<Queued>>,
+    by_thread: DashMap<String, mpsc::UnboundedSender<RunRecord>>,
 }
 
-/// Queues `body` as run `run_id` on `thread` (its record already says `pending`).
-pub fn submit(state: &Arc<AppState>, thread: &str, run_id: String, body: RunBody) {
-    let item = Queued { run_id, body };
+/// Queues the pending run `rec` on its thread.
+pub fn submit(state: &Arc<AppState>, rec: RunRecord) {
+    let thread = rec.thread_id.clone();
     let mut entry = state
         .queues
         .by_thread
-        .entry(thread.to_string())
+        .entry(thread.clone())
         .or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(work(state.clone(), thread.to_string(), rx));
+            tokio::spawn(work(state.clone(), thread.clone(), rx));
             tx
         });
-    if let Err(mpsc::error::SendError(item)) = entry.send(item) {
+    if let Err(mpsc::error::SendError(rec)) = entry.send(rec) {
         // The worker just ended: start a new one for this and later runs.
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(item);
+        let _ = tx.send(rec);
         *entry = tx;
-        tokio::spawn(work(state.clone(), thread.to_string(), rx));
+        tokio::spawn(work(state.clone(), thread, rx));
     }
 }
 
-async fn work(state: Arc<AppState>, thread: String, mut rx: mpsc::UnboundedReceiver<Queued>) {
+async fn work(state: Arc<AppState>, thread: String, mut rx: mpsc::UnboundedReceiver<RunRecord>) {
     loop {
         let next = match rx.try_recv() {
             Ok(item) => item,
@@ -57,29 +54,37 @@ async fn work(state: Arc<AppState>, thread: String, mut rx: mpsc::UnboundedRecei
                 }
             }
         };
-        run_one(&state, &thread, next).await;
+        run_one(&state, next).await;
     }
 }
 
-async fn run_one(state: &Arc<AppState>, thread: &str, q: Queued) {
-    if state.background.status_of(&q.run_id).as_deref() != Some("pending") {
-        return; // cancelled while it waited
+async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
+    let mut body: RunBody = match serde_json::from_value(rec.kwargs.clone()) {
+        Ok(b) => b,
+        Err(e) => {
+            let why = format!("its stored request does not decode: {e}");
+            lifecycle::end(state, &rec, RunRecordStatus::Error, Some(why)).await;
+            return;
+        }
+    };
+    // Its turn: it waits for the thread's current run (one recovered after a restart, say)
+    // before its record says `running`, so a thread has one running record at a time.
+    if let Ok(a) = Assistant::parse(body.assistant()) {
+        assistants::wait_idle(state, a, &planwright::ThreadId::new(&rec.thread_id)).await;
     }
-    match start_run(state, thread, q.body, false).await {
+    body.wait_for_thread();
+    match lifecycle::launch(state, &rec, body, false, OnRefusal::Record).await {
         Ok((_, _, handle)) => {
-            set_status(state, &q.run_id, "running");
             let result = handle.wait().await;
-            finished(state, &q.run_id, &result);
+            lifecycle::finished(state, &rec, &result).await;
         }
         Err(e) => {
-            tracing::warn!(thread, run = q.run_id, error = %e.1, "a queued run could not start");
-            set_status(state, &q.run_id, "error");
-            state.background.set_error(&q.run_id, &e.1);
+            tracing::info!(thread = rec.thread_id, run = rec.run_id, why = %e.1, "a queued run did not start");
         }
     }
 }
 
-/// True when `thread` (of `assistant`) has a run going, so an enqueued run must wait.
+/// True when `thread` (of `assistant`) has a run going or queued, so an enqueued run must wait.
 pub fn busy(state: &AppState, assistant: Assistant, thread: &planwright::ThreadId) -> bool {
     assistants::is_running(state, assistant, thread)
         || state.queues.by_thread.contains_key(thread.as_str())

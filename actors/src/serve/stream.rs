@@ -7,7 +7,7 @@
 
 use super::assistants;
 use super::errors::ApiError;
-use super::handlers::{start_run, RunBody};
+use super::handlers::RunBody;
 use super::messages::Messages;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
@@ -45,14 +45,12 @@ pub async fn run_stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(body) = body?;
     let modes = modes(&body.stream_mode);
-    let strategy = body.strategy().to_string();
-    let (thread, assistant, mut handle) = start_run(&state, &id, body, true).await?;
+    let (rec, thread, assistant, mut handle) =
+        super::lifecycle::begin(&state, &id, body, true).await?;
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let run_id = handle.run_id().0;
-    super::runs::track(&state, &thread, assistant, &run_id.to_string(), &strategy);
     let _ = tx.send(event(
         "metadata",
-        &json!({"run_id": run_id.to_string(), "attempt": 1}),
+        &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
     ));
     let mut messages = Messages::new(&modes);
     let want = move |m: &str| modes.iter().any(|x| x == m);
@@ -91,18 +89,14 @@ pub async fn run_stream(
             }
         }
         let result = handle.wait().await;
-        super::runs::finished(&state, &run_id.to_string(), &result);
+        super::lifecycle::finished(&state, &rec, &result).await;
         match result {
             Ok(out) => {
-                state
-                    .runs
-                    .count(out.values["status"].as_str().unwrap_or("ok"));
                 if want("values") {
                     let _ = tx.send(event("values", &out.values));
                 }
             }
             Err(e) => {
-                state.runs.count("failed");
                 let _ = tx.send(event(
                     "error",
                     &json!({"error": "RunError", "message": e.to_string()}),

@@ -87,6 +87,19 @@ async def main(url: str) -> None:
     await client.store.delete_item(["users", "sdk"], "prefs")
     found = await client.store.search_items(["users"])
     assert [i["key"] for i in found["items"]] == ["n1"], found
+    # Background runs through the SDK's runs client: create, join, get, list, cancel.
+    bg = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(bg, "research", input={"input": GOAL},
+                                   metadata={"from": "sdk"})
+    assert run["status"] in ("pending", "running"), run
+    values = await client.runs.join(bg, run["run_id"])
+    assert values["status"] == "ok", values
+    got = await client.runs.get(bg, run["run_id"])
+    assert got["status"] == "success" and got["metadata"] == {"from": "sdk"}, got
+    listed = await client.runs.list(bg)
+    assert [r["run_id"] for r in listed] == [run["run_id"]], listed
+    # Cancelling a run that has ended is a no-op.
+    await client.runs.cancel(bg, run["run_id"], wait=True, action="interrupt")
     print("sdk ok:", len(events), "stream events")
 
 

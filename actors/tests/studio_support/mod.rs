@@ -17,6 +17,10 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// Chromium and ChromeDriver are installed (from Debian's packages when missing and this is
 /// root). `Err` says why not.
 pub fn ensure_browser() -> Result<(), String> {
+    // The tests of this binary run in parallel: one installs, the others wait for it (and
+    // apt-get waits for any other holder of the dpkg lock instead of failing at once).
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
         return Ok(());
     }
@@ -33,6 +37,7 @@ pub fn ensure_browser() -> Result<(), String> {
         vec!["install", "-y", "-qq", "chromium", "chromium-driver"],
     ] {
         let ok = Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=600"])
             .args(&args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdout(Stdio::null())

@@ -31,7 +31,7 @@ use super::{
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Pool};
-use retry::{with_retry, Attempt};
+use retry::{with_retry_bounded, Attempt};
 use std::future::Future;
 use std::time::Duration;
 use tokio_postgres::Row;
@@ -71,25 +71,12 @@ impl PostgresCheckpointer {
     }
 
     /// Runs `op` with retries (see [`retry`]), each attempt bounded by `op_timeout`.
-    async fn retry<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, CheckpointError>
+    async fn retry<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, CheckpointError>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, Attempt>>,
     {
-        let limit = self.op_timeout;
-        with_retry(what, self.retry_for, move |n| {
-            let attempt = op(n);
-            async move {
-                tokio::time::timeout(limit, attempt)
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(Attempt::Retry(CheckpointError::Backend(format!(
-                            "postgres: no answer within op_timeout ({limit:?})"
-                        ))))
-                    })
-            }
-        })
-        .await
+        with_retry_bounded(what, self.retry_for, self.op_timeout, op).await
     }
 }
 
@@ -297,31 +284,7 @@ impl Checkpointer for PostgresCheckpointer {
         self.retry("put_writes", |_| async move {
             let mut c = pool.get().await?;
             let tx = c.transaction().await?;
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO planwright_writes
-                     (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                     ON CONFLICT (thread_id, checkpoint, task_step, task_index, kind, key)
-                     DO UPDATE SET node = excluded.node, payload = excluded.payload",
-                )
-                .await?;
-            for w in writes {
-                tx.execute(
-                    &stmt,
-                    &[
-                        &thread.as_str(),
-                        &cp,
-                        &(w.task.step as i64),
-                        &(w.task.index as i64),
-                        &w.node,
-                        &write_kind_str(w.kind),
-                        &w.key,
-                        &w.payload,
-                    ],
-                )
-                .await?;
-            }
+            insert_writes(&tx, thread.as_str(), cp, writes).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -651,6 +614,48 @@ impl Checkpointer for PostgresCheckpointer {
         .await
     }
 
+    async fn rewind(
+        &self,
+        thread: &ThreadId,
+        to: Option<CheckpointId>,
+        writes: Vec<TaskWrite>,
+    ) -> Result<u64, CheckpointError> {
+        let (cut, at) = match to {
+            Some(to) => (id_to_sql(to)?, Some(id_to_sql(to)?)),
+            None => (-1, None),
+        };
+        let (writes, pool) = (&writes, &self.pool);
+        self.retry("rewind", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            let t = thread.as_str();
+            // The head moves first, under the row lock that every checkpoint write takes, so
+            // no writer extends the chain being cut.
+            tx.execute(
+                "UPDATE planwright_threads SET head = $2 WHERE thread_id = $1",
+                &[&t, &at],
+            )
+            .await?;
+            let n = tx
+                .execute(
+                    "DELETE FROM planwright_checkpoints WHERE thread_id = $1 AND id > $2",
+                    &[&t, &cut],
+                )
+                .await?;
+            tx.execute(
+                "DELETE FROM planwright_writes WHERE thread_id = $1 AND checkpoint >= $2",
+                &[&t, &at.unwrap_or(cut)],
+            )
+            .await?;
+            if let Some(at) = at {
+                insert_writes(&tx, t, at, writes).await?;
+            }
+            tx.commit().await?;
+            Ok(n)
+        })
+        .await
+    }
+
     async fn prune(
         &self,
         thread: &ThreadId,
@@ -708,4 +713,40 @@ impl Checkpointer for PostgresCheckpointer {
         })
         .await
     }
+}
+
+/// Stores `writes` at checkpoint `cp` of `thread` inside `tx` (a write with the same task, kind
+/// and key replaces the earlier one).
+async fn insert_writes(
+    tx: &deadpool_postgres::Transaction<'_>,
+    thread: &str,
+    cp: i64,
+    writes: &[TaskWrite],
+) -> Result<(), Attempt> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO planwright_writes
+             (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (thread_id, checkpoint, task_step, task_index, kind, key)
+             DO UPDATE SET node = excluded.node, payload = excluded.payload",
+        )
+        .await?;
+    for w in writes {
+        tx.execute(
+            &stmt,
+            &[
+                &thread,
+                &cp,
+                &(w.task.step as i64),
+                &(w.task.index as i64),
+                &w.node,
+                &write_kind_str(w.kind),
+                &w.key,
+                &w.payload,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
 }

@@ -177,6 +177,33 @@ where
     }
 }
 
+/// [`with_retry`] with every attempt bounded by `op_timeout`: an attempt that gets no answer in
+/// time counts as a transient failure (a stalled connection), so it is retried like a dropped one.
+pub async fn with_retry_bounded<T, F, Fut>(
+    what: &'static str,
+    budget: Duration,
+    op_timeout: Duration,
+    mut op: F,
+) -> Result<T, CheckpointError>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, Attempt>>,
+{
+    with_retry(what, budget, move |n| {
+        let attempt = op(n);
+        async move {
+            tokio::time::timeout(op_timeout, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Attempt::Retry(CheckpointError::Backend(format!(
+                        "postgres: no answer within op_timeout ({op_timeout:?})"
+                    ))))
+                })
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

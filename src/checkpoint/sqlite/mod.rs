@@ -22,6 +22,7 @@
 mod exit;
 mod open;
 
+pub(crate) use open::side_connection;
 pub use open::SqliteOptions;
 
 use super::codec::{
@@ -53,7 +54,14 @@ pub struct SqliteCheckpointer {
     stop_checkpointer: Option<mpsc::Sender<()>>,
     /// Set by the WAL thread when the log has passed its limit: the next call truncates it.
     wal_over_limit: Arc<AtomicBool>,
+    /// The log file and its limit: calls look at its size themselves every
+    /// [`WAL_LOOK_EVERY`] calls, so the bound holds even when the WAL thread gets no CPU.
+    wal: (PathBuf, u64),
+    calls: std::sync::atomic::AtomicU64,
 }
+
+/// Calls between two looks at the WAL's size by the writing side.
+const WAL_LOOK_EVERY: u64 = 32;
 
 /// A rusqlite error as a [`CheckpointError::Database`], keeping its source and result code.
 pub(super) fn be(e: rusqlite::Error) -> CheckpointError {
@@ -108,6 +116,7 @@ impl SqliteCheckpointer {
         };
         let conn = Arc::new(Mutex::new(conn));
         exit::register(&conn, &path, opts.exclusive);
+        let wal = (open::wal_path(&path), opts.wal_limit);
         Ok(Self {
             conn,
             path,
@@ -115,6 +124,8 @@ impl SqliteCheckpointer {
             offload_only: !opts.inline_first,
             stop_checkpointer,
             wal_over_limit,
+            wal,
+            calls: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -136,6 +147,12 @@ impl SqliteCheckpointer {
         if self.inline {
             let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
             return f(&mut conn);
+        }
+        if self.stop_checkpointer.is_some()
+            && self.calls.fetch_add(1, Ordering::Relaxed) % WAL_LOOK_EVERY == WAL_LOOK_EVERY - 1
+            && std::fs::metadata(&self.wal.0).is_ok_and(|m| m.len() > self.wal.1)
+        {
+            self.wal_over_limit.store(true, Ordering::Relaxed);
         }
         if self.wal_over_limit.swap(false, Ordering::Relaxed) {
             // The log passed its limit: this call, on the blocking pool, truncates it after `f`.
@@ -360,28 +377,7 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
-            {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "INSERT OR REPLACE INTO writes
-                         (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    )
-                    .map_err(be)?;
-                for w in &writes {
-                    stmt.execute(params![
-                        thread.as_str(),
-                        cp,
-                        w.task.step as i64,
-                        w.task.index,
-                        w.node,
-                        write_kind_str(w.kind),
-                        w.key,
-                        w.payload
-                    ])
-                    .map_err(be)?;
-                }
-            }
+            insert_writes(&tx, thread.as_str(), cp, &writes)?;
             tx.commit().map_err(be)
         })
         .await
@@ -764,8 +760,80 @@ impl Checkpointer for SqliteCheckpointer {
         .await
     }
 
+    async fn rewind(
+        &self,
+        thread: &ThreadId,
+        to: Option<CheckpointId>,
+        writes: Vec<TaskWrite>,
+    ) -> Result<u64, CheckpointError> {
+        let thread = thread.clone();
+        // Everything above `to`; with no `to`, everything (ids are non-negative).
+        let (cut, at) = match to {
+            Some(to) => (id_to_sql(to)?, Some(id_to_sql(to)?)),
+            None => (-1, None),
+        };
+        self.call(move |c| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let t = thread.as_str();
+            let n = tx
+                .execute(
+                    "DELETE FROM checkpoints WHERE thread_id = ?1 AND id > ?2",
+                    params![t, cut],
+                )
+                .map_err(be)?;
+            tx.execute(
+                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint >= ?2",
+                params![t, at.unwrap_or(cut)],
+            )
+            .map_err(be)?;
+            if let Some(at) = at {
+                insert_writes(&tx, t, at, &writes)?;
+            }
+            tx.commit().map_err(be)?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    fn prefers_group_commit(&self) -> bool {
+        true
+    }
+
     async fn ping(&self) -> Result<(), CheckpointError> {
         self.call(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(be))
             .await
     }
+}
+
+/// Stores `writes` at checkpoint `cp` of `thread` inside `tx` (a write with the same task, kind
+/// and key replaces the earlier one).
+fn insert_writes(
+    tx: &Transaction<'_>,
+    thread: &str,
+    cp: i64,
+    writes: &[TaskWrite],
+) -> Result<(), CheckpointError> {
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT OR REPLACE INTO writes
+             (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(be)?;
+    for w in writes {
+        stmt.execute(params![
+            thread,
+            cp,
+            w.task.step as i64,
+            w.task.index,
+            w.node,
+            write_kind_str(w.kind),
+            w.key,
+            w.payload
+        ])
+        .map_err(be)?;
+    }
+    Ok(())
 }

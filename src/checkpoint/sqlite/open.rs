@@ -8,7 +8,9 @@
 //! thread runs a passive checkpoint every 250 ms; when the log has grown past `wal_limit` (default
 //! 64 MiB), the next write, on the blocking pool after its commit and on the writing connection
 //! itself (so it cannot starve behind other writes), runs a `TRUNCATE` checkpoint, which copies
-//! everything back and empties the file; the thread tries one too, for when no write comes. `journal_size_limit` makes SQLite
+//! everything back and empties the file; the thread tries one too, for when no write comes. The
+//! writing side also looks at the log's size itself every 32 calls, so the bound holds on a busy
+//! machine where the thread gets no CPU for a while. `journal_size_limit` makes SQLite
 //! itself shrink the file to the limit whenever the log restarts. On a clean close (the
 //! checkpointer dropped) a `TRUNCATE` checkpoint runs too, so the `.db` file alone holds every
 //! committed checkpoint: copying it copies the data.
@@ -265,6 +267,29 @@ pub(super) fn spawn_wal_checkpointer(
         })
         .map_err(|e| CheckpointError::Backend(format!("cannot start the WAL checkpointer: {e}")))?;
     Ok(stop)
+}
+
+/// A connection to the SQLite file at `path` for a table kept beside the checkpoints (the
+/// store's, the run records'): its directory created, WAL, a 10 s busy timeout, then `schema`
+/// applied. On failure, what was being done (`open`, `create table`) and why.
+pub(crate) fn side_connection(
+    path: &str,
+    schema: &str,
+) -> Result<Connection, (&'static str, Box<dyn std::error::Error + Send + Sync>)> {
+    if let Some(dir) = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).map_err(|e| ("open", e.into()))?;
+    }
+    let conn = Connection::open(path).map_err(|e| ("open", e.into()))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| ("open", e.into()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| ("open", e.into()))?;
+    conn.execute_batch(schema)
+        .map_err(|e| ("create table", e.into()))?;
+    Ok(conn)
 }
 
 #[cfg(test)]

@@ -1,0 +1,594 @@
+//! The life of a run in the server, kept in the run store so a restart knows every run that was
+//! going on: **accepted** (a `pending` record holding the request, stored before anything runs),
+//! **started** (`running`, with the thread's head and pending writes at that moment, which a
+//! rollback restores), **ended** (its final status). Every run — background, `wait`, `stream`,
+//! queued, recovered — goes through the same three steps.
+//!
+//! In memory, only what cannot be stored: who waits for a run to end (`join`, a cancel with
+//! `wait`, a rollback) and which run each thread of this process is running. A restarted server
+//! rebuilds its work from [`recover`], which reads the store's index of unfinished runs — its
+//! cost grows with the runs in flight, not with the threads stored.
+
+use super::assistants::{self, AnyHandle, Assistant};
+use super::errors::ApiError;
+use super::handlers::{self, start_run, RunBody, CANCELLED_RUN};
+use super::AppState;
+use axum::http::StatusCode;
+use dashmap::{DashMap, DashSet};
+use planwright::checkpoint::{TaskWrite, WriteKind};
+use planwright::runs::{now_ms, RunChange, RunRecord, RunRecordStatus as S};
+use planwright::{CheckpointId, RunStatus, TaskId, ThreadId};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// This process's runs that have not ended.
+#[derive(Default)]
+pub struct LiveRuns {
+    /// Run id → its final status once it has one (watchers wait on it).
+    ends: DashMap<String, watch::Sender<Option<S>>>,
+    /// Thread id → the run this process is executing on it.
+    by_thread: DashMap<String, String>,
+    /// Runs cancelled between their record saying `running` and their engine run starting.
+    cancel_asked: DashSet<String>,
+}
+
+impl LiveRuns {
+    /// The run this process is executing on `thread`, if any.
+    pub fn running_on(&self, thread: &str) -> Option<String> {
+        self.by_thread.get(thread).map(|r| r.clone())
+    }
+}
+
+/// What to do with the record of a run whose request is refused when it starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnRefusal {
+    /// Delete it: the client gets the refusal (4xx) and there never was a run.
+    Delete,
+    /// Keep it as `error` with the reason: a queued run the client already holds a record of.
+    Record,
+}
+
+/// Stores a pending record of the run `body` asks for on `thread` (whose record is `thread_rec`).
+pub async fn accept(
+    state: &AppState,
+    thread: &ThreadId,
+    thread_rec: &Value,
+    body: &RunBody,
+) -> Result<RunRecord, ApiError> {
+    let mut r = RunRecord::pending(
+        handlers::new_uuid(),
+        thread.as_str(),
+        body.assistant(),
+        now_ms(),
+    );
+    r.multitask_strategy = body.strategy().to_string();
+    r.metadata = body.metadata();
+    r.kwargs = serde_json::to_value(body).map_err(ApiError::internal)?;
+    r.owner = thread_rec
+        .get("owner")
+        .and_then(|o| o.as_str())
+        .map(String::from);
+    let r = state
+        .run_store
+        .insert(r)
+        .await
+        .map_err(ApiError::internal)?;
+    state
+        .live
+        .ends
+        .insert(r.run_id.clone(), watch::channel(None).0);
+    Ok(r)
+}
+
+/// A run asked for by a request: checks it, makes room on the thread as its strategy says,
+/// records it, and starts it. A refused request leaves no record.
+pub async fn begin(
+    state: &AppState,
+    id: &str,
+    body: RunBody,
+    stream: bool,
+) -> Result<(RunRecord, ThreadId, Assistant, AnyHandle), ApiError> {
+    body.check()?;
+    let (thread, trec) = handlers::existing(state, id).await?;
+    make_room(state, &thread, body.strategy()).await?;
+    let rec = accept(state, &thread, &trec, &body).await?;
+    let (t, a, h) = launch(state, &rec, body, stream, OnRefusal::Delete).await?;
+    Ok((rec, t, a, h))
+}
+
+/// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine.
+/// A run cancelled while pending does not start (409).
+pub async fn launch(
+    state: &AppState,
+    rec: &RunRecord,
+    body: RunBody,
+    stream: bool,
+    on_refusal: OnRefusal,
+) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
+    let thread = ThreadId::new(&rec.thread_id);
+    let (head, writes) = snapshot(state, &thread).await?;
+    let change = RunChange::at(now_ms()).started_from(head, writes);
+    let started = state
+        .run_store
+        .transition(&rec.run_id, &[S::Pending], S::Running, change)
+        .await
+        .map_err(ApiError::internal)?;
+    if !started {
+        return Err(ApiError::conflict(format!(
+            "run `{}` was cancelled before it started",
+            rec.run_id
+        )));
+    }
+    match start_run(state, &rec.thread_id, body, stream).await {
+        Ok((t, a, h)) => {
+            state
+                .live
+                .by_thread
+                .insert(rec.thread_id.clone(), rec.run_id.clone());
+            if state.live.cancel_asked.remove(&rec.run_id).is_some() {
+                assistants::cancel(state, a, &t);
+            }
+            Ok((t, a, h))
+        }
+        Err(e) => {
+            match on_refusal {
+                OnRefusal::Delete => {
+                    let _ = state.run_store.delete(&rec.run_id).await;
+                    forget(state, &rec.run_id, &rec.thread_id, S::Error);
+                }
+                OnRefusal::Record => end(state, rec, S::Error, Some(e.1.clone())).await,
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Where `thread` stands now: its head and the writes pending there (as JSON).
+async fn snapshot(
+    state: &AppState,
+    thread: &ThreadId,
+) -> Result<(Option<CheckpointId>, Value), ApiError> {
+    let head = state
+        .checkpointer
+        .head(thread)
+        .await
+        .map_err(ApiError::internal)?;
+    let writes = match head {
+        Some(h) => state
+            .checkpointer
+            .get_writes(thread, h)
+            .await
+            .map_err(ApiError::internal)?,
+        None => Vec::new(),
+    };
+    Ok((head, writes_json(&writes)))
+}
+
+fn writes_json(writes: &[TaskWrite]) -> Value {
+    Value::Array(
+        writes
+            .iter()
+            .map(|w| {
+                json!({
+                    "step": w.task.step, "index": w.task.index, "node": w.node,
+                    "kind": w.kind.as_str(), "key": w.key,
+                    "payload": String::from_utf8_lossy(&w.payload),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The writes [`writes_json`] stored; anything else is an error naming the run.
+fn writes_from_json(run_id: &str, v: &Value) -> Result<Vec<TaskWrite>, ApiError> {
+    let bad = |why: String| {
+        ApiError::internal(format!(
+            "run `{run_id}`: its stored start writes are corrupt ({why}); the thread was not rolled back"
+        ))
+    };
+    let Some(list) = v.as_array() else {
+        return if v.is_null() {
+            Ok(Vec::new())
+        } else {
+            Err(bad(format!("not a list: {v}")))
+        };
+    };
+    list.iter()
+        .map(|w| {
+            let kind = w["kind"]
+                .as_str()
+                .and_then(WriteKind::from_name)
+                .ok_or_else(|| bad(format!("write kind {}", w["kind"])))?;
+            let (Some(step), Some(index), Some(node), Some(key), Some(payload)) = (
+                w["step"].as_u64(),
+                w["index"].as_u64().and_then(|i| u32::try_from(i).ok()),
+                w["node"].as_str(),
+                w["key"].as_str(),
+                w["payload"].as_str(),
+            ) else {
+                return Err(bad(format!("incomplete write {w}")));
+            };
+            Ok(TaskWrite {
+                task: TaskId { step, index },
+                node: node.to_string(),
+                kind,
+                key: key.to_string(),
+                payload: payload.as_bytes().to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// The record status a run's result ends it with.
+pub fn status_of(result: &Result<assistants::Outcome, planwright::RunError>) -> S {
+    match result {
+        Ok(out) if matches!(out.status, RunStatus::Interrupted | RunStatus::Cancelled) => {
+            S::Interrupted
+        }
+        Ok(out) if out.status == RunStatus::Suspended => S::Running,
+        Ok(out) if matches!(out.values["status"].as_str(), Some("failed" | "aborted")) => S::Error,
+        Ok(_) => S::Success,
+        Err(planwright::RunError::Cancelled) => S::Interrupted,
+        Err(_) => S::Error,
+    }
+}
+
+/// Records how the run of `rec` ended, wakes whoever waits for it, and counts it.
+pub async fn finished(
+    state: &AppState,
+    rec: &RunRecord,
+    result: &Result<assistants::Outcome, planwright::RunError>,
+) -> S {
+    let status = status_of(result);
+    if status == S::Running {
+        // The server is stopping and checkpointed the run: it stays running for the next start.
+        forget(state, &rec.run_id, &rec.thread_id, S::Running);
+        return status;
+    }
+    let error = result.as_ref().err().map(|e| e.to_string());
+    end(state, rec, status, error).await;
+    state.runs.count(match status {
+        S::Success => "finished",
+        S::Interrupted => "interrupted",
+        _ => "failed",
+    });
+    status
+}
+
+/// Sets the record's final status (from pending or running) and wakes its watchers.
+pub async fn end(state: &AppState, rec: &RunRecord, status: S, error: Option<String>) {
+    let mut change = RunChange::at(now_ms());
+    change.error = error;
+    if let Err(e) = state
+        .run_store
+        .transition(&rec.run_id, &[S::Pending, S::Running], status, change)
+        .await
+    {
+        tracing::error!(run = rec.run_id, error = %e, "a run's end could not be recorded");
+    }
+    forget(state, &rec.run_id, &rec.thread_id, status);
+}
+
+fn forget(state: &AppState, run_id: &str, thread: &str, status: S) {
+    if let Some((_, tx)) = state.live.ends.remove(run_id) {
+        let _ = tx.send(Some(status));
+    }
+    state.live.by_thread.remove_if(thread, |_, r| r == run_id);
+    state.live.cancel_asked.remove(run_id);
+}
+
+/// Waits until the run has ended (or, for a run of this process stopped by a shutdown, is left
+/// for the next start), at most `limit`; its status then, `None` if it has no record.
+pub async fn wait_end(
+    state: &AppState,
+    run_id: &str,
+    limit: Duration,
+) -> Result<Option<S>, ApiError> {
+    let local = state.live.ends.get(run_id).map(|tx| tx.subscribe());
+    let wait = async {
+        if let Some(mut rx) = local {
+            if let Ok(s) = rx.wait_for(|s| s.is_some()).await {
+                return Ok(*s);
+            }
+        }
+        // Not (or no longer) this process's: the record tells.
+        loop {
+            match state
+                .run_store
+                .get(run_id)
+                .await
+                .map_err(ApiError::internal)?
+            {
+                None => return Ok(None),
+                Some(r) if r.status.is_ended() => return Ok(Some(r.status)),
+                Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    tokio::time::timeout(limit, wait).await.map_err(|_| {
+        ApiError(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("run `{run_id}` did not end within {limit:?}"),
+        )
+    })?
+}
+
+/// How long a cancel with `wait`, a rollback, or a multitask strategy waits for a run to stop.
+pub const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// How a cancel treats what the run wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelAction {
+    /// Stop it; its checkpoints stay, and the thread takes new input or continues from them.
+    Interrupt,
+    /// Stop it and remove what it wrote and its record: the thread is as before the run.
+    Rollback,
+}
+
+/// Cancels a pending or running run (see [`CancelAction`]); with `wait`, returns once it stopped.
+/// Cancelling an ended run does nothing; rolling one back is refused (409).
+pub async fn cancel(
+    state: &AppState,
+    rec: &RunRecord,
+    action: CancelAction,
+    wait: bool,
+) -> Result<(), ApiError> {
+    let rollback = action == CancelAction::Rollback;
+    match rec.status {
+        S::Pending => {
+            let change = RunChange::at(now_ms());
+            let won = state
+                .run_store
+                .transition(&rec.run_id, &[S::Pending], S::Interrupted, change)
+                .await
+                .map_err(ApiError::internal)?;
+            if won {
+                forget(state, &rec.run_id, &rec.thread_id, S::Interrupted);
+                if rollback {
+                    state
+                        .run_store
+                        .delete(&rec.run_id)
+                        .await
+                        .map_err(ApiError::internal)?;
+                }
+                return Ok(());
+            }
+            // It started meanwhile: cancel it as a running run.
+            let now = state
+                .run_store
+                .get(&rec.run_id)
+                .await
+                .map_err(ApiError::internal)?
+                .ok_or_else(|| ApiError::not_found(format!("run `{}` is gone", rec.run_id)))?;
+            Box::pin(cancel(state, &now, action, wait)).await
+        }
+        S::Running => {
+            let thread = ThreadId::new(&rec.thread_id);
+            // Recorded before the engine stops the run: a restart in between never resumes it.
+            handlers::mark_cancelled(state, &thread, Some(&rec.run_id)).await?;
+            match state.live.running_on(&rec.thread_id) {
+                Some(r) if r == rec.run_id => {
+                    let a = Assistant::parse(&rec.assistant_id)?;
+                    assistants::cancel(state, a, &thread);
+                }
+                _ => {
+                    state.live.cancel_asked.insert(rec.run_id.clone());
+                }
+            }
+            if wait || rollback {
+                wait_end(state, &rec.run_id, STOP_WAIT).await?;
+            }
+            if rollback {
+                roll_back(state, &rec.run_id, &thread).await?;
+            }
+            Ok(())
+        }
+        // Cancelling an ended run is a no-op (a retried cancel succeeds); rolling it back is not
+        // offered: its thread may have moved on since.
+        _ if !rollback => Ok(()),
+        ended => Err(ApiError::conflict(format!(
+            "run `{}` has ended ({ended}); only a pending or running run can be rolled back",
+            rec.run_id
+        ))),
+    }
+}
+
+/// Rewinds `thread` to where the (stopped) run began and deletes the run's record.
+async fn roll_back(state: &AppState, run_id: &str, thread: &ThreadId) -> Result<(), ApiError> {
+    let Some(rec) = state
+        .run_store
+        .get(run_id)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        return Ok(());
+    };
+    let writes = writes_from_json(run_id, &rec.start_writes)?;
+    let deleted = state
+        .checkpointer
+        .rewind(thread, rec.start_checkpoint, writes)
+        .await
+        .map_err(ApiError::internal)?;
+    state
+        .run_store
+        .delete(run_id)
+        .await
+        .map_err(ApiError::internal)?;
+    handlers::mark_cancelled(state, thread, None).await?;
+    tracing::info!(run = run_id, thread = %thread, checkpoints_deleted = deleted, "run rolled back");
+    Ok(())
+}
+
+/// Before a run with strategy `interrupt` or `rollback` starts on a busy thread: cancels the
+/// thread's current run that way and waits for it to stop.
+pub async fn make_room(
+    state: &AppState,
+    thread: &ThreadId,
+    strategy: &str,
+) -> Result<(), ApiError> {
+    let action = match strategy {
+        "interrupt" => CancelAction::Interrupt,
+        "rollback" => CancelAction::Rollback,
+        _ => return Ok(()),
+    };
+    let Some(run_id) = state.live.running_on(thread.as_str()) else {
+        return Ok(());
+    };
+    if let Some(rec) = state
+        .run_store
+        .get(&run_id)
+        .await
+        .map_err(ApiError::internal)?
+    {
+        if !rec.status.is_ended() {
+            cancel(state, &rec, action, true).await?;
+        }
+    }
+    Ok(())
+}
+
+/// On start: picks up every run a stopped server left unfinished, oldest first. A running one
+/// continues from its thread's last checkpoint (unless it was cancelled, or its thread has
+/// nothing left to do: then its record gets the status the thread shows); a pending one is
+/// queued again, in submission order. Returns how many runs it picked up.
+pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
+    let unfinished = state
+        .run_store
+        .unfinished(usize::MAX)
+        .await
+        .map_err(ApiError::internal)?;
+    let n = unfinished.len();
+    let mut continued = std::collections::HashSet::new();
+    for mut rec in unfinished {
+        // One run per thread continues; a later `running` record of the same thread was
+        // waiting for it when the server stopped (its work has not begun): it queues again.
+        // (Were the process killed in the instant between the earlier run's end and its record
+        // saying so, the later run's work would have begun, and its input would apply twice.)
+        if rec.status == S::Running && continued.contains(&rec.thread_id) {
+            let change = RunChange::at(now_ms());
+            let requeued = state
+                .run_store
+                .transition(&rec.run_id, &[S::Running], S::Pending, change)
+                .await
+                .map_err(ApiError::internal)?;
+            if requeued {
+                rec.status = S::Pending;
+            }
+        }
+        match rec.status {
+            S::Pending => {
+                state
+                    .live
+                    .ends
+                    .insert(rec.run_id.clone(), watch::channel(None).0);
+                super::queue::submit(state, rec);
+            }
+            _ => {
+                continued.insert(rec.thread_id.clone());
+                if let Err(e) = resume_running(state, &rec).await {
+                    tracing::error!(run = rec.run_id, error = %e.1, "a running run could not be picked up");
+                    end(state, &rec, S::Error, Some(e.1)).await;
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<(), ApiError> {
+    let thread = ThreadId::new(&rec.thread_id);
+    let Some(trec) = state
+        .checkpointer
+        .thread_metadata(&thread)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        end(state, rec, S::Error, Some("its thread was deleted".into())).await;
+        return Ok(());
+    };
+    if trec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null()) {
+        // Cancelled by a person: never resumed behind their back.
+        end(state, rec, S::Interrupted, None).await;
+        return Ok(());
+    }
+    let a = assistants::of(state, &thread, &trec);
+    let view = assistants::view(state, a, &thread)
+        .await
+        .map_err(ApiError::internal)?;
+    let status = match &view {
+        Some(v) if !v.next.is_empty() && v.interrupts.is_empty() => None,
+        Some(v) if !v.interrupts.is_empty() => Some(S::Interrupted),
+        Some(v) if v.failed => Some(S::Error),
+        _ => Some(S::Success),
+    };
+    if let Some(s) = status {
+        // It reached its end before the server stopped, but the record did not.
+        end(state, rec, s, None).await;
+        return Ok(());
+    }
+    state
+        .live
+        .ends
+        .insert(rec.run_id.clone(), watch::channel(None).0);
+    let handle = assistants::start_continue(state, a, thread.clone())
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    state
+        .live
+        .by_thread
+        .insert(rec.thread_id.clone(), rec.run_id.clone());
+    let (st, rec) = (state.clone(), rec.clone());
+    tokio::spawn(async move {
+        let result = handle.wait().await;
+        finished(&st, &rec, &result).await;
+    });
+    Ok(())
+}
+
+/// A record as the API shows it (LangGraph's `Run`).
+pub fn record_json(r: &RunRecord) -> Value {
+    let time = |ms: u64| httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(ms));
+    let mut v = json!({
+        "run_id": r.run_id, "thread_id": r.thread_id, "assistant_id": r.assistant_id,
+        "status": r.status.as_str(), "created_at": time(r.created_at),
+        "updated_at": time(r.updated_at), "metadata": r.metadata,
+        "multitask_strategy": r.multitask_strategy, "kwargs": r.kwargs,
+    });
+    if let Some(e) = &r.error {
+        v["error"] = json!(e);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_writes_round_trip_and_corrupt_ones_are_errors() {
+        let writes = vec![
+            TaskWrite {
+                task: TaskId { step: 3, index: 1 },
+                node: "ask".into(),
+                kind: WriteKind::Interrupt,
+                key: String::new(),
+                payload: br#"{"id":"i-1","value":"why?"}"#.to_vec(),
+            },
+            TaskWrite {
+                task: TaskId { step: 3, index: 0 },
+                node: "plan".into(),
+                kind: WriteKind::Memo,
+                key: "k".into(),
+                payload: b"[1,2]".to_vec(),
+            },
+        ];
+        let v = writes_json(&writes);
+        assert_eq!(writes_from_json("r", &v).unwrap(), writes);
+        assert!(writes_from_json("r", &Value::Null).unwrap().is_empty());
+        let e = writes_from_json("r-9", &json!([{"kind": "nope"}])).unwrap_err();
+        assert!(e.1.contains("r-9") && e.1.contains("corrupt"), "{}", e.1);
+        assert!(writes_from_json("r", &json!({"a": 1})).is_err());
+    }
+}

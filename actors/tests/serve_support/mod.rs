@@ -1,0 +1,135 @@
+//! The real `planwright serve` binary for HTTP tests: started on a free port and a SQLite file,
+//! ready once `/ok` answers 200, killed (SIGKILL) when dropped.
+
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running server; dropping it kills the process (no graceful stop).
+pub struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A fresh directory under the test target dir.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `serve` on `port` over the SQLite file `db` with `model`, and waits until it is ready.
+pub async fn serve(db: &Path, port: u16, model: &str) -> Server {
+    let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--model", model, "--checkpoint"])
+        .arg(format!("sqlite:{}", db.display()))
+        .stdout(Stdio::null())
+        // `PLANWRIGHT_TEST_SERVER_LOG=1` shows the server's log, for debugging a test.
+        .stderr(
+            if std::env::var_os("PLANWRIGHT_TEST_SERVER_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            },
+        )
+        .spawn()
+        .expect("serve starts");
+    let server = Server(child);
+    // Ready: recovered and storage answering.
+    for _ in 0..800 {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/ok")).await {
+            if r.status() == 200 {
+                return server;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("serve on {port} never became ready");
+}
+
+/// One request; the status and the JSON body (`null` when there is none).
+pub async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Creates thread `id`.
+pub async fn create_thread(url: &str, id: &str) {
+    let (s, t) = call(
+        "POST",
+        &format!("{url}/threads"),
+        Some(json!({"thread_id": id})),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+}
+
+/// The thread's checkpoints, newest first (at most 1000).
+pub async fn history(url: &str, thread: &str) -> Vec<Value> {
+    let (s, h) = call(
+        "POST",
+        &format!("{url}/threads/{thread}/history"),
+        Some(json!({"limit": 1000})),
+    )
+    .await;
+    assert_eq!(s, 200, "{h}");
+    h.as_array().cloned().unwrap_or_default()
+}
+
+/// Polls until the thread has at least `n` checkpoints.
+pub async fn wait_for_checkpoints(url: &str, thread: &str, n: usize) {
+    for _ in 0..800 {
+        if history(url, thread).await.len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("thread `{thread}` never reached {n} checkpoints");
+}
+
+/// Polls until no run of the thread is pending or running; the statuses, newest first.
+pub async fn wait_runs_ended(url: &str, thread: &str) -> Vec<String> {
+    let mut statuses = Vec::new();
+    for _ in 0..1600 {
+        let (_, runs) = call(
+            "GET",
+            &format!("{url}/threads/{thread}/runs?limit=100"),
+            None,
+        )
+        .await;
+        statuses = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect();
+        if !statuses.iter().any(|s| s == "pending" || s == "running") {
+            return statuses;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("runs of `{thread}` never ended: {statuses:?}");
+}

@@ -1,0 +1,385 @@
+//! Run records in PostgreSQL: `planwright_runs`, beside the threads, on a pool built from the same
+//! URL options as the checkpointer's (size, timeouts, `sslmode`). Every call goes through the
+//! checkpointer's retry loop: a dropped connection costs the statement in flight, retried on a
+//! fresh connection. Each statement is safe to retry: an insert whose first attempt committed
+//! finds its own row (`ON CONFLICT DO NOTHING`, then a read), a transition whose first attempt
+//! committed finds the status already at its target.
+
+use super::{RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
+use crate::checkpoint::postgres::retry::{with_retry_bounded, Attempt};
+use crate::checkpoint::postgres::PgConfig;
+use crate::checkpoint::CheckpointError;
+use crate::ids::CheckpointId;
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use std::future::Future;
+use std::time::Duration;
+use tokio_postgres::Row;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS planwright_runs (
+    seq BIGSERIAL PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    multitask_strategy TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    metadata TEXT NOT NULL,
+    kwargs TEXT NOT NULL,
+    owner TEXT,
+    error TEXT,
+    start_checkpoint BIGINT,
+    start_writes TEXT
+);
+CREATE INDEX IF NOT EXISTS planwright_runs_thread ON planwright_runs (thread_id, seq);
+CREATE INDEX IF NOT EXISTS planwright_runs_unfinished ON planwright_runs (seq)
+    WHERE status IN ('pending', 'running');
+";
+
+/// Serialises the schema's creation across processes starting together.
+const SCHEMA_LOCK: i64 = 0x706c_616e_7275;
+
+const COLUMNS: &str = "seq, run_id, thread_id, assistant_id, status, multitask_strategy, \
+     created_at, updated_at, metadata, kwargs, owner, error, start_checkpoint, start_writes";
+
+/// Run records in a PostgreSQL database.
+pub struct PostgresRuns {
+    pool: Pool,
+    retry_for: Duration,
+    op_timeout: Duration,
+}
+
+fn be(op: &'static str) -> impl Fn(CheckpointError) -> RunStoreError {
+    move |e| RunStoreError::backend(op, e)
+}
+
+impl PostgresRuns {
+    /// Connects with the checkpointer's URL options and creates the table if needed.
+    pub async fn connect(url: &str) -> Result<Self, RunStoreError> {
+        let cfg = PgConfig::from_url(url).map_err(|e| match e {
+            CheckpointError::BadUrl { reason, .. } => RunStoreError::BadUrl {
+                url: url.to_string(),
+                reason,
+            },
+            e => RunStoreError::backend("connect", e),
+        })?;
+        let me = Self {
+            pool: cfg.pool().map_err(be("build pool"))?,
+            retry_for: cfg.retry_for,
+            op_timeout: cfg.op_timeout,
+        };
+        let pool = &me.pool;
+        me.retry("create table", |_| async move {
+            let mut client = pool.get().await?;
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+                .await?;
+            tx.batch_execute(SCHEMA).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+        .map_err(be("create table"))?;
+        Ok(me)
+    }
+
+    /// Runs `op` with the checkpointer's retries, each attempt bounded by `op_timeout`.
+    async fn retry<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, CheckpointError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, Attempt>>,
+    {
+        with_retry_bounded(what, self.retry_for, self.op_timeout, op).await
+    }
+
+    async fn rows(
+        &self,
+        what: &'static str,
+        sql: String,
+        params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>>,
+    ) -> Result<Vec<RunRecord>, RunStoreError> {
+        let pool = &self.pool;
+        let (sql, params) = (&sql, &params);
+        let rows = self
+            .retry(what, |_| async move {
+                let client = pool.get().await?;
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                    .iter()
+                    .map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                Ok(client.query(sql.as_str(), &refs).await?)
+            })
+            .await
+            .map_err(be(what))?;
+        rows.iter().map(record).collect()
+    }
+}
+
+fn record(row: &Row) -> Result<RunRecord, RunStoreError> {
+    let read = |e: tokio_postgres::Error| RunStoreError::backend("read", e);
+    let run_id: String = row.try_get(1).map_err(read)?;
+    let corrupt = |reason: String| RunStoreError::Corrupt {
+        run_id: run_id.clone(),
+        reason,
+    };
+    let int = |i: usize, what: &str| -> Result<u64, RunStoreError> {
+        let v: i64 = row.try_get(i).map_err(read)?;
+        u64::try_from(v).map_err(|_| corrupt(format!("negative {what} {v}")))
+    };
+    let json = |i: usize, what: &str| -> Result<serde_json::Value, RunStoreError> {
+        let text: String = row.try_get(i).map_err(read)?;
+        serde_json::from_str(&text).map_err(|e| corrupt(format!("{what} is not JSON: {e}")))
+    };
+    let status: String = row.try_get(4).map_err(read)?;
+    let start: Option<i64> = row.try_get(12).map_err(read)?;
+    Ok(RunRecord {
+        seq: int(0, "seq")?,
+        thread_id: row.try_get(2).map_err(read)?,
+        assistant_id: row.try_get(3).map_err(read)?,
+        status: RunRecordStatus::parse(&status)
+            .ok_or_else(|| corrupt(format!("unknown status `{status}`")))?,
+        multitask_strategy: row.try_get(5).map_err(read)?,
+        created_at: int(6, "created_at")?,
+        updated_at: int(7, "updated_at")?,
+        metadata: json(8, "metadata")?,
+        kwargs: json(9, "kwargs")?,
+        owner: row.try_get(10).map_err(read)?,
+        error: row.try_get(11).map_err(read)?,
+        start_checkpoint: start
+            .map(|v| {
+                u64::try_from(v)
+                    .map(CheckpointId)
+                    .map_err(|_| corrupt(format!("negative start checkpoint {v}")))
+            })
+            .transpose()?,
+        start_writes: match row.try_get::<_, Option<String>>(13).map_err(read)? {
+            None => serde_json::Value::Null,
+            Some(t) => serde_json::from_str(&t)
+                .map_err(|e| corrupt(format!("start writes are not JSON: {e}")))?,
+        },
+        run_id: run_id.clone(),
+    })
+}
+
+/// The start writes as stored: `NULL` for none.
+fn writes_text(v: &serde_json::Value) -> Option<String> {
+    (!v.is_null()).then(|| v.to_string())
+}
+
+fn big(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl RunStore for PostgresRuns {
+    fn backend_name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn insert(&self, r: RunRecord) -> Result<RunRecord, RunStoreError> {
+        let pool = &self.pool;
+        let rec = &r;
+        self.retry("insert run", |_| async move {
+            let client = pool.get().await?;
+            client
+                .execute(
+                    "INSERT INTO planwright_runs (run_id, thread_id, assistant_id, status,
+                        multitask_strategy, created_at, updated_at, metadata, kwargs, owner, error,
+                        start_checkpoint, start_writes)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     ON CONFLICT (run_id) DO NOTHING",
+                    &[
+                        &rec.run_id,
+                        &rec.thread_id,
+                        &rec.assistant_id,
+                        &rec.status.as_str(),
+                        &rec.multitask_strategy,
+                        &(rec.created_at as i64),
+                        &(rec.updated_at as i64),
+                        &rec.metadata.to_string(),
+                        &rec.kwargs.to_string(),
+                        &rec.owner,
+                        &rec.error,
+                        &rec.start_checkpoint.map(|c| c.0 as i64),
+                        &writes_text(&rec.start_writes),
+                    ],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .map_err(be("insert run"))?;
+        // Whatever is stored under the id now: this insert's row, an earlier attempt's, or another
+        // thread's run.
+        let stored = self
+            .get(&r.run_id)
+            .await?
+            .ok_or_else(|| RunStoreError::Corrupt {
+                run_id: r.run_id.clone(),
+                reason: "inserted, then not found".into(),
+            })?;
+        if stored.thread_id != r.thread_id {
+            return Err(RunStoreError::Exists {
+                run_id: r.run_id,
+                thread_id: stored.thread_id,
+            });
+        }
+        Ok(stored)
+    }
+
+    async fn get(&self, run_id: &str) -> Result<Option<RunRecord>, RunStoreError> {
+        Ok(self
+            .rows(
+                "get run",
+                format!("SELECT {COLUMNS} FROM planwright_runs WHERE run_id = $1"),
+                vec![Box::new(run_id.to_string())],
+            )
+            .await?
+            .pop())
+    }
+
+    async fn list_thread(
+        &self,
+        thread_id: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<RunRecord>, RunStoreError> {
+        self.rows(
+            "list runs",
+            format!(
+                "SELECT {COLUMNS} FROM planwright_runs WHERE thread_id = $1
+                 ORDER BY seq DESC LIMIT $2 OFFSET $3"
+            ),
+            vec![
+                Box::new(thread_id.to_string()),
+                Box::new(big(limit)),
+                Box::new(big(offset)),
+            ],
+        )
+        .await
+    }
+
+    async fn unfinished(&self, limit: usize) -> Result<Vec<RunRecord>, RunStoreError> {
+        self.rows(
+            "unfinished runs",
+            format!(
+                "SELECT {COLUMNS} FROM planwright_runs
+                 WHERE status IN ('pending', 'running') ORDER BY seq LIMIT $1"
+            ),
+            vec![Box::new(big(limit))],
+        )
+        .await
+    }
+
+    async fn transition(
+        &self,
+        run_id: &str,
+        from: &[RunRecordStatus],
+        to: RunRecordStatus,
+        change: RunChange,
+    ) -> Result<bool, RunStoreError> {
+        let pool = &self.pool;
+        let from: Vec<String> = from.iter().map(|s| s.as_str().to_string()).collect();
+        let (from, change) = (&from, &change);
+        self.retry("transition run", |attempt| async move {
+            let client = pool.get().await?;
+            let n = client
+                .execute(
+                    "UPDATE planwright_runs SET status = $2, updated_at = $3,
+                        error = COALESCE($4, error),
+                        start_checkpoint = COALESCE($5, start_checkpoint),
+                        start_writes = COALESCE($7, start_writes)
+                     WHERE run_id = $1 AND status = ANY($6)",
+                    &[
+                        &run_id,
+                        &to.as_str(),
+                        &(change.at as i64),
+                        &change.error,
+                        &change.start_checkpoint.map(|c| c.0 as i64),
+                        from,
+                        &change.start_writes.as_ref().map(|w| w.to_string()),
+                    ],
+                )
+                .await?;
+            if n == 0 && attempt > 0 {
+                // An earlier attempt may have committed before its connection dropped.
+                let row = client
+                    .query_opt(
+                        "SELECT status, updated_at FROM planwright_runs WHERE run_id = $1",
+                        &[&run_id],
+                    )
+                    .await?;
+                return Ok(row.is_some_and(|r| {
+                    r.get::<_, String>(0) == to.as_str() && r.get::<_, i64>(1) == change.at as i64
+                }));
+            }
+            Ok(n == 1)
+        })
+        .await
+        .map_err(be("transition run"))
+    }
+
+    async fn delete(&self, run_id: &str) -> Result<bool, RunStoreError> {
+        let pool = &self.pool;
+        self.retry("delete run", |_| async move {
+            let client = pool.get().await?;
+            Ok(client
+                .execute("DELETE FROM planwright_runs WHERE run_id = $1", &[&run_id])
+                .await?
+                > 0)
+        })
+        .await
+        .map_err(be("delete run"))
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<u64, RunStoreError> {
+        let pool = &self.pool;
+        self.retry("delete thread runs", |_| async move {
+            let client = pool.get().await?;
+            Ok(client
+                .execute(
+                    "DELETE FROM planwright_runs WHERE thread_id = $1",
+                    &[&thread_id],
+                )
+                .await?)
+        })
+        .await
+        .map_err(be("delete thread runs"))
+    }
+
+    async fn sweep(
+        &self,
+        prefix: &str,
+        ended_before: Option<u64>,
+        keep: Option<usize>,
+        batch: usize,
+    ) -> Result<u64, RunStoreError> {
+        let pool = &self.pool;
+        let (before, keep, batch) = (ended_before.map(|t| t as i64), keep.map(big), big(batch));
+        let len = prefix.chars().count() as i32;
+        self.retry("sweep runs", |_| async move {
+            let client = pool.get().await?;
+            Ok(client
+                .execute(
+                    "DELETE FROM planwright_runs WHERE seq IN (
+                        SELECT seq FROM (
+                            SELECT seq, updated_at,
+                                   ROW_NUMBER() OVER (ORDER BY seq DESC) - 1 AS newer
+                            FROM planwright_runs
+                            WHERE status NOT IN ('pending', 'running')
+                              AND substr(thread_id, 1, $4) = $5
+                        ) ranked
+                        WHERE ($1::BIGINT IS NOT NULL AND updated_at < $1)
+                           OR ($2::BIGINT IS NOT NULL AND newer >= $2)
+                        ORDER BY seq LIMIT $3
+                    )",
+                    &[&before, &keep, &batch, &len, &prefix],
+                )
+                .await?)
+        })
+        .await
+        .map_err(be("sweep runs"))
+    }
+}

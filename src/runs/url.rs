@@ -1,0 +1,27 @@
+//! The run store named by a URL: the same URLs as the checkpointer and the store
+//! ([`crate::checkpoint::backend`] reads them).
+
+use super::{MemoryRuns, RunStore, RunStoreError};
+use crate::checkpoint::Backend;
+use std::sync::Arc;
+
+/// Opens the run store at `url`: `memory:`, `sqlite:PATH` (the run table beside the
+/// checkpoints), or `postgres://…` (with the checkpointer's URL options).
+pub async fn connect(url: &str) -> Result<Arc<dyn RunStore>, RunStoreError> {
+    let bad = |reason: String| RunStoreError::BadUrl {
+        url: url.to_string(),
+        reason,
+    };
+    match crate::checkpoint::backend(url).map_err(bad)? {
+        Backend::Memory => Ok(Arc::new(MemoryRuns::new())),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite { path, .. } => {
+            Ok(Arc::new(super::SqliteRuns::open(path.to_string()).await?))
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres(url) => Ok(Arc::new(super::PostgresRuns::connect(url).await?)),
+        // `backend` already refuses a backend that is compiled out.
+        #[allow(unreachable_patterns)]
+        _ => Err(bad("this backend is not compiled in".into())),
+    }
+}
