@@ -34,6 +34,14 @@ pub struct Interrupt {
     pub node: String,
     /// What the node asked.
     pub value: serde_json::Value,
+    /// Which `NodeContext::interrupt` call of its task this is (0 for the first): a task that asks
+    /// again after an answer pauses at its next call, and its answers are kept in call order.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub index: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One event of a run.

@@ -131,6 +131,14 @@ impl InterruptId {
     pub fn for_task(task: TaskId, node: &str) -> Self {
         Self(format!("{node}@{task}"))
     }
+
+    /// The id of the `index`-th `interrupt` call of task `task` (the first keeps `for_task`'s id).
+    pub fn for_call(task: TaskId, node: &str, index: u32) -> Self {
+        match index {
+            0 => Self::for_task(task, node),
+            n => Self(format!("{node}@{task}#{n}")),
+        }
+    }
 }
 
 impl fmt::Display for InterruptId {

@@ -62,7 +62,9 @@ pub struct NodeContext {
     pub(crate) node: Arc<str>,
     pub(crate) attempt: u32,
     pub(crate) input: Option<Arc<serde_json::Value>>,
-    pub(crate) resume: Option<serde_json::Value>,
+    /// Answers to this task's `interrupt` calls so far, in call order, and the calls this
+    /// attempt made (`None` for a task never paused: its first call pauses, nothing to count).
+    pub(crate) answers: Option<Arc<Answers>>,
     pub(crate) events: EventSink,
     pub(crate) cancel: CancellationToken,
     /// The run's `tracing` span: node spans are its children.
@@ -73,6 +75,25 @@ pub struct NodeContext {
     pub(crate) context: Option<RunContext>,
     /// The engine's store (`EngineBuilder::store`).
     pub(crate) store: Option<Arc<dyn Store>>,
+}
+
+/// The answers a task's `interrupt` calls get, and how many calls the attempt made.
+#[derive(Debug, Default)]
+pub(crate) struct Answers {
+    pub given: Vec<serde_json::Value>,
+    pub calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Answers {
+    /// `None` when there are none (the common case costs no allocation).
+    pub fn new(given: Vec<serde_json::Value>) -> Option<Arc<Self>> {
+        (!given.is_empty()).then(|| {
+            Arc::new(Self {
+                given,
+                calls: Default::default(),
+            })
+        })
+    }
 }
 
 /// What a task memoised with [`NodeContext::memo`]: results saved by earlier attempts of the same
@@ -98,7 +119,7 @@ impl NodeContext {
             node: Arc::from(node),
             attempt: 1,
             input: None,
-            resume: None,
+            answers: None,
             events: EventSink::disabled(),
             cancel: CancellationToken::new(),
             span: tracing::Span::none(),
@@ -126,9 +147,14 @@ impl NodeContext {
         self
     }
 
-    /// The same detached context carrying a resume value.
-    pub fn with_resume(mut self, value: serde_json::Value) -> Self {
-        self.resume = Some(value);
+    /// The same detached context carrying a resume value (the answer to its first `interrupt`).
+    pub fn with_resume(self, value: serde_json::Value) -> Self {
+        self.with_answers(vec![value])
+    }
+
+    /// The same detached context carrying answers to its first `interrupt` calls, in order.
+    pub fn with_answers(mut self, answers: Vec<serde_json::Value>) -> Self {
+        self.answers = Answers::new(answers);
         self
     }
 
@@ -157,12 +183,19 @@ impl NodeContext {
         self.input.as_deref()
     }
 
-    /// Pauses the run with `payload` the first time; when the run is resumed, the node runs again
-    /// from its start and this call returns the resume value instead. Use it with `?`:
+    /// Pauses the run with `payload`; when the run is resumed, the node runs again from its start
+    /// and this call returns the resume value instead. Calls are counted per task, as LangGraph's
+    /// `interrupt()` does: a node that asks again after its first answer (a loop asking until the
+    /// answer is valid) pauses at its second call with the first already answered, and so on —
+    /// the `n`-th call returns the `n`-th answer. Use it with `?`:
     /// `let answer = ctx.interrupt(json!({"question": q}))?;`. Wrap work that must not be redone
     /// on resume in [`NodeContext::memo`] (see `docs/interrupts.md`).
     pub fn interrupt(&self, payload: serde_json::Value) -> Result<serde_json::Value, NodeError> {
-        match &self.resume {
+        let Some(a) = &self.answers else {
+            return Err(NodeError::Interrupt(payload));
+        };
+        let call = a.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match a.given.get(call) {
             Some(value) => Ok(value.clone()),
             None => Err(NodeError::Interrupt(payload)),
         }
@@ -266,9 +299,9 @@ impl NodeContext {
         })
     }
 
-    /// The resume value, if this task is being re-run after an interrupt.
+    /// The latest resume value, if this task is being re-run after an interrupt.
     pub fn resume_value(&self) -> Option<&serde_json::Value> {
-        self.resume.as_ref()
+        self.answers.as_ref().and_then(|a| a.given.last())
     }
 
     /// Emits a custom event into the run's event stream.

@@ -19,7 +19,7 @@ enum Command {
     /// Plan, execute and write a research brief over source notes.
     Research(research::cli::ResearchArgs),
     /// Run many conversations of a planner at once and report what they cost.
-    Load(load::LoadArgs),
+    Load(Box<load::LoadCommand>),
     /// Serve the planners over HTTP (LangGraph Server API subset).
     Serve(serve::ServeArgs),
     /// Fill a market-sizing schema by search, questions and decomposition, then calculate it.
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => run_bench(args).await,
             Command::Research(args) => research::cli::run(args).await,
             Command::Acquire(args) => field::cli::run(args).await,
-            Command::Load(args) => run_load(args).await,
+            Command::Load(args) => run_load(*args).await,
             Command::Serve(args) => match serve::run(&args).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(
@@ -65,14 +65,47 @@ fn main() -> ExitCode {
     })
 }
 
-async fn run_load(args: load::LoadArgs) -> ExitCode {
+/// `load`'s exit codes: 0 when every threshold held (without thresholds: no conversation failed
+/// or was cut off), 1 when a threshold was crossed (or, without thresholds, a conversation failed
+/// or was cut off) or the run could not complete, 2 for bad input (flags, scenario file, model
+/// spec, malformed checkpoint URL). `load compare`: 0, 1 with `--fail-on-regression` when a figure
+/// got significantly worse, 2 for unreadable reports.
+async fn run_load(cmd: load::LoadCommand) -> ExitCode {
+    let args = match cmd.command {
+        Some(load::LoadSubcommand::Compare(c)) => {
+            return match load::compare_files(&c) {
+                Ok(cmp) => {
+                    println!("{}", cmp.to_text());
+                    if c.fail_on_regression && cmp.regressed() {
+                        ExitCode::from(1)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e @ load::LoadError::Report(_)) => {
+                    eprintln!("load compare: {e}");
+                    ExitCode::from(1)
+                }
+                Err(e) => {
+                    eprintln!("load compare: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        None => cmd.args,
+    };
     match load::run(&args).await {
         Ok(report) => {
             println!("{}", report.to_text());
-            if report.failed > 0 {
-                ExitCode::from(1)
+            let ok = if report.thresholds.is_empty() {
+                report.failed == 0 && report.cut_off == 0
             } else {
+                report.thresholds_passed()
+            };
+            if ok {
                 ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
             }
         }
         Err(

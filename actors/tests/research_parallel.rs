@@ -150,6 +150,7 @@ async fn a_step_whose_dependency_is_incomplete_is_not_executed() {
         policy: Arc::new(OfflineResearchPolicy),
         clock: Arc::new(TokioClock::new()),
         step_latency: Duration::ZERO,
+        tool_latency: None,
         model_attempts: 1,
     });
     let ctx = NodeContext::detached("execute_step").with_input(json!({"step": "d"}));

@@ -9,6 +9,7 @@ mod persist;
 mod saved;
 mod shared;
 mod stats;
+pub mod step;
 pub mod superstep;
 mod supervisor;
 mod writer;

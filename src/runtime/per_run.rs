@@ -73,6 +73,7 @@ impl PerRun {
                 id: InterruptId(format!("before:{}", t.id)),
                 node: t.node.to_string(),
                 value: serde_json::Value::Null,
+                index: 0,
             })
             .collect()
     }

@@ -55,6 +55,7 @@ pub(crate) fn step_record<S: State>(
     updates_json: Option<Vec<u8>>,
     next: &[TaskSpec],
     extra: serde_json::Value,
+    pause: Option<crate::checkpoint::Pause>,
 ) -> Result<CheckpointRecord, RunError> {
     let (kind, body) = match updates_json {
         Some(delta)
@@ -90,6 +91,7 @@ pub(crate) fn step_record<S: State>(
             nodes,
             created_at_ms: now_ms(),
             extra,
+            pause,
         },
     };
     saved.head = Some(id);
@@ -143,16 +145,22 @@ pub(crate) fn memo_writes(
         .collect()
 }
 
-/// A task write of a resume value.
+/// A task write of the answer to the task's `index`-th `interrupt` call (key `""` for the first,
+/// as before several calls were counted; then `"1"`, `"2"`, …).
 pub(crate) fn resume_write(
     task: &TaskSpec,
     value: &serde_json::Value,
+    index: usize,
 ) -> Result<TaskWrite, RunError> {
     Ok(TaskWrite {
         task: task.id,
         node: task.node.to_string(),
         kind: WriteKind::Resume,
-        key: String::new(),
+        key: if index == 0 {
+            String::new()
+        } else {
+            index.to_string()
+        },
         payload: serde_json::to_vec(value)?,
     })
 }
@@ -164,10 +172,10 @@ fn corrupt(thread: &ThreadId, what: impl std::fmt::Display) -> RunError {
     })
 }
 
-/// What was loaded: the thread, plus resume values saved before a crash.
+/// What was loaded: the thread (with the answers its tasks were given) and the graph it was
+/// written by.
 pub(crate) struct Loaded<S: State> {
     pub saved: SavedThread<S>,
-    pub resume: Vec<Option<serde_json::Value>>,
     pub fingerprint: String,
 }
 
@@ -220,17 +228,33 @@ pub(crate) async fn load<S: State>(
     let head = chain.last().unwrap_or(first);
     saved.head = Some(head.id);
     saved.step = head.metadata.step;
-    saved.paused_before = head
-        .metadata
-        .extra
-        .get("paused_before")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
-    if let Some(p) = head.metadata.extra.get("pauses") {
-        saved.pauses = serde_json::from_value(p.clone()).unwrap_or_default();
+    // Corrupt pause data is an error naming the checkpoint, never a thread that silently
+    // forgets it was paused. The typed pause first; the keys older versions kept in `extra`
+    // after it.
+    if let Some(p) = &head.metadata.pause {
+        saved.paused_before = true;
+        saved.pause_at = p.at;
+        saved.pauses = p.interrupts.clone();
+    } else {
+        saved.paused_before = match head.metadata.extra.get("paused_before") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(corrupt(
+                    thread,
+                    format!(
+                        "checkpoint {}: paused_before is {other}, not a boolean",
+                        head.id
+                    ),
+                ))
+            }
+        };
+        if let Some(p) = head.metadata.extra.get("pauses") {
+            saved.pauses = serde_json::from_value(p.clone())
+                .map_err(|e| corrupt(thread, format!("checkpoint {}: pauses: {e}", head.id)))?;
+        }
     }
     let fingerprint = head.graph_fingerprint.clone();
-    let mut resume = Vec::new();
     if fingerprint == graph.fingerprint() {
         let mut tasks: Vec<TaskSpec> = serde_json::from_slice(&head.next_tasks)
             .map_err(|e| corrupt(thread, format!("next tasks of {}: {e}", head.id)))?;
@@ -243,7 +267,8 @@ pub(crate) async fn load<S: State>(
             })?;
         }
         saved.writes = vec![None; tasks.len()];
-        resume = vec![None; tasks.len()];
+        let mut answers: Vec<std::collections::BTreeMap<usize, serde_json::Value>> =
+            vec![Default::default(); tasks.len()];
         if at.is_none() && !tasks.is_empty() {
             for w in cp.get_writes(thread, head.id).await? {
                 let Some(i) = task_index(&tasks, w.task) else {
@@ -264,7 +289,18 @@ pub(crate) async fn load<S: State>(
                             saved.writes[i] = Some(SavedWrite::Interrupted(int));
                         }
                     }
-                    WriteKind::Resume => resume[i] = serde_json::from_slice(&w.payload).ok(),
+                    WriteKind::Resume => {
+                        let at = match w.key.as_str() {
+                            "" => 0,
+                            k => k.parse::<usize>().map_err(|_| {
+                                corrupt(thread, format!("resume of task {}: key `{k}`", w.task))
+                            })?,
+                        };
+                        let v = serde_json::from_slice(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("resume of task {}: {e}", w.task))
+                        })?;
+                        answers[i].insert(at, v);
+                    }
                     WriteKind::Memo => {
                         let v = serde_json::from_slice(&w.payload).map_err(|e| {
                             corrupt(thread, format!("memo of task {}: {e}", w.task))
@@ -278,13 +314,24 @@ pub(crate) async fn load<S: State>(
                 }
             }
         }
+        // Answers in call order, with no gap (a gap is a lost answer: an error, not a skip).
+        saved.answers = answers
+            .into_iter()
+            .zip(&tasks)
+            .map(|(a, t)| {
+                if a.keys().copied().eq(0..a.len()) {
+                    Ok(a.into_values().collect())
+                } else {
+                    Err(corrupt(
+                        thread,
+                        format!("answers of task {} have a gap: {:?}", t.id, a.keys()),
+                    ))
+                }
+            })
+            .collect::<Result<_, _>>()?;
         saved.tasks = tasks;
     }
-    Ok(Some(Loaded {
-        saved,
-        resume,
-        fingerprint,
-    }))
+    Ok(Some(Loaded { saved, fingerprint }))
 }
 
 fn task_index(tasks: &[TaskSpec], id: TaskId) -> Option<usize> {

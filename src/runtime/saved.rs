@@ -31,12 +31,16 @@ pub(crate) struct SavedThread<S: State> {
     pub tasks: Vec<TaskSpec>,
     /// Writes saved by those tasks, by task index.
     pub writes: Vec<Option<SavedWrite<S>>>,
+    /// Answers given to those tasks' `interrupt` calls, in call order, by task index.
+    pub answers: Vec<Vec<serde_json::Value>>,
     /// Results memoised by those tasks (`NodeContext::memo`), by task index.
     pub memos: Vec<std::collections::BTreeMap<String, serde_json::Value>>,
     /// True when the run paused before `tasks` ran (an `interrupt_before`/`interrupt_after` node).
     pub paused_before: bool,
     /// The interrupts of such a pause.
     pub pauses: Vec<Interrupt>,
+    /// Which rule made that pause.
+    pub pause_at: crate::checkpoint::PauseAt,
     /// Checkpoints since the last snapshot, and their body bytes (for the snapshot policy).
     pub deltas_since_snapshot: u64,
     /// Bytes of deltas written since the last snapshot.
@@ -54,13 +58,23 @@ impl<S: State> SavedThread<S> {
             head: None,
             tasks: Vec::new(),
             writes: Vec::new(),
+            answers: Vec::new(),
             memos: Vec::new(),
             paused_before: false,
             pauses: Vec::new(),
+            pause_at: crate::checkpoint::PauseAt::Before,
             deltas_since_snapshot: 0,
             delta_bytes_since_snapshot: 0,
             snapshot_bytes: 0,
         }
+    }
+
+    /// The pause to record with the next checkpoint, if the thread is paused before its tasks.
+    pub fn pause(&self) -> Option<crate::checkpoint::Pause> {
+        self.paused_before.then(|| crate::checkpoint::Pause {
+            at: self.pause_at,
+            interrupts: self.pauses.clone(),
+        })
     }
 
     /// The interrupts pending on this thread.
@@ -75,6 +89,18 @@ impl<S: State> SavedThread<S> {
                 _ => None,
             })
             .collect()
+    }
+
+    /// True when every interrupted task has an answer to its pending call (a resumed run that
+    /// stopped before those tasks ran again).
+    pub fn interrupts_answered(&self) -> bool {
+        !self.paused_before
+            && self.writes.iter().enumerate().all(|(i, w)| match w {
+                Some(SavedWrite::Interrupted(int)) => {
+                    self.answers.get(i).map_or(0, Vec::len) > int.index as usize
+                }
+                _ => true,
+            })
     }
 
     /// True when a resume is expected.

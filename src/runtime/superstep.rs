@@ -284,16 +284,9 @@ pub fn pauses_before<S: State>(graph: &CompiledGraph<S>, next: &[TaskSpec]) -> V
             id: InterruptId(format!("before:{}", t.id)),
             node: t.node.to_string(),
             value: serde_json::Value::Null,
+            index: 0,
         })
         .collect()
-}
-
-/// True when every dependency of `tasks[i]` is done.
-pub fn is_ready(tasks: &[TaskSpec], done: &[bool], i: usize) -> bool {
-    tasks[i]
-        .after
-        .iter()
-        .all(|&d| done.get(d as usize).copied().unwrap_or(false))
 }
 
 /// The state a dependency-driven task sees: `base` plus the updates of its transitive

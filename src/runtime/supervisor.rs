@@ -15,6 +15,7 @@ use super::per_run::PerRun;
 use super::persist::{self, Durability};
 use super::saved::{SavedThread, SavedWrite};
 use super::shared::{RunOutcome, Shared};
+use super::step::{Effect, End, Outcome, Step};
 use super::superstep::{self, TaskSpec};
 use super::writer::WriterMsg;
 use crate::checkpoint::CheckpointSource;
@@ -32,15 +33,6 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Slot {
-    Waiting,
-    Running,
-    RetryWait,
-    Done,
-    Interrupted,
-}
-
 /// Starts the current superstep.
 pub(crate) struct Kick;
 /// Re-dispatches task `0` after its backoff.
@@ -55,7 +47,6 @@ pub(crate) struct SupervisorArgs<S: State> {
     pub thread: ThreadId,
     pub run_id: RunId,
     pub saved: SavedThread<S>,
-    pub resume: Vec<Option<serde_json::Value>>,
     pub persisted_head: Option<CheckpointId>,
     pub durability: Durability,
     pub per_run: PerRun,
@@ -87,17 +78,15 @@ pub(crate) struct Run<S: State> {
     thread: ThreadId,
     run_id: RunId,
     saved: SavedThread<S>,
-    resume: Vec<Option<serde_json::Value>>,
     persisted_head: Option<CheckpointId>,
     durability: Durability,
     per_run: PerRun,
-    slots: Vec<Slot>,
-    attempts: Vec<u32>,
-    updates: Vec<Option<S::Update>>,
-    interrupts: Vec<Option<Interrupt>>,
+    /// The current superstep's rules and bookkeeping (pure; this actor performs its effects).
+    step: Step<S::Update>,
+    /// Scratch for the tasks ready to start (reused: this runs after every result).
+    ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
-    running: usize,
     events: EventSink,
     cancel: CancellationToken,
     outcome: Option<oneshot::Sender<Result<RunOutcome<S>, RunError>>>,
@@ -127,16 +116,12 @@ impl<S: State> Actor for Supervisor<S> {
             thread: a.thread,
             run_id: a.run_id,
             saved: a.saved,
-            resume: a.resume,
             persisted_head: a.persisted_head,
             durability: a.durability,
             per_run: a.per_run,
-            slots: Vec::new(),
-            attempts: Vec::new(),
-            updates: Vec::new(),
-            interrupts: Vec::new(),
+            step: Step::new(0),
+            ready: Vec::new(),
             memo_stores: Vec::new(),
-            running: 0,
             events: a.events,
             cancel: a.cancel,
             outcome: Some(a.outcome),
@@ -158,16 +143,13 @@ impl<S: State> Run<S> {
     /// Sets up bookkeeping for `saved.tasks`, reusing saved writes.
     fn reset_step(&mut self) {
         let n = self.saved.tasks.len();
-        self.slots = vec![Slot::Waiting; n];
-        self.attempts = vec![0; n];
-        self.updates = (0..n).map(|_| None).collect();
-        self.interrupts = vec![None; n];
+        self.step = Step::new(n);
         self.memo_stores = vec![None; n];
         if self.saved.memos.len() < n {
             self.saved.memos.resize(n, Default::default());
         }
-        if self.resume.len() != n {
-            self.resume.resize(n, None);
+        if self.saved.answers.len() != n {
+            self.saved.answers.resize(n, Vec::new());
         }
         for (i, w) in std::mem::take(&mut self.saved.writes)
             .into_iter()
@@ -175,13 +157,12 @@ impl<S: State> Run<S> {
             .take(n)
         {
             match w {
-                Some(SavedWrite::Done(u)) => {
-                    self.updates[i] = Some(u);
-                    self.slots[i] = Slot::Done;
-                }
-                Some(SavedWrite::Interrupted(int)) if self.resume[i].is_none() => {
-                    self.interrupts[i] = Some(int);
-                    self.slots[i] = Slot::Interrupted;
+                Some(SavedWrite::Done(u)) => self.step.restore_done(i, u),
+                // Paused and not yet answered at the call it paused on.
+                Some(SavedWrite::Interrupted(int))
+                    if self.saved.answers[i].len() <= int.index as usize =>
+                {
+                    self.step.restore_interrupted(i, int)
                 }
                 _ => {}
             }
@@ -192,35 +173,22 @@ impl<S: State> Run<S> {
         self.sh.checkpointer.is_some() && self.durability != Durability::Exit
     }
 
-    /// Dispatches every waiting task whose dependencies are done and whose batch has room.
+    /// Dispatches every task the superstep machine says is ready.
     async fn pump(&mut self) -> Result<(), RunError> {
-        let n = self.saved.tasks.len();
-        for i in 0..n {
-            if self.slots[i] != Slot::Waiting || self.cancel.is_cancelled() {
-                continue;
-            }
-            let spec = &self.saved.tasks[i];
-            let deps_done = spec
-                .after
-                .iter()
-                .all(|&d| self.slots.get(d as usize) == Some(&Slot::Done));
-            if !deps_done {
-                continue;
-            }
-            if let (Some(batch), Some(limit)) = (spec.batch, spec.batch_limit) {
-                let busy = (0..n)
-                    .filter(|&j| {
-                        self.saved.tasks[j].batch == Some(batch)
-                            && matches!(self.slots[j], Slot::Running | Slot::RetryWait)
-                    })
-                    .count();
-                if busy >= limit as usize {
-                    continue;
-                }
-            }
-            self.dispatch(i).await?;
+        if self.cancel.is_cancelled() {
+            return Ok(());
         }
-        Ok(())
+        let mut ready = std::mem::take(&mut self.ready);
+        self.step.ready_into(&self.saved.tasks, &mut ready);
+        let r = async {
+            for &i in &ready {
+                self.dispatch(i).await?;
+            }
+            Ok(())
+        }
+        .await;
+        self.ready = ready;
+        r
     }
 
     async fn dispatch(&mut self, i: usize) -> Result<(), RunError> {
@@ -231,12 +199,11 @@ impl<S: State> Run<S> {
             Arc::new(superstep::dag_view(
                 &*self.saved.state,
                 &self.saved.tasks,
-                &self.updates,
+                self.step.updates(),
                 i,
             )?)
         };
-        self.attempts[i] += 1;
-        let attempt = self.attempts[i];
+        let attempt = self.step.dispatch(i);
         let memos = Arc::new(Memos {
             saved: self.saved.memos.get(i).cloned().unwrap_or_default(),
             fresh: Default::default(),
@@ -247,7 +214,7 @@ impl<S: State> Run<S> {
             node: spec.node.clone(),
             attempt,
             input: spec.input.clone(),
-            resume: self.resume[i].clone(),
+            answers: crate::node::Answers::new(self.saved.answers[i].clone()),
             events: self.events.clone(),
             cancel: self.cancel.clone(),
             span: self.span.clone(),
@@ -272,8 +239,6 @@ impl<S: State> Run<S> {
             attempt,
         });
         let node = spec.node_id.index();
-        self.slots[i] = Slot::Running;
-        self.running += 1;
         self.sh.stats[node].enqueued();
         let msg = RunTask {
             state,
@@ -283,6 +248,7 @@ impl<S: State> Run<S> {
         };
         if self.sh.nodes[node].tell(msg).send().await.is_err() {
             self.sh.stats[node].dequeued();
+            self.step.undispatch(i);
             return Err(RunError::Internal(format!(
                 "node actor `{}` is not running",
                 self.saved.tasks[i].node
@@ -291,19 +257,11 @@ impl<S: State> Run<S> {
         Ok(())
     }
 
-    fn quiescent(&self) -> bool {
-        self.running == 0 && !self.slots.contains(&Slot::RetryWait)
-    }
-
     async fn on_done(&mut self, done: TaskDone<S>) -> Result<(), RunError> {
         let i = done.index as usize;
-        if i >= self.slots.len()
-            || self.slots[i] != Slot::Running
-            || self.attempts[i] != done.attempt
-        {
+        if !self.step.is_current(i, done.attempt) {
             return Ok(()); // a late result from a cancelled or superseded attempt
         }
-        self.running -= 1;
         self.node_executions += 1;
         self.sh
             .total_node_executions
@@ -324,20 +282,23 @@ impl<S: State> Run<S> {
             queued_us: done.queued.as_micros() as u64,
             error: done.result.as_ref().err().map(|e| e.to_string()),
         });
-        match done.result {
+        // The I/O each result needs, then the machine's verdict.
+        let (outcome, failure) = match done.result {
             Ok(update) => {
                 if self.saved.tasks.len() > 1 && self.durable() {
                     let w = persist::update_write::<S>(&spec, &update)?;
                     self.save_writes(vec![w]).await?;
                 }
-                self.updates[i] = Some(update);
-                self.slots[i] = Slot::Done;
+                (Outcome::Updated(update), None)
             }
             Err(NodeError::Interrupt(value)) => {
+                // The call it paused on is the first one without an answer.
+                let index = self.saved.answers.get(i).map_or(0, Vec::len) as u32;
                 let int = Interrupt {
-                    id: InterruptId::for_task(spec.id, &spec.node),
+                    id: InterruptId::for_call(spec.id, &spec.node, index),
                     node: spec.node.to_string(),
                     value,
+                    index,
                 };
                 if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
                     // What the task memoised before it paused is saved with the pause, so a
@@ -346,34 +307,40 @@ impl<S: State> Run<S> {
                     writes.push(persist::interrupt_write(&spec, &int)?);
                     self.save_writes(writes).await?;
                 }
-                self.interrupts[i] = Some(int);
-                self.slots[i] = Slot::Interrupted;
+                (Outcome::Interrupted(int), None)
             }
             Err(NodeError::Cancelled) => return Err(RunError::Cancelled),
             Err(e) => {
                 let policy = &self.sh.graph.node(spec.node_id).options.retry;
-                if policy.should_retry(&e, done.attempt) {
-                    let wait = policy.backoff(done.attempt, self.rng.random::<f64>());
-                    self.slots[i] = Slot::RetryWait;
-                    let me = self.me.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(wait).await;
-                        if let Some(me) = me {
-                            let _ = me.tell(Retry(i as u32)).try_send();
-                        }
-                    });
-                } else {
-                    self.events.emit(|| RunEvent::Error {
-                        node: Some(spec.node.to_string()),
-                        message: e.to_string(),
-                    });
-                    return Err(RunError::NodeFailed {
-                        node: spec.node.to_string(),
-                        attempts: done.attempt,
-                        message: e.to_string(),
-                    });
-                }
+                let retry = policy.should_retry(&e, done.attempt);
+                let wait = policy.backoff(done.attempt, self.rng.random::<f64>());
+                (Outcome::Failed { retry }, Some((e, wait)))
             }
+        };
+        match self.step.complete(i, done.attempt, outcome) {
+            Effect::Retry => {
+                let wait = failure.map(|(_, w)| w).unwrap_or_default();
+                let me = self.me.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    if let Some(me) = me {
+                        let _ = me.tell(Retry(i as u32)).try_send();
+                    }
+                });
+            }
+            Effect::Fail => {
+                let message = failure.map(|(e, _)| e.to_string()).unwrap_or_default();
+                self.events.emit(|| RunEvent::Error {
+                    node: Some(spec.node.to_string()),
+                    message: message.clone(),
+                });
+                return Err(RunError::NodeFailed {
+                    node: spec.node.to_string(),
+                    attempts: done.attempt,
+                    message,
+                });
+            }
+            Effect::Continue | Effect::Ignore => {}
         }
         self.advance().await
     }
@@ -382,17 +349,15 @@ impl<S: State> Run<S> {
     async fn advance(&mut self) -> Result<(), RunError> {
         loop {
             self.pump().await?;
-            if !self.quiescent() {
-                return Ok(());
-            }
-            if self.slots.contains(&Slot::Interrupted) || self.slots.contains(&Slot::Waiting) {
+            match self.step.end() {
+                End::Running => return Ok(()),
                 // Everything that could run has run; the rest waits on an interrupt.
-                return self
-                    .pause(self.interrupts.iter().flatten().cloned().collect())
-                    .await;
-            }
-            if !self.end_step().await? {
-                return Ok(());
+                End::Paused(interrupts) => return self.pause(interrupts).await,
+                End::Complete(updates) => {
+                    if !self.end_step(updates).await? {
+                        return Ok(());
+                    }
+                }
             }
         }
     }
@@ -427,18 +392,21 @@ impl<S: State> Run<S> {
         self.persisted_head = Some(record.id);
         match (&self.sh.writer, self.durability) {
             (Some(w), Durability::Async) => w.send(WriterMsg::Put(record)),
+            // Group commit: with other runs going, this record joins theirs in one transaction;
+            // the run still goes on only once it is committed. Alone, it goes straight to storage.
+            (Some(w), Durability::Sync)
+                if cp.prefers_group_commit() && self.sh.registry.len() > 1 =>
+            {
+                w.put_and_wait(record).await
+            }
             _ => Ok(cp.put(record).await?),
         }
     }
 
     /// Merges the finished superstep and sets up the next. Returns true if a next superstep began
     /// (so the caller pumps again), false if the run ended.
-    async fn end_step(&mut self) -> Result<bool, RunError> {
+    async fn end_step(&mut self, updates: Vec<S::Update>) -> Result<bool, RunError> {
         let tasks = std::mem::take(&mut self.saved.tasks);
-        let updates: Vec<S::Update> = std::mem::take(&mut self.updates)
-            .into_iter()
-            .flatten()
-            .collect();
         if updates.len() != tasks.len() {
             return Err(RunError::Internal(
                 "superstep ended with a task that produced no update".into(),
@@ -484,17 +452,22 @@ impl<S: State> Run<S> {
                     id: InterruptId(format!("after:{}", t.id)),
                     node: t.node.to_string(),
                     value: serde_json::Value::Null,
+                    index: 0,
                 })
                 .collect()
         } else {
             self.per_run.pauses_before(graph, &next)
         };
+        let pause_at = if !next.is_empty() && !pause_after.is_empty() {
+            crate::checkpoint::PauseAt::After
+        } else {
+            crate::checkpoint::PauseAt::Before
+        };
         if self.durable() {
-            let extra = if pauses.is_empty() {
-                serde_json::Value::Null
-            } else {
-                serde_json::json!({ "paused_before": true, "pauses": pauses })
-            };
+            let pause = (!pauses.is_empty()).then(|| crate::checkpoint::Pause {
+                at: pause_at,
+                interrupts: pauses.clone(),
+            });
             let nodes = tasks.iter().map(|t| t.node.to_string()).collect();
             let rec = persist::step_record(
                 &self.sh.graph,
@@ -504,7 +477,8 @@ impl<S: State> Run<S> {
                 nodes,
                 delta,
                 &next,
-                extra,
+                serde_json::Value::Null,
+                pause,
             )?;
             self.put_record(rec).await?;
         } else {
@@ -513,7 +487,7 @@ impl<S: State> Run<S> {
         self.saved.tasks = next;
         self.saved.writes = Vec::new();
         self.saved.memos = Vec::new();
-        self.resume = Vec::new();
+        self.saved.answers = Vec::new();
         self.reset_step();
         if self.saved.tasks.is_empty() {
             self.finish(Ok(RunStatus::Finished)).await;
@@ -528,6 +502,7 @@ impl<S: State> Run<S> {
         }
         if !pauses.is_empty() {
             self.saved.paused_before = true;
+            self.saved.pause_at = pause_at;
             self.pause(pauses).await?;
             return Ok(false);
         }
@@ -560,11 +535,13 @@ impl<S: State> Run<S> {
         // Remember the thread's position for ephemeral engines and the pending writes for resume.
         let mut writes = Vec::with_capacity(self.saved.tasks.len());
         for i in 0..self.saved.tasks.len() {
-            writes.push(match (&self.updates.get(i), &self.interrupts.get(i)) {
-                (Some(Some(u)), _) => Some(SavedWrite::Done(u.clone())),
-                (_, Some(Some(int))) => Some(SavedWrite::Interrupted(int.clone())),
-                _ => None,
-            });
+            writes.push(
+                match (self.step.updates().get(i), self.step.interrupts().get(i)) {
+                    (Some(Some(u)), _) => Some(SavedWrite::Done(u.clone())),
+                    (_, Some(Some(int))) => Some(SavedWrite::Interrupted(int.clone())),
+                    _ => None,
+                },
+            );
         }
         self.saved.writes = writes;
         if self.sh.checkpointer.is_none() {
@@ -623,11 +600,12 @@ impl<S: State> Run<S> {
             Durability::Exit => {
                 if self.persisted_head != self.saved.head {
                     self.saved.head = self.persisted_head;
-                    let extra = if self.saved.paused_before {
-                        serde_json::json!({"paused_before": true})
-                    } else {
-                        serde_json::Value::Null
-                    };
+                    // The pause goes with the only checkpoint this run stores, or a reload would
+                    // find the thread paused with nothing pending.
+                    let pause = self.saved.paused_before.then(|| crate::checkpoint::Pause {
+                        at: self.saved.pause_at,
+                        interrupts: self.pauses.clone(),
+                    });
                     let tasks = self.saved.tasks.clone();
                     let nodes = self
                         .recent
@@ -642,7 +620,8 @@ impl<S: State> Run<S> {
                         nodes,
                         None,
                         &tasks,
-                        extra,
+                        serde_json::Value::Null,
+                        pause,
                     )?;
                     self.sh.counters.record(rec.stored_bytes());
                     self.persisted_head = Some(rec.id);
@@ -651,10 +630,10 @@ impl<S: State> Run<S> {
                 if status == RunStatus::Interrupted {
                     let mut writes = Vec::new();
                     for (i, t) in self.saved.tasks.iter().enumerate() {
-                        if let Some(u) = &self.updates[i] {
+                        if let Some(Some(u)) = self.step.updates().get(i) {
                             writes.push(persist::update_write::<S>(t, u)?);
                         }
-                        if let Some(int) = &self.interrupts[i] {
+                        if let Some(Some(int)) = self.step.interrupts().get(i) {
                             writes.push(persist::interrupt_write(t, int)?);
                         }
                     }
@@ -733,10 +712,9 @@ impl<S: State> Message<Retry> for Supervisor<S> {
 
     async fn handle(&mut self, Retry(i): Retry, ctx: &mut Context<Self, ()>) {
         let i = i as usize;
-        if self.outcome.is_none() || self.slots.get(i) != Some(&Slot::RetryWait) {
+        if self.outcome.is_none() || !self.step.retry_due(i) {
             return;
         }
-        self.slots[i] = Slot::Waiting;
         let span = self.span.clone();
         async {
             let r = self.advance().await;

@@ -1,12 +1,19 @@
-//! The background checkpoint writer used by `async` durability.
+//! The background checkpoint writer: `async` durability, and group commit for `sync`.
 //!
 //! One task per engine receives records and task writes in order, batches the records queued at
 //! that moment (across conversations) into one `put_many`, and answers flush requests only after
 //! everything queued before them is stored. A run waits for its flush when it ends, so `async`
 //! durability never reports a run finished before its checkpoints are stored.
+//!
+//! **Group commit** (for backends that prefer it, `Checkpointer::prefers_group_commit`: SQLite).
+//! A `sync` run with other runs going sends its record with a reply channel
+//! ([`AsyncWriter::put_and_wait`]) and waits for it: records of many conversations that arrive
+//! together are committed in one transaction, and each run goes on only once its own record is
+//! committed — `sync` still means what it says, with one commit (one `fsync`) per batch instead
+//! of one per superstep.
 
 use super::error::RunError;
-use crate::checkpoint::{CheckpointRecord, Checkpointer, TaskWrite};
+use crate::checkpoint::{CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
 use crate::ids::{CheckpointId, ThreadId};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +21,11 @@ use tokio::sync::{mpsc, oneshot};
 
 pub(crate) enum WriterMsg {
     Put(CheckpointRecord),
+    /// A record whose run waits for its commit (group commit of `sync` durability).
+    PutAndWait(
+        CheckpointRecord,
+        oneshot::Sender<Result<(), CheckpointError>>,
+    ),
     Writes(ThreadId, CheckpointId, Vec<TaskWrite>),
     Flush(ThreadId, oneshot::Sender<Result<(), RunError>>),
 }
@@ -55,7 +67,8 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
         let mut puts = Vec::new();
         for msg in batch.drain(..) {
             match msg {
-                WriterMsg::Put(r) => puts.push(r),
+                WriterMsg::Put(r) => puts.push((r, None)),
+                WriterMsg::PutAndWait(r, reply) => puts.push((r, Some(reply))),
                 other => {
                     flush_puts(&*cp, &mut puts, &mut errors).await;
                     match other {
@@ -67,7 +80,7 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                         WriterMsg::Flush(t, reply) => {
                             let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
                         }
-                        WriterMsg::Put(_) => {}
+                        WriterMsg::Put(_) | WriterMsg::PutAndWait(..) => {}
                     }
                 }
             }
@@ -83,6 +96,15 @@ impl AsyncWriter {
             .map_err(|_| RunError::Internal("checkpoint writer stopped".into()))
     }
 
+    /// Sends `record` to be committed with whatever else is queued, and waits for its commit.
+    pub async fn put_and_wait(&self, record: CheckpointRecord) -> Result<(), RunError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(WriterMsg::PutAndWait(record, tx))?;
+        Ok(rx
+            .await
+            .map_err(|_| RunError::Internal("checkpoint writer stopped".into()))??)
+    }
+
     pub async fn flush(&self, thread: &ThreadId) -> Result<(), RunError> {
         let (tx, rx) = oneshot::channel();
         self.send(WriterMsg::Flush(thread.clone(), tx))?;
@@ -91,19 +113,31 @@ impl AsyncWriter {
     }
 }
 
+type Reply = Option<oneshot::Sender<Result<(), CheckpointError>>>;
+
 async fn flush_puts(
     cp: &dyn Checkpointer,
-    puts: &mut Vec<CheckpointRecord>,
+    puts: &mut Vec<(CheckpointRecord, Reply)>,
     errors: &mut HashMap<ThreadId, RunError>,
 ) {
     if puts.is_empty() {
         return;
     }
-    let threads: Vec<ThreadId> = puts.iter().map(|r| r.thread_id.clone()).collect();
-    let results = cp.put_many(std::mem::take(puts)).await;
-    for (t, r) in threads.into_iter().zip(results) {
-        if let Err(e) = r {
-            errors.entry(t).or_insert(e.into());
+    let (records, replies): (Vec<CheckpointRecord>, Vec<Reply>) =
+        std::mem::take(puts).into_iter().unzip();
+    let threads: Vec<ThreadId> = records.iter().map(|r| r.thread_id.clone()).collect();
+    let results = cp.put_many(records).await;
+    for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
+        match reply {
+            // The waiting run gets its own record's result.
+            Some(reply) => {
+                let _ = reply.send(r);
+            }
+            None => {
+                if let Err(e) = r {
+                    errors.entry(t).or_insert(e.into());
+                }
+            }
         }
     }
 }

@@ -12,7 +12,6 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS planwright_store (
@@ -50,20 +49,9 @@ impl SqliteStore {
 
     /// Opens the store at `path` on `clock`.
     pub async fn open_with_clock(path: String, clock: StoreClock) -> Result<Self, StoreError> {
-        let conn = tokio::task::spawn_blocking(move || -> Result<Connection, StoreError> {
-            if let Some(dir) = std::path::Path::new(&path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(dir).map_err(|e| StoreError::backend("open", e))?;
-            }
-            let conn = Connection::open(&path).map_err(be("open"))?;
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .map_err(be("open"))?;
-            conn.busy_timeout(Duration::from_secs(10))
-                .map_err(be("open"))?;
-            conn.execute_batch(SCHEMA).map_err(be("create table"))?;
-            Ok(conn)
+        let conn = tokio::task::spawn_blocking(move || {
+            crate::checkpoint::sqlite_side_connection(&path, SCHEMA)
+                .map_err(|(op, e)| StoreError::Backend { op, source: e })
         })
         .await
         .map_err(|e| StoreError::backend("open", e))??;

@@ -1,44 +1,27 @@
 //! A store from a connection string, like the checkpointer's: `memory:`, `sqlite:PATH`,
-//! `postgres://…`. A backend compiled out (cargo features `sqlite`, `postgres`) is a
-//! [`StoreError::BadUrl`] naming the feature.
+//! `postgres://…` ([`crate::checkpoint::backend`] reads them). A backend compiled out (cargo
+//! features `sqlite`, `postgres`) is a [`StoreError::BadUrl`] naming the feature.
 
 use super::{MemoryStore, Store, StoreError};
+use crate::checkpoint::Backend;
 use std::sync::Arc;
 
 /// Opens the store `url` names, creating its table if needed.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    let bad = |reason: &str| StoreError::BadUrl {
+    let bad = |reason: String| StoreError::BadUrl {
         url: url.to_string(),
-        reason: reason.to_string(),
+        reason,
     };
-    if url == "memory:" || url == "memory" {
-        return Ok(Arc::new(MemoryStore::new()));
-    }
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        let path = path.split('?').next().unwrap_or(path);
-        if path.is_empty() {
-            return Err(bad("`sqlite:` needs a file path"));
-        }
-        #[cfg(not(feature = "sqlite"))]
-        return Err(bad(
-            "SQLite support is not compiled in; build `planwright` with the `sqlite` feature",
-        ));
+    match crate::checkpoint::backend(url).map_err(bad)? {
+        Backend::Memory => Ok(Arc::new(MemoryStore::new())),
         #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(super::SqliteStore::open(path.to_string()).await?));
-    }
-    if url.starts_with("postgres://")
-        || url.starts_with("postgresql://")
-        || url.starts_with("host=")
-    {
-        #[cfg(not(feature = "postgres"))]
-        return Err(bad(
-            "PostgreSQL support is not compiled in; build `planwright` with the `postgres` feature",
-        ));
+        Backend::Sqlite { path, .. } => {
+            Ok(Arc::new(super::SqliteStore::open(path.to_string()).await?))
+        }
         #[cfg(feature = "postgres")]
-        return Ok(Arc::new(super::PostgresStore::connect(url).await?));
+        Backend::Postgres(url) => Ok(Arc::new(super::PostgresStore::connect(url).await?)),
+        // `backend` already refuses a backend that is compiled out.
+        #[allow(unreachable_patterns)]
+        _ => Err(bad("this backend is not compiled in".into())),
     }
-    Err(bad(
-        "unknown backend; use `memory:`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`",
-    ))
 }

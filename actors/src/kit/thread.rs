@@ -147,6 +147,7 @@ mod tests {
                     id: InterruptId("i".into()),
                     node: "ask".into(),
                     value: serde_json::json!("why?"),
+                    index: 0,
                 }]
             } else {
                 vec![]

@@ -1,0 +1,182 @@
+//! Thread administration: state, history, a past checkpoint's state, editing the state as a node,
+//! forking, deleting and pruning.
+use super::*;
+
+impl<S: State> Engine<S> {
+    /// The thread's current state, pending nodes and interrupts; `None` for an unknown thread.
+    pub async fn get_state(&self, thread: &ThreadId) -> Result<Option<ThreadState<S>>, RunError> {
+        Ok(self.load(thread).await?.map(|s| ThreadState {
+            next: s.tasks.iter().map(|t| t.node.to_string()).collect(),
+            interrupts: s.interrupts(),
+            checkpoint: if self.sh.checkpointer.is_some() {
+                s.head
+            } else {
+                None
+            },
+            step: s.step,
+            values: s.state,
+        }))
+    }
+
+    pub(super) fn storage(&self) -> Result<&Arc<dyn Checkpointer>, RunError> {
+        self.sh.checkpointer.as_ref().ok_or_else(|| {
+            RunError::Internal("this engine has no checkpointer; history needs one".into())
+        })
+    }
+
+    /// The thread's checkpoints, newest first.
+    pub async fn history(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<CheckpointInfo>, RunError> {
+        let list = self.storage()?.list(thread, None, limit).await?;
+        Ok(list
+            .into_iter()
+            .map(|(id, parent, metadata)| CheckpointInfo {
+                id,
+                parent,
+                metadata,
+            })
+            .collect())
+    }
+
+    /// The state at one checkpoint of the thread.
+    pub async fn state_at(&self, thread: &ThreadId, id: CheckpointId) -> Result<Arc<S>, RunError> {
+        let cp = self.storage()?;
+        let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(id))
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+        Ok(loaded.saved.state)
+    }
+
+    /// Writes `update` to an idle thread as if node `as_node` had written it: the node's edges
+    /// decide what runs next when the thread is continued. Returns the new checkpoint.
+    pub async fn update_state(
+        &self,
+        thread: &ThreadId,
+        update: S::Update,
+        as_node: &str,
+    ) -> Result<CheckpointId, RunError> {
+        let node_id = self
+            .sh
+            .graph
+            .node_id(as_node)
+            .ok_or_else(|| RunError::UnknownNode(as_node.to_string()))?;
+        let (run_id, _) = self.claim(thread, BusyPolicy::Reject).await?;
+        let result = async {
+            let mut saved = self
+                .load(thread)
+                .await?
+                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            let delta = serde_json::to_vec(&[&update])?;
+            let mut ctx = MergeCtx::new();
+            ctx.set_writer(as_node);
+            Arc::make_mut(&mut saved.state).apply(update, &mut ctx)?;
+            let as_task = crate::runtime::superstep::TaskSpec {
+                id: crate::ids::TaskId {
+                    step: saved.step,
+                    index: 0,
+                },
+                node: Arc::from(as_node),
+                node_id,
+                input: None,
+                after: vec![],
+                batch: None,
+                batch_limit: None,
+            };
+            saved.tasks = crate::runtime::superstep::next_tasks(
+                &self.sh.graph,
+                &saved.state,
+                &[as_task],
+                saved.step,
+            )?;
+            saved.writes = vec![None; saved.tasks.len()];
+            // Nodes that pause before running pause after an edit too, as they would after a
+            // superstep: the edit is what the approver reviews.
+            let pauses = crate::runtime::superstep::pauses_before(&self.sh.graph, &saved.tasks);
+            saved.paused_before = !pauses.is_empty();
+            saved.pause_at = crate::checkpoint::PauseAt::Before;
+            saved.pauses = pauses;
+            let tasks = saved.tasks.clone();
+            let pause = saved.pause();
+            let rec = persist::step_record(
+                &self.sh.graph,
+                thread,
+                &mut saved,
+                CheckpointSource::Update,
+                vec![as_node.to_string()],
+                Some(delta),
+                &tasks,
+                serde_json::Value::Null,
+                pause,
+            )?;
+            let id = rec.id;
+            self.put(rec).await?;
+            Ok(id)
+        }
+        .await;
+        self.sh.release(thread, run_id);
+        result
+    }
+
+    /// Copies the thread's state at checkpoint `at` into a new thread (one snapshot checkpoint,
+    /// with the same pending tasks); the source thread is untouched.
+    pub async fn fork(
+        &self,
+        thread: &ThreadId,
+        at: CheckpointId,
+        new_thread: &ThreadId,
+    ) -> Result<CheckpointId, RunError> {
+        let cp = self.storage()?;
+        let src = cp.get(thread, at).await?;
+        let mut loaded = persist::load(&**cp, &self.sh.graph, thread, Some(at))
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+        loaded.saved.head = None;
+        let tasks = loaded.saved.tasks.clone();
+        let extra = serde_json::json!({ "forked_from": { "thread": thread, "checkpoint": at } });
+        let mut rec = persist::step_record(
+            &self.sh.graph,
+            new_thread,
+            &mut loaded.saved,
+            CheckpointSource::Fork,
+            src.metadata.nodes.clone(),
+            None,
+            &tasks,
+            extra,
+            src.metadata.pause.clone(),
+        )?;
+        rec.next_tasks = src.next_tasks;
+        let id = rec.id;
+        self.put(rec).await?;
+        Ok(id)
+    }
+
+    /// Deletes a thread and everything stored for it.
+    pub async fn delete_thread(&self, thread: &ThreadId) -> Result<(), RunError> {
+        if self.is_running(thread) {
+            return Err(RunError::ThreadBusy(thread.clone()));
+        }
+        self.sh.ephemeral.remove(thread);
+        if let Some(cp) = &self.sh.checkpointer {
+            cp.delete_thread(thread).await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps only the thread's newest `keep` checkpoints (at least 1); the oldest kept becomes a snapshot.
+    pub async fn prune(&self, thread: &ThreadId, keep: usize) -> Result<(), RunError> {
+        let cp = self.storage()?;
+        let list = cp.list(thread, None, keep.max(1)).await?;
+        let Some((oldest, _, _)) = list.last() else {
+            return Ok(());
+        };
+        let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(*oldest))
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+        let snapshot = serde_json::to_vec(&*loaded.saved.state)?;
+        cp.prune(thread, *oldest, snapshot).await?;
+        Ok(())
+    }
+}

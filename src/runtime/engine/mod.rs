@@ -1,0 +1,382 @@
+//! The engine: hosts many conversations of one compiled graph.
+//!
+//! It spawns one node actor per node (supervised by a root actor that restarts them when they
+//! panic), keeps a registry of active runs by thread (so a thread never has two runs at once),
+//! loads and saves threads through the checkpointer, and spawns a supervisor actor per run.
+
+use super::error::RunError;
+use super::node_actor::{NodeActor, NodeActorArgs};
+use super::per_run::PerRun;
+use super::persist::{self, Durability};
+use super::saved::SavedThread;
+use super::shared::{
+    ActiveRun, BusyPolicy, MigrationHook, RunHandle, RunOptions, RunOutcome, Shared,
+};
+use super::stats::{NodeStats, NodeStatsSnapshot};
+use super::supervisor::{Cancel, Drain, Kick, Supervisor, SupervisorArgs};
+use super::writer::AsyncWriter;
+use crate::checkpoint::{CheckpointMetadata, CheckpointSource, Checkpointer};
+use crate::events::{EventSink, Interrupt};
+use crate::graph::CompiledGraph;
+use crate::ids::{CheckpointId, RunId, ThreadId};
+use crate::reducer::MergeCtx;
+use crate::state::State;
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use kameo::actor::{Actor, ActorRef, Spawn};
+use kameo::mailbox;
+use kameo::supervision::RestartPolicy;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+mod admin;
+mod admission;
+mod resume_plan;
+mod start;
+
+/// A resume value: one value for the single pending interrupt, or one per interrupt id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resume {
+    /// The value for the only pending interrupt (or for every pending pause before/after a node).
+    Value(serde_json::Value),
+    /// Values by interrupt id; every pending interrupt needs one.
+    ById(BTreeMap<String, serde_json::Value>),
+}
+
+/// A thread's state as seen from outside.
+#[derive(Clone, Debug)]
+pub struct ThreadState<S: State> {
+    /// The state at the head checkpoint.
+    pub values: Arc<S>,
+    /// The head checkpoint (`None` for an ephemeral engine's thread).
+    pub checkpoint: Option<CheckpointId>,
+    /// Nodes of the pending superstep (empty: idle).
+    pub next: Vec<String>,
+    /// Pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// Supersteps run on the thread.
+    pub step: u64,
+}
+
+/// One entry of a thread's history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointInfo {
+    /// The checkpoint.
+    pub id: CheckpointId,
+    /// Its parent.
+    pub parent: Option<CheckpointId>,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+}
+
+/// Root actor supervising the node actors.
+struct Root;
+
+impl Actor for Root {
+    type Args = ();
+    type Error = kameo::error::Infallible;
+
+    async fn on_start(_: (), _: ActorRef<Self>) -> Result<Self, Self::Error> {
+        Ok(Root)
+    }
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder<S: State> {
+    graph: CompiledGraph<S>,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    durability: Durability,
+    migration: Option<MigrationHook<S>>,
+    store: Option<Arc<dyn crate::store::Store>>,
+}
+
+impl<S: State> EngineBuilder<S> {
+    /// Gives every node of this engine's runs a store (cross-thread memory), read with
+    /// [`NodeContext::store`](crate::NodeContext::store).
+    pub fn store(mut self, store: Arc<dyn crate::store::Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Stores threads in `cp` (without one, threads live in memory only).
+    pub fn checkpointer(mut self, cp: Arc<dyn Checkpointer>) -> Self {
+        self.checkpointer = Some(cp);
+        self
+    }
+
+    /// Stores threads in `cp` when given; without, threads live in memory only.
+    pub fn maybe_checkpointer(mut self, cp: Option<Arc<dyn Checkpointer>>) -> Self {
+        self.checkpointer = cp;
+        self
+    }
+
+    /// Sets the default durability (default `sync`).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Handles threads written by a graph with another fingerprint: the hook gets the stored state
+    /// and fingerprint, and returns the state to start a fresh run from.
+    pub fn migration(
+        mut self,
+        hook: impl Fn(S, &str) -> Result<S, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.migration = Some(Arc::new(hook));
+        self
+    }
+
+    /// Spawns the node actors and returns the engine. Must be called inside a tokio runtime.
+    pub async fn build(self) -> Engine<S> {
+        let root = Root::spawn(());
+        let mut nodes = Vec::new();
+        let mut stats = Vec::new();
+        for (i, n) in self.graph.nodes().iter().enumerate() {
+            let s = Arc::new(NodeStats::default());
+            let args = NodeActorArgs {
+                graph: self.graph.clone(),
+                node: crate::ids::NodeId(i as u32),
+                limit: Arc::new(Semaphore::new(n.options.concurrency)),
+                stats: s.clone(),
+            };
+            let actor = NodeActor::supervise(&root, args)
+                .restart_policy(RestartPolicy::Permanent)
+                .restart_limit(u32::MAX, Duration::from_secs(1))
+                .spawn_with_mailbox(mailbox::bounded(n.options.mailbox))
+                .await;
+            nodes.push(actor);
+            stats.push(s);
+        }
+        let writer = self.checkpointer.clone().map(AsyncWriter::spawn);
+        Engine {
+            sh: Arc::new(Shared {
+                graph: self.graph,
+                nodes,
+                stats,
+                checkpointer: self.checkpointer,
+                durability: self.durability,
+                writer,
+                registry: DashMap::new(),
+                ephemeral: DashMap::new(),
+                counters: Default::default(),
+                migration: self.migration,
+                shutting_down: AtomicBool::new(false),
+                total_node_executions: Default::default(),
+                store: self.store,
+            }),
+            _root: root,
+        }
+    }
+}
+
+enum StartMode<S: State> {
+    Input(S::Update),
+    /// Input that replaces an unfinished (not interrupted) superstep the thread was left in.
+    Replace(S::Update),
+    Continue,
+    Resume(Resume),
+}
+
+/// Runs conversations of one compiled graph. Cheap to clone; clones share everything.
+pub struct Engine<S: State> {
+    sh: Arc<Shared<S>>,
+    _root: ActorRef<Root>,
+}
+
+impl<S: State> Clone for Engine<S> {
+    fn clone(&self) -> Self {
+        Self {
+            sh: self.sh.clone(),
+            _root: self._root.clone(),
+        }
+    }
+}
+
+impl<S: State> Engine<S> {
+    /// An engine builder for `graph`.
+    pub fn builder(graph: CompiledGraph<S>) -> EngineBuilder<S> {
+        EngineBuilder {
+            graph,
+            checkpointer: None,
+            durability: Durability::Sync,
+            migration: None,
+            store: None,
+        }
+    }
+
+    /// An in-memory engine with default settings.
+    pub async fn new(graph: CompiledGraph<S>) -> Self {
+        Self::builder(graph).build().await
+    }
+
+    /// The graph this engine runs.
+    pub fn graph(&self) -> &CompiledGraph<S> {
+        &self.sh.graph
+    }
+
+    /// The checkpointer, if any.
+    pub fn checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
+        self.sh.checkpointer.as_ref()
+    }
+
+    /// Starts a run on `thread` with `input` merged into its state, and waits for it to end.
+    pub async fn run(
+        &self,
+        thread: ThreadId,
+        input: S::Update,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.start(thread, input, opts).await?.wait().await
+    }
+
+    /// Starts a run and returns its handle at once.
+    pub async fn start(
+        &self,
+        thread: ThreadId,
+        input: S::Update,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Input(input), opts).await
+    }
+
+    /// Starts a run with `input` on a thread whose last run stopped between supersteps (a
+    /// cancel), abandoning that unfinished superstep: the new run starts from the thread's
+    /// state at its newest checkpoint, as a new input does in LangGraph. A thread paused on an
+    /// interrupt is still refused (resume it); a thread with nothing unfinished starts as with
+    /// [`Engine::start`].
+    pub async fn start_replacing(
+        &self,
+        thread: ThreadId,
+        input: S::Update,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Replace(input), opts).await
+    }
+
+    /// Continues a thread whose run stopped between supersteps (a crash, a cancel, a shutdown).
+    pub async fn continue_run(
+        &self,
+        thread: ThreadId,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.start_continue(thread, opts).await?.wait().await
+    }
+
+    /// Continues a thread whose run stopped between supersteps, and returns the run's handle at
+    /// once (a server's "run with no input": go on from the newest checkpoint).
+    pub async fn start_continue(
+        &self,
+        thread: ThreadId,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Continue, opts).await
+    }
+
+    /// Resumes an interrupted thread and waits for the run to end.
+    pub async fn resume(
+        &self,
+        thread: ThreadId,
+        resume: Resume,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.start_resume(thread, resume, opts).await?.wait().await
+    }
+
+    /// Resumes an interrupted thread and returns the run's handle at once.
+    pub async fn start_resume(
+        &self,
+        thread: ThreadId,
+        resume: Resume,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Resume(resume), opts).await
+    }
+
+    /// Cancels the thread's active run; false if it has none.
+    pub fn cancel(&self, thread: &ThreadId) -> bool {
+        match self.sh.registry.get(thread) {
+            Some(run) => {
+                run.cancel.cancel();
+                if let Some(s) = &run.supervisor {
+                    let _ = s.tell(Cancel).try_send();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits until the thread has no active run (at once when it has none now). Another run may
+    /// claim the thread right after; a start with `RunOptions::enqueue` then waits its turn.
+    pub async fn wait_idle(&self, thread: &ThreadId) {
+        loop {
+            let mut ended = match self.sh.registry.get(thread) {
+                Some(run) => run.ended.subscribe(),
+                None => return,
+            };
+            let _ = ended.wait_for(|e| *e).await;
+        }
+    }
+
+    /// True when the thread has an active run.
+    pub fn is_running(&self, thread: &ThreadId) -> bool {
+        self.sh.registry.contains_key(thread)
+    }
+
+    /// Number of active runs.
+    pub fn active_runs(&self) -> usize {
+        self.sh.registry.len()
+    }
+
+    /// Per-node counters: mailbox depth, executions, queue and work time.
+    pub fn node_stats(&self) -> Vec<NodeStatsSnapshot> {
+        self.sh
+            .graph
+            .nodes()
+            .iter()
+            .zip(&self.sh.stats)
+            .map(|(n, s)| {
+                let mut snap = s.snapshot(&n.name);
+                if let Some(c) = &n.cache {
+                    (snap.cache_hits, snap.cache_misses) = (c.hits(), c.misses());
+                }
+                snap
+            })
+            .collect()
+    }
+
+    /// Checkpoint records and bytes written by this engine.
+    pub fn checkpoint_counters(&self) -> (u64, u64, u64) {
+        let c = &self.sh.counters;
+        (
+            c.records.load(Ordering::Relaxed),
+            c.bytes.load(Ordering::Relaxed),
+            c.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Node executions across every run of this engine.
+    pub fn total_node_executions(&self) -> u64 {
+        self.sh.total_node_executions.load(Ordering::Relaxed)
+    }
+
+    /// Stops taking runs, lets every active run finish its current superstep, checkpoints it and
+    /// stops it (status `Suspended`; `continue_run` resumes it later), then waits for all of them.
+    pub async fn shutdown(&self) {
+        self.sh.shutting_down.store(true, Ordering::SeqCst);
+        let mut waits = Vec::new();
+        for run in self.sh.registry.iter() {
+            if let Some(s) = &run.supervisor {
+                let _ = s.tell(Drain).try_send();
+            }
+            waits.push(run.ended.subscribe());
+        }
+        for mut w in waits {
+            let _ = w.wait_for(|e| *e).await;
+        }
+    }
+}

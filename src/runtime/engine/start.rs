@@ -1,0 +1,196 @@
+//! Starting, continuing and resuming: loading a thread's position (with the migration hook when
+//! the graph changed), applying new input, and checking and recording a resume value against the
+//! pending interrupts.
+use super::*;
+
+impl<S: State> Engine<S> {
+    /// Loads the thread and applies the start mode: returns the position to run from.
+    pub(super) async fn prepare(
+        &self,
+        thread: &ThreadId,
+        mode: StartMode<S>,
+        per_run: &PerRun,
+    ) -> Result<(SavedThread<S>, Option<CheckpointId>), RunError> {
+        let mut saved = self.load(thread).await?.unwrap_or_else(SavedThread::new);
+        let mut persisted_head = saved.head;
+        if matches!(mode, StartMode::Replace(_)) && !saved.is_interrupted() {
+            // The unfinished superstep (and any writes its finished tasks left) is abandoned;
+            // the new input starts from the state of the newest checkpoint.
+            saved.tasks.clear();
+            saved.writes.clear();
+        }
+        match mode {
+            StartMode::Input(input) | StartMode::Replace(input) => {
+                if !saved.tasks.is_empty() {
+                    return Err(if saved.is_interrupted() {
+                        RunError::BadResume {
+                            thread: thread.clone(),
+                            reason:
+                                "the thread is interrupted: resume it instead of starting a new run"
+                                    .into(),
+                        }
+                    } else {
+                        RunError::BadResume { thread: thread.clone(), reason: "the thread has an unfinished run: continue it instead of starting a new run".into() }
+                    });
+                }
+                let delta = serde_json::to_vec(&[&input])?;
+                let mut ctx = MergeCtx::new();
+                ctx.set_writer("__input__");
+                Arc::make_mut(&mut saved.state).apply(input, &mut ctx)?;
+                saved.tasks = crate::runtime::superstep::start_tasks(
+                    &self.sh.graph,
+                    &saved.state,
+                    saved.step,
+                )?;
+                saved.writes = vec![None; saved.tasks.len()];
+                saved.answers = Vec::new();
+                // `interrupt_before` a first node pauses before anything runs.
+                let pauses = per_run.pauses_before(&self.sh.graph, &saved.tasks);
+                if !pauses.is_empty() {
+                    saved.paused_before = true;
+                    saved.pause_at = crate::checkpoint::PauseAt::Before;
+                    saved.pauses = pauses;
+                }
+                if self.sh.checkpointer.is_some() {
+                    let tasks = saved.tasks.clone();
+                    let pause = saved.pause();
+                    let rec = persist::step_record(
+                        &self.sh.graph,
+                        thread,
+                        &mut saved,
+                        CheckpointSource::Input,
+                        vec!["__input__".into()],
+                        Some(delta),
+                        &tasks,
+                        serde_json::Value::Null,
+                        pause,
+                    )?;
+                    self.put(rec).await?;
+                    return Ok((saved.clone(), saved.head));
+                }
+            }
+            StartMode::Continue => {
+                if saved.tasks.is_empty() {
+                    return Err(RunError::BadResume {
+                        thread: thread.clone(),
+                        reason: "the thread has no unfinished run to continue".into(),
+                    });
+                }
+                if saved.is_interrupted() && !saved.interrupts_answered() {
+                    return Err(RunError::BadResume {
+                        thread: thread.clone(),
+                        reason: "the thread is interrupted: resume it with a value".into(),
+                    });
+                }
+            }
+            StartMode::Resume(value) => {
+                if !saved.is_interrupted() {
+                    return Err(RunError::NotInterrupted(thread.clone()));
+                }
+                self.assign_resume(thread, &mut saved, value).await?;
+                // Resuming a pause before a node stores a checkpoint marking it consumed: the run
+                // goes on from there (an `Exit` run's one checkpoint must follow it).
+                persisted_head = saved.head;
+            }
+        }
+        Ok((saved, persisted_head))
+    }
+
+    /// Checks the resume value ([`super::resume_plan::plan`], pure) and performs what it says:
+    /// stores the answers, or the checkpoint that marks a pause consumed.
+    pub(super) async fn assign_resume(
+        &self,
+        thread: &ThreadId,
+        saved: &mut SavedThread<S>,
+        value: Resume,
+    ) -> Result<(), RunError> {
+        match super::resume_plan::plan(thread, saved, value)? {
+            super::resume_plan::ResumePlan::ConsumePause => {
+                saved.paused_before = false;
+                saved.pauses.clear();
+                if let Some(cp) = &self.sh.checkpointer {
+                    // Mark the pause consumed so a crash now does not pause again.
+                    let tasks = saved.tasks.clone();
+                    let rec = persist::step_record(
+                        &self.sh.graph,
+                        thread,
+                        saved,
+                        CheckpointSource::Update,
+                        vec!["__resume__".into()],
+                        Some(b"[]".to_vec()),
+                        &tasks,
+                        serde_json::Value::Null,
+                        None,
+                    )?;
+                    self.sh.counters.record(rec.stored_bytes());
+                    cp.put(rec).await?;
+                }
+            }
+            super::resume_plan::ResumePlan::Answer(answers) => {
+                if saved.answers.len() != saved.tasks.len() {
+                    saved.answers.resize(saved.tasks.len(), Vec::new());
+                }
+                let mut writes = Vec::new();
+                for (i, v) in answers {
+                    let index = saved.answers[i].len();
+                    writes.push(persist::resume_write(&saved.tasks[i], &v, index)?);
+                    saved.answers[i].push(v);
+                }
+                if let (Some(cp), Some(head)) = (&self.sh.checkpointer, saved.head) {
+                    cp.put_writes(thread, head, writes).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn put(
+        &self,
+        rec: crate::checkpoint::CheckpointRecord,
+    ) -> Result<(), RunError> {
+        if let Some(cp) = &self.sh.checkpointer {
+            self.sh.counters.record(rec.stored_bytes());
+            cp.put(rec).await?;
+        }
+        Ok(())
+    }
+
+    /// Loads a thread's resumable position, applying the migration hook when the graph changed.
+    pub(super) async fn load(&self, thread: &ThreadId) -> Result<Option<SavedThread<S>>, RunError> {
+        let Some(cp) = &self.sh.checkpointer else {
+            return Ok(self.sh.ephemeral.get(thread).map(|s| s.clone()));
+        };
+        let Some(loaded) = persist::load(&**cp, &self.sh.graph, thread, None).await? else {
+            return Ok(None);
+        };
+        let mut saved = loaded.saved;
+        if loaded.fingerprint != self.sh.graph.fingerprint() {
+            let hook = self
+                .sh
+                .migration
+                .as_ref()
+                .ok_or_else(|| RunError::FingerprintMismatch {
+                    thread: thread.clone(),
+                    expected: self.sh.graph.fingerprint().to_string(),
+                    found: loaded.fingerprint.clone(),
+                })?;
+            let migrated = hook((*saved.state).clone(), &loaded.fingerprint).map_err(|reason| {
+                RunError::BadResume {
+                    thread: thread.clone(),
+                    reason: format!("migration refused: {reason}"),
+                }
+            })?;
+            saved.state = Arc::new(migrated);
+            // The next checkpoint must be a snapshot: the migrated state is not the stored parent
+            // plus the next superstep's updates, so a delta on top of it would replay wrongly.
+            saved.deltas_since_snapshot = u64::MAX;
+            saved.tasks.clear();
+            saved.writes.clear();
+            saved.paused_before = false;
+            saved.pauses.clear();
+            saved.answers.clear();
+            return Ok(Some(saved));
+        }
+        Ok(Some(saved))
+    }
+}

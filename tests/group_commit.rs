@@ -1,0 +1,191 @@
+//! Group commit of `sync` durability: conversations running together have their checkpoints
+//! committed in shared batches (`put_many`), and each run still returns only once every one of its
+//! checkpoints is stored. A conversation alone writes straight to storage.
+
+mod support;
+
+use async_trait::async_trait;
+use planwright::checkpoint::{
+    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, MemoryCheckpointer,
+    TaskWrite, ThreadSummary,
+};
+use planwright::{CheckpointId, Durability, Engine, RunOptions, RunStatus, ThreadId};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::*;
+
+/// Memory storage that counts how records arrive.
+#[derive(Default)]
+struct Counting {
+    inner: MemoryCheckpointer,
+    single: AtomicUsize,
+    batches: AtomicUsize,
+    largest: AtomicUsize,
+}
+
+#[async_trait]
+impl Checkpointer for Counting {
+    fn backend_name(&self) -> &'static str {
+        "counting"
+    }
+    fn prefers_group_commit(&self) -> bool {
+        true
+    }
+    async fn put(&self, r: CheckpointRecord) -> Result<(), CheckpointError> {
+        self.single.fetch_add(1, Ordering::Relaxed);
+        self.inner.put(r).await
+    }
+    async fn put_many(&self, rs: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.largest.fetch_max(rs.len(), Ordering::Relaxed);
+        // Slow enough that records queue up behind a batch, as behind a real commit.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        self.inner.put_many(rs).await
+    }
+    async fn put_writes(
+        &self,
+        t: &ThreadId,
+        c: CheckpointId,
+        w: Vec<TaskWrite>,
+    ) -> Result<(), CheckpointError> {
+        self.inner.put_writes(t, c, w).await
+    }
+    async fn get_writes(
+        &self,
+        t: &ThreadId,
+        c: CheckpointId,
+    ) -> Result<Vec<TaskWrite>, CheckpointError> {
+        self.inner.get_writes(t, c).await
+    }
+    async fn head(&self, t: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
+        self.inner.head(t).await
+    }
+    async fn get(
+        &self,
+        t: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<CheckpointRecord, CheckpointError> {
+        self.inner.get(t, id).await
+    }
+    async fn load_chain(
+        &self,
+        t: &ThreadId,
+        id: Option<CheckpointId>,
+    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
+        self.inner.load_chain(t, id).await
+    }
+    async fn list(
+        &self,
+        t: &ThreadId,
+        before: Option<CheckpointId>,
+        limit: usize,
+    ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>
+    {
+        self.inner.list(t, before, limit).await
+    }
+    async fn list_threads(
+        &self,
+        prefix: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<ThreadSummary>, CheckpointError> {
+        self.inner.list_threads(prefix, limit, offset).await
+    }
+    async fn set_thread_metadata(
+        &self,
+        t: &ThreadId,
+        m: serde_json::Value,
+    ) -> Result<(), CheckpointError> {
+        self.inner.set_thread_metadata(t, m).await
+    }
+    async fn thread_metadata(
+        &self,
+        t: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, CheckpointError> {
+        self.inner.thread_metadata(t).await
+    }
+    async fn delete_thread(&self, t: &ThreadId) -> Result<(), CheckpointError> {
+        self.inner.delete_thread(t).await
+    }
+    async fn trim(&self, t: &ThreadId, keep_from: CheckpointId) -> Result<u64, CheckpointError> {
+        self.inner.trim(t, keep_from).await
+    }
+    async fn rewind(
+        &self,
+        t: &ThreadId,
+        to: Option<CheckpointId>,
+        w: Vec<TaskWrite>,
+    ) -> Result<u64, CheckpointError> {
+        self.inner.rewind(t, to, w).await
+    }
+    async fn prune(
+        &self,
+        t: &ThreadId,
+        keep_from: CheckpointId,
+        snapshot: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        self.inner.prune(t, keep_from, snapshot).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sync_runs_commit_together_and_each_returns_only_when_stored() {
+    let cp = Arc::new(Counting::default());
+    let e = Engine::builder(counter_graph().compile().unwrap())
+        .checkpointer(cp.clone())
+        .durability(Durability::Sync)
+        .build()
+        .await;
+    let runs = (0..40).map(|i| {
+        let e = e.clone();
+        let cp = cp.clone();
+        tokio::spawn(async move {
+            let t = ThreadId::new(format!("g{i}"));
+            let out = e
+                .run(
+                    t.clone(),
+                    WalkUpdate::default().target(20),
+                    RunOptions::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.status, RunStatus::Finished);
+            // `sync`: every checkpoint is stored when the run returns (input + 20 inc + done).
+            let chain = cp.load_chain(&t, None).await.unwrap();
+            assert_eq!(chain.last().unwrap().id, CheckpointId(22), "thread g{i}");
+        })
+    });
+    for r in futures::future::join_all(runs).await {
+        r.unwrap();
+    }
+    let (single, batches, largest) = (
+        cp.single.load(Ordering::Relaxed),
+        cp.batches.load(Ordering::Relaxed),
+        cp.largest.load(Ordering::Relaxed),
+    );
+    eprintln!("{single} single puts, {batches} batches, largest {largest}");
+    assert!(largest > 1, "records of several runs shared a commit");
+    assert!(
+        batches < 40 * 21,
+        "fewer commits than checkpoints ({batches})"
+    );
+}
+
+#[tokio::test]
+async fn a_run_alone_writes_straight_to_storage() {
+    let cp = Arc::new(Counting::default());
+    let e = Engine::builder(counter_graph().compile().unwrap())
+        .checkpointer(cp.clone())
+        .durability(Durability::Sync)
+        .build()
+        .await;
+    e.run(
+        ThreadId::new("alone"),
+        WalkUpdate::default().target(5),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(cp.batches.load(Ordering::Relaxed), 0);
+    assert!(cp.single.load(Ordering::Relaxed) >= 6);
+}
