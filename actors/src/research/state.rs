@@ -40,6 +40,10 @@ pub enum Criterion {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StepParams {
+    /// `search`: the section (aspect) of the brief the step gathers notes for. A found note must
+    /// be about it; the brief puts the step's findings under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aspect: Option<String>,
     /// `search`: the ranking query.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
@@ -78,6 +82,23 @@ pub struct PlanStep {
     pub optional: bool,
     /// Where it stands.
     pub status: StepStatus,
+}
+
+impl PlanStep {
+    /// The section a search step serves: its `aspect` parameter, else the first term of its
+    /// `Covers` criterion (plans written before steps named their aspect).
+    pub fn aspect(&self) -> Option<&str> {
+        if self.tool != "search" {
+            return None;
+        }
+        if let Some(a) = self.params.aspect.as_deref() {
+            return Some(a);
+        }
+        self.acceptance_criteria.iter().find_map(|c| match c {
+            Criterion::Covers(terms) => terms.first().map(String::as_str),
+            Criterion::MinSources(_) => None,
+        })
+    }
 }
 
 /// What a step produced.

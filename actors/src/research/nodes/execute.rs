@@ -172,6 +172,10 @@ pub async fn execute_step(
             goal: &s.goal,
             notes: &s.source_notes,
             deps,
+            aspects: s
+                .active_steps()
+                .filter_map(|st| st.aspect().map(str::to_string))
+                .collect(),
         },
     );
     let unmet = match &out.error {

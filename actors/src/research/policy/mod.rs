@@ -13,7 +13,8 @@ mod offline_report;
 
 pub use chat::{responders, ChatResearchPolicy};
 pub use offline::OfflineResearchPolicy;
-pub use offline_replan::{synonyms, widen};
+pub use crate::research::lexicon::synonyms;
+pub use offline_replan::widen;
 
 pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};
 

@@ -147,6 +147,7 @@ pub fn search_step(id: String, section: &str, topic: &[String], min_sources: u32
         depends_on: Vec::new(),
         tool: "search".into(),
         params: StepParams {
+            aspect: (!overview).then(|| section.to_string()),
             query: Some(query),
             require_any: topic.to_vec(),
             ..StepParams::default()

@@ -220,6 +220,10 @@ fn merge_searches(plan: &mut Vec<PlanStep>, into: usize, from: usize) {
         }
     }
     dst.params.query = Some(words.join(" "));
+    dst.params.aspect = match (dst.params.aspect.take(), src.params.aspect) {
+        (Some(a), Some(b)) => Some(format!("{a}|{b}")),
+        (a, b) => a.or(b),
+    };
     for t in src.params.require_any {
         if !dst.params.require_any.contains(&t) {
             dst.params.require_any.push(t);

@@ -11,68 +11,8 @@ use super::offline::{goal_topic, search_step};
 use super::ReplanRequest;
 use crate::research::state::{Criterion, PlanStep, StepStatus};
 use crate::research::text;
+use crate::research::lexicon::synonyms;
 use std::collections::HashMap;
-
-/// Related words used to broaden a search for a section.
-const SYNONYMS: &[(&str, &[&str])] = &[
-    (
-        "cost",
-        &["price", "pricing", "spend", "budget", "savings", "expense"],
-    ),
-    (
-        "risk",
-        &[
-            "hallucination",
-            "failure",
-            "downside",
-            "concern",
-            "privacy",
-            "danger",
-        ],
-    ),
-    (
-        "accuracy",
-        &["quality", "correct", "errors", "precision", "resolution"],
-    ),
-    (
-        "benefit",
-        &["advantage", "gain", "improvement", "faster", "savings"],
-    ),
-    ("adoption", &["rollout", "pilot", "deployment", "uptake"]),
-    ("staff", &["agents", "headcount", "training", "workload"]),
-    (
-        "productivity",
-        &["output", "focus", "performance", "efficiency"],
-    ),
-    ("wellbeing", &["burnout", "isolation", "stress", "health"]),
-    (
-        "installation",
-        &["installer", "fitting", "retrofit", "setup"],
-    ),
-    (
-        "efficiency",
-        &["cop", "performance", "savings", "consumption"],
-    ),
-    ("noise", &["sound", "decibel", "loud", "quiet"]),
-    (
-        "maintenance",
-        &["servicing", "repair", "lifespan", "upkeep"],
-    ),
-];
-
-/// Words related to `section` (by stem), for broadening a search.
-pub fn synonyms(section: &str) -> Vec<&'static str> {
-    let terms = text::content_terms(section);
-    SYNONYMS
-        .iter()
-        .filter(|(key, _)| {
-            terms
-                .iter()
-                .any(|t| text::stem(t).starts_with(text::stem(key)))
-        })
-        .flat_map(|(_, words)| words.iter().copied())
-        .collect()
-}
 
 /// The id a replacement of `id` gets in replan `n`.
 fn replacement_id(id: &str, n: u32, plan: &[PlanStep]) -> String {
@@ -130,6 +70,10 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
                     widened_terms.insert(text::primary(s).to_string(), widened);
                 }
                 words.extend(topic.iter().take(2).cloned());
+                if step.params.aspect.is_some() {
+                    let widened: Vec<String> = section.iter().map(|s| widen(s)).collect();
+                    new.params.aspect = Some(widened.join("|"));
+                }
                 new.params.query = Some(words.join(" "));
                 new.params.limit = Some(step.params.limit.unwrap_or(3) + 2);
                 new.acceptance_criteria = widen_criteria(&step.acceptance_criteria, &widened_terms);
@@ -168,6 +112,7 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
                         .flat_map(|w| w.split('|').map(str::to_string))
                         .collect();
                     words.extend(topic.iter().take(2).cloned());
+                    search.params.aspect = Some(widened.join("|"));
                     search.params.query = Some(words.join(" "));
                     search.params.limit = Some(5);
                     search.description = format!(

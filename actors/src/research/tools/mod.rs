@@ -4,6 +4,7 @@
 //! extracts the most relevant sentences. Every tool returns the ids of the notes it used, and only
 //! ids of notes that exist: tools quote sentences, they never write facts of their own.
 
+mod aspect;
 mod compare;
 mod latency;
 mod search;
@@ -11,7 +12,7 @@ mod summarize;
 
 pub use compare::compare;
 pub use latency::ToolLatency;
-pub use search::search;
+pub use search::{search, DEFAULT_LIMIT as SEARCH_DEFAULT_LIMIT};
 pub use summarize::summarize;
 
 use super::notes::Note;
@@ -91,6 +92,8 @@ pub struct ToolInput<'a> {
     pub notes: &'a [Note],
     /// Results of the step's dependencies.
     pub deps: Vec<&'a StepResult>,
+    /// The aspects every search step of the plan serves (see [`PlanStep::aspect`]).
+    pub aspects: Vec<String>,
 }
 
 impl ToolInput<'_> {
@@ -113,7 +116,7 @@ impl ToolInput<'_> {
 /// Runs a step's tool.
 pub fn run(step: &PlanStep, input: &ToolInput<'_>) -> ToolOutcome {
     match step.tool.as_str() {
-        "search" => search(&step.params, input.notes),
+        "search" => search(&step.params, input.notes, &input.aspects),
         "compare" => compare(&step.params, input),
         "summarize" => summarize(&step.params, input),
         other => ToolOutcome::failed(format!("unknown tool `{other}`")),

@@ -11,9 +11,13 @@ pub const DEFAULT_LIMIT: u32 = 3;
 /// A hit scoring below this share of the best hit is not relevant enough to use.
 const RELEVANCE_FLOOR: f64 = 0.2;
 
-/// Runs a search: the best `limit` notes for `query` that score at least a fifth of the best hit
-/// and, when `require_any` is given, mention at least one of its terms.
-pub fn search(params: &StepParams, notes: &[Note]) -> ToolOutcome {
+/// Runs a search. A step serving an aspect ranks by it (see [`super::aspect`]; `siblings` are the
+/// plan's other aspects); otherwise: the best `limit` notes for `query` that score at least a
+/// fifth of the best hit and, when `require_any` is given, mention at least one of its terms.
+pub fn search(params: &StepParams, notes: &[Note], siblings: &[String]) -> ToolOutcome {
+    if let Some(aspect) = params.aspect.as_deref().filter(|a| !a.trim().is_empty()) {
+        return super::aspect::search_aspect(aspect, params, notes, siblings);
+    }
     let Some(query) = params.query.as_deref().filter(|q| !q.trim().is_empty()) else {
         return ToolOutcome::failed("search needs a non-empty `query`");
     };
@@ -113,7 +117,7 @@ mod tests {
             query: Some("heat pumps bills".into()),
             ..StepParams::default()
         };
-        let out = search(&params, &notes);
+        let out = search(&params, &notes, &[]);
         assert_eq!(out.sources, vec!["a", "c"]);
         assert_eq!(out.findings[0].sentence, "Heat pumps cut heating bills.");
     }
@@ -126,7 +130,7 @@ mod tests {
             require_any: vec!["heat".into()],
             ..StepParams::default()
         };
-        assert_eq!(search(&params, &notes).sources, vec!["b"]);
+        assert_eq!(search(&params, &notes, &[]).sources, vec!["b"]);
         assert!(search(&StepParams::default(), &notes).error.is_some());
     }
 }

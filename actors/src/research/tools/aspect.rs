@@ -1,0 +1,259 @@
+//! Aspect-aware ranking for `search` steps that serve a section of the brief.
+//!
+//! A step's query used to be the goal's words plus the aspect, so the goal's words (present in
+//! every note of the corpus) swamped the aspect and one general note turned up under every
+//! section. Here the aspect decides and the goal only breaks ties:
+//!
+//! - **Aspect filter.** A note qualifies only if its title, its tags or one of its sentences names
+//!   the aspect (any `|` alternative, by word stem; the lexicon's related words count half).
+//! - **Titles weighted.** A title naming the aspect counts as much as three sentences doing so.
+//! - **What a note adds.** A sentence that names several aspects at once (the plan's other
+//!   aspects, or any the lexicon knows) counts for this one only by its share, so an overview note
+//!   that mentions every aspect in passing ranks below notes about this aspect, and a note that
+//!   serves a sibling aspect competes only with what it says about this one. A sentence that
+//!   states a figure counts more than one that only names the aspect.
+//! - **On the goal's topic.** In a tagged corpus, a note must carry a tag that at least half of
+//!   the notes mentioning the goal's topic terms carry (so a note need not repeat the subject's
+//!   name to be about it, and a note that shares one generic word with the goal is not); untagged
+//!   notes must mention a topic term.
+//! - **Goal's salient terms.** The query's other words (the goal's terms weighted by rarity, or
+//!   what a chat model wrote) break ties among equally on-aspect notes.
+//!
+//! The finding quoted for a note is its best sentence naming the aspect (its best sentence on
+//! the goal's terms when only the title or tags do), so a section holds sentences about its
+//! aspect.
+
+use super::ToolOutcome;
+use crate::research::lexicon;
+use crate::research::notes::Note;
+use crate::research::state::{Finding, StepParams};
+use crate::research::text;
+use crate::tools::bm25::tokenize;
+use std::collections::HashMap;
+
+/// Weight of a title that names the aspect, in sentences.
+const TITLE_WEIGHT: f64 = 3.0;
+/// Weight of a tag that names the aspect, in sentences.
+const TAG_WEIGHT: f64 = 1.0;
+/// Weight of a lexicon word related to the aspect, against the aspect's own words.
+const RELATED_WEIGHT: f64 = 0.5;
+/// Extra weight of a sentence that states a figure.
+const FIGURE_BONUS: f64 = 0.5;
+/// Most the goal's salient terms add to a note's score.
+const SALIENT_WEIGHT: f64 = 0.5;
+/// A note scoring below this share of the best is not relevant enough.
+const RELEVANCE_FLOOR: f64 = 0.3;
+
+/// Word lists of a term's alternatives ("response time|latency" → [[response, time], [latency]]).
+fn alternatives(term: &str) -> Vec<Vec<String>> {
+    term.split('|')
+        .map(|alt| {
+            let words = text::content_terms(alt);
+            if words.is_empty() {
+                tokenize(alt)
+            } else {
+                words
+            }
+        })
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Whether `tokens` name one of the alternatives (every word of it, by stem).
+fn names(tokens: &[String], alts: &[Vec<String>]) -> bool {
+    alts.iter().any(|words| {
+        words.iter().all(|w| {
+            let stem = text::stem(w);
+            tokens.iter().any(|t| t.starts_with(stem))
+        })
+    })
+}
+
+/// An aspect to match: its own alternatives and the lexicon's related words.
+struct Matcher {
+    own: Vec<Vec<String>>,
+    related: Vec<Vec<String>>,
+}
+
+impl Matcher {
+    fn new(aspect: &str) -> Self {
+        let own = alternatives(aspect);
+        let related = own
+            .iter()
+            .flat_map(|words| lexicon::synonyms(&words.join(" ")))
+            .flat_map(alternatives)
+            .collect();
+        Self { own, related }
+    }
+
+    /// 1 for the aspect's own words, a half for a related word, 0 otherwise.
+    fn weight(&self, tokens: &[String]) -> f64 {
+        if names(tokens, &self.own) {
+            1.0
+        } else if names(tokens, &self.related) {
+            RELATED_WEIGHT
+        } else {
+            0.0
+        }
+    }
+}
+
+fn has_figure(sentence: &str) -> bool {
+    sentence.chars().any(|c| c.is_ascii_digit())
+}
+
+/// Tags carried by at least half of the notes that mention a topic term.
+fn topical_tags(notes: &[Note], topic: &[String]) -> Vec<String> {
+    let on_topic: Vec<&Note> = notes
+        .iter()
+        .filter(|n| topic.iter().any(|t| n.mentions(t)))
+        .collect();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for n in &on_topic {
+        for t in &n.tags {
+            *counts.entry(t.as_str()).or_default() += 1;
+        }
+    }
+    let mut tags: Vec<String> = counts
+        .into_iter()
+        .filter(|(_, c)| *c * 2 >= on_topic.len().max(2))
+        .map(|(t, _)| t.to_string())
+        .collect();
+    tags.sort();
+    tags
+}
+
+struct Scored<'a> {
+    note: &'a Note,
+    score: f64,
+    sentence: String,
+}
+
+/// Ranks `notes` for the step's aspect; `siblings` are the plan's other aspects.
+pub fn search_aspect(
+    aspect: &str,
+    params: &StepParams,
+    notes: &[Note],
+    siblings: &[String],
+) -> ToolOutcome {
+    let matcher = Matcher::new(aspect);
+    if matcher.own.is_empty() {
+        return ToolOutcome::failed(format!("aspect `{aspect}` has no words to search for"));
+    }
+    let own_words: Vec<&String> = matcher.own.iter().flatten().collect();
+    let is_own = |t: &str| own_words.iter().any(|a| text::stem(a) == text::stem(t));
+    let others: Vec<Matcher> = siblings
+        .iter()
+        .map(|s| Matcher::new(s))
+        .chain(lexicon::aspect_keys().map(Matcher::new))
+        .filter(|m| !m.own.iter().flatten().any(|w| is_own(w)))
+        .collect();
+    let salient: Vec<String> = params
+        .query
+        .as_deref()
+        .map(text::content_terms)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| !is_own(t))
+        .collect();
+    let weights = super::search::weigh_terms(&salient, notes);
+    let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
+    let tags = topical_tags(notes, &params.require_any);
+    let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
+    let mut scored: Vec<Scored> = Vec::new();
+    for note in notes {
+        let on_topic = if params.require_any.is_empty() {
+            true
+        } else if note.tags.is_empty() || tags.is_empty() {
+            params.require_any.iter().any(|t| note.mentions(t))
+        } else {
+            note.tags.iter().any(|t| tags.contains(t))
+        };
+        if !on_topic {
+            continue;
+        }
+        let title = matcher.weight(&tokenize(&note.title)) * TITLE_WEIGHT;
+        let tag = note
+            .tags
+            .iter()
+            .map(|t| matcher.weight(&tokenize(t)))
+            .fold(0.0, f64::max)
+            * TAG_WEIGHT;
+        let mut on_aspect = 0.0;
+        let mut best: Option<(f64, String)> = None;
+        let mut fallback: Option<(f64, String)> = None;
+        for s in text::sentences(&note.text) {
+            let tokens = tokenize(&s);
+            let salient_score: f64 = weights
+                .iter()
+                .filter(|(t, _)| {
+                    let stem = text::stem(t);
+                    tokens.iter().any(|w| w.starts_with(stem))
+                })
+                .map(|(_, w)| w)
+                .sum();
+            let w = matcher.weight(&tokens);
+            if w > 0.0 {
+                let shared = others.iter().filter(|m| m.weight(&tokens) > 0.0).count();
+                let figure = if has_figure(&s) { FIGURE_BONUS } else { 0.0 };
+                let value = w * (1.0 + figure) / (1.0 + shared as f64);
+                on_aspect += value;
+                let rank = value + 0.1 * salient_score;
+                if best.as_ref().is_none_or(|(b, _)| rank > *b) {
+                    best = Some((rank, s));
+                }
+            } else if fallback.as_ref().is_none_or(|(b, _)| salient_score > *b) {
+                fallback = Some((salient_score, s));
+            }
+        }
+        if on_aspect == 0.0 && title == 0.0 && tag == 0.0 {
+            continue;
+        }
+        let salient_note: f64 = weights
+            .iter()
+            .filter(|(t, _)| note.mentions(t))
+            .map(|(_, w)| w)
+            .sum();
+        let score = title
+            + tag
+            + on_aspect.sqrt() * 2.0
+            + SALIENT_WEIGHT * salient_note / salient_total.max(1e-9);
+        let Some((_, sentence)) = best.or(fallback) else {
+            continue;
+        };
+        scored.push(Scored {
+            note,
+            score,
+            sentence,
+        });
+    }
+    // Stable: ties keep corpus order.
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let top = scored.first().map_or(0.0, |s| s.score);
+    let mut out = ToolOutcome::default();
+    let mut lines = Vec::new();
+    for s in scored
+        .into_iter()
+        .take_while(|s| s.score >= top * RELEVANCE_FLOOR)
+        .take(limit)
+    {
+        lines.push(format!("[{}] {}: {}", s.note.id, s.note.title, s.sentence));
+        out.push_source(&s.note.id);
+        out.findings.push(Finding {
+            note_id: s.note.id.clone(),
+            topic: None,
+            sentence: s.sentence,
+        });
+    }
+    out.output = if lines.is_empty() {
+        format!("no note is about {}", text::primary(aspect))
+    } else {
+        format!(
+            "{} note(s) on {}:\n{}",
+            lines.len(),
+            text::primary(aspect),
+            lines.join("\n")
+        )
+    };
+    out
+}
