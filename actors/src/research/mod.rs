@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod constraints;
 pub mod eval;
+pub mod figures;
 pub mod graph;
 pub mod input;
 pub mod lexicon;

@@ -128,7 +128,7 @@ pub struct StepResult {
 }
 
 /// A sentence taken from a note.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// The note.
     pub note_id: String,
@@ -137,6 +137,9 @@ pub struct Finding {
     pub topic: Option<String>,
     /// The sentence, verbatim.
     pub sentence: String,
+    /// The figures the note states on the finding's topic (exact values; the brief rounds them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<super::figures::Figure>,
 }
 
 /// One entry of `execution_history`.

@@ -9,7 +9,8 @@ use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
 use crate::research::output::{evidence, final_output};
 use crate::research::policy::offline::OVERVIEW;
-use crate::research::policy::{SectionInput, SynthesisRequest};
+use crate::research::policy::offline_report::write_report;
+use crate::research::policy::{SectionInput, SectionKind, SynthesisRequest};
 use crate::research::state::{
     status, Criterion, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepStatus,
 };
@@ -49,16 +50,93 @@ fn section_title(step: &PlanStep) -> String {
     }
 }
 
-/// The brief's sections: one per complete step, in plan order, with its findings.
-pub fn sections(s: &ResearchState) -> Vec<SectionInput> {
-    s.active_steps()
-        .filter(|st| st.status == StepStatus::Complete)
-        .filter_map(|st| {
-            let r = s.step_results.get(&st.id)?;
-            Some(SectionInput {
-                title: section_title(st),
+/// The brief's sections: one per complete step, in plan order, with its findings. For a draft
+/// (`draft` true), an aspect whose search did not complete keeps its place, marked as a gap.
+pub fn sections(s: &ResearchState, draft: bool) -> Vec<SectionInput> {
+    let mut out: Vec<SectionInput> = Vec::new();
+    for st in s.active_steps() {
+        let kind = match st.tool.as_str() {
+            "compare" => SectionKind::Comparison,
+            "summarize" => SectionKind::Summary,
+            _ => SectionKind::Aspect,
+        };
+        let result = s.step_results.get(&st.id);
+        let title = section_title(st);
+        if st.status == StepStatus::Complete {
+            let Some(r) = result else { continue };
+            out.push(SectionInput {
+                title,
+                kind,
                 findings: r.findings.clone(),
-            })
+                dimensions: st.params.dimensions.clone(),
+                gap: None,
+            });
+        } else if draft && kind == SectionKind::Aspect && !out.iter().any(|x| x.title == title) {
+            let why = match result {
+                Some(r) if !r.unmet.is_empty() => r.unmet.join("; "),
+                Some(_) => "its search has not completed".to_string(),
+                None => "its search did not run".to_string(),
+            };
+            out.push(SectionInput {
+                title,
+                kind,
+                findings: Vec::new(),
+                dimensions: Vec::new(),
+                gap: Some(format!("no supported finding yet ({why}).")),
+            });
+        }
+    }
+    out
+}
+
+/// The aspects of the plan whose search failed or never completed.
+fn unsupported_aspects(s: &ResearchState) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for st in s.active_steps() {
+        let Some(a) = st.aspect() else { continue };
+        let a = text::primary(a).to_string();
+        let served = s
+            .active_steps()
+            .any(|o| o.status == StepStatus::Complete && o.aspect().is_some_and(|x| text::primary(x) == a));
+        if !served && !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// What a person must do for the run to finish.
+fn next_action(s: &ResearchState) -> String {
+    if s.review_decision.as_deref() == Some("denied") {
+        return "edit the plan (or approve it) and resume the thread".to_string();
+    }
+    if !s.errors.is_empty() && s.status == status::FAILED {
+        return "check the model's errors above, then run the goal again".to_string();
+    }
+    let missing = unsupported_aspects(s);
+    if missing.is_empty() {
+        return "look at the unmet criteria above, adjust the constraints, and run again".to_string();
+    }
+    let list = missing
+        .iter()
+        .map(|m| format!("`{m}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "add source notes on {list} (or remove {} from `required_sections`) and run the goal again",
+        if missing.len() == 1 { "it" } else { "them" }
+    )
+}
+
+/// The notes the brief may cite, with their titles.
+fn citable(s: &ResearchState) -> Vec<(String, String)> {
+    evidence(s)
+        .iter()
+        .filter_map(|e| {
+            s.source_notes
+                .iter()
+                .find(|n| n.id == e.source_id)
+                .map(|n| (n.id.clone(), n.title.clone()))
         })
         .collect()
 }
@@ -70,21 +148,13 @@ pub async fn synthesize_report(
     ctx: NodeContext,
 ) -> Result<ResearchUpdate, NodeError> {
     let ev = evidence(&s);
-    let sources: Vec<(String, String)> = ev
-        .iter()
-        .filter_map(|e| {
-            s.source_notes
-                .iter()
-                .find(|n| n.id == e.source_id)
-                .map(|n| (n.id.clone(), n.title.clone()))
-        })
-        .collect();
     let req = SynthesisRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        sections: sections(&s),
+        sections: sections(&s, false),
         knowledge_gaps: s.knowledge_gaps.clone(),
-        sources,
+        sources: citable(&s),
+        draft_reason: None,
     };
     let reply = match env.policy.synthesize_report(&req).await {
         Ok(r) => r,
@@ -126,22 +196,40 @@ pub async fn synthesize_report(
         .execution_history(vec![HistoryEntry::new("report_synthesized", detail)]))
 }
 
-/// The node `mark_needs_review`.
+/// The node `mark_needs_review`: the run stops for a person, with a draft of what is supported
+/// (written offline, no model call: the draft must not depend on the model that may have just
+/// failed) and a `blocked_reason` that says what the person must do.
 pub fn mark_needs_review(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
     let st = if s.status == status::FAILED {
         status::FAILED
     } else {
         status::NEEDS_REVIEW
     };
-    let reason = s
+    let why = s
         .blocked_reason
         .clone()
         .unwrap_or_else(|| "stopped for review".to_string());
+    let reason = format!("{why}. To finish: {}.", next_action(s));
+    let sections = sections(s, true);
+    let draft = if sections.iter().any(|x| !x.findings.is_empty()) {
+        let req = SynthesisRequest {
+            goal: s.goal.clone(),
+            constraints: s.constraints.clone(),
+            sections,
+            knowledge_gaps: s.knowledge_gaps.clone(),
+            sources: citable(s),
+            draft_reason: Some(reason.clone()),
+        };
+        write_report(&req).text
+    } else {
+        String::new()
+    };
     let mut view = s.clone();
     view.blocked_reason = Some(reason.clone());
     Ok(ResearchUpdate::default()
         .status(st.to_string())
-        .final_output(final_output(&view, st, ""))
+        .final_output(final_output(&view, st, &draft))
+        .final_report(draft)
         .blocked_reason(Some(reason.clone()))
         .execution_history(vec![HistoryEntry::new("needs_review", reason)]))
 }

@@ -9,7 +9,7 @@ mod chat;
 pub mod offline;
 mod offline_repair;
 mod offline_replan;
-mod offline_report;
+pub mod offline_report;
 
 pub use chat::{responders, ChatResearchPolicy};
 pub use offline::OfflineResearchPolicy;
@@ -70,12 +70,34 @@ pub struct ReplanRequest {
 }
 
 /// A section of the brief, prepared by the graph from completed steps.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SectionInput {
     /// Heading.
     pub title: String,
-    /// Sentences from notes, each with its note id.
+    /// What the section is.
+    #[serde(default)]
+    pub kind: SectionKind,
+    /// Sentences from notes, each with its note id (a comparison's carry their figures).
     pub findings: Vec<Finding>,
+    /// A comparison's dimensions, in order (some may have no finding).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<String>,
+    /// Why the section has no evidence yet (a draft brief marks the gap where it belongs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<String>,
+}
+
+/// What a section of the brief is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SectionKind {
+    /// One aspect of the goal: sentences about it only.
+    #[default]
+    Aspect,
+    /// The sources side by side along dimensions.
+    Comparison,
+    /// The strongest findings not quoted above.
+    Summary,
 }
 
 /// Asks for the brief.
@@ -91,6 +113,10 @@ pub struct SynthesisRequest {
     pub knowledge_gaps: Vec<String>,
     /// Ids and titles of the notes that may be cited.
     pub sources: Vec<(String, String)>,
+    /// Set when the run stopped for review: the brief is a draft of what is supported, and this
+    /// says what a person must do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_reason: Option<String>,
 }
 
 /// The brief as written.

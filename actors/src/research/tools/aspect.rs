@@ -240,6 +240,7 @@ pub fn search_aspect(
         lines.push(format!("[{}] {}: {}", s.note.id, s.note.title, s.sentence));
         out.push_source(&s.note.id);
         out.findings.push(Finding {
+            figures: Vec::new(),
             note_id: s.note.id.clone(),
             topic: None,
             sentence: s.sentence,

@@ -1,15 +1,20 @@
 //! `compare`: lines up what the dependencies found along named dimensions.
+//!
+//! For each dimension, up to [`PER_DIMENSION`] of the notes the dependencies used that name it,
+//! each with its best sentence on it (one stating a figure when it has one) and every figure its
+//! sentences on the dimension state, so the brief can put the sources side by side: what each
+//! gives, where they agree, where they conflict, and which give nothing.
 
 use super::search::best_sentence;
 use super::{ToolInput, ToolOutcome};
+use crate::research::figures::{self, Figure};
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 
 /// Findings per dimension at most.
-const PER_DIMENSION: usize = 2;
+pub const PER_DIMENSION: usize = 4;
 
-/// For each dimension, up to two notes among those the dependencies used that mention it, each
-/// with its best sentence on it; a dimension no note mentions is reported as such.
+/// Runs a comparison; a dimension no note names is reported as such.
 pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
     if params.dimensions.is_empty() {
         return ToolOutcome::failed("compare needs at least one dimension in `dimensions`");
@@ -31,13 +36,32 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             if cells.len() >= PER_DIMENSION {
                 break;
             }
-            let sentence = best_sentence(&note.text, &terms);
-            cells.push(format!("[{}] {}", note.id, sentence));
+            let on_dim: Vec<String> = text::sentences(&note.text)
+                .into_iter()
+                .filter(|s| text::mentions_term(std::iter::once(s.as_str()), dim))
+                .collect();
+            let figures: Vec<Figure> = on_dim
+                .iter()
+                .flat_map(|s| figures::extract(s))
+                .filter(|f| !f.unit.is_empty())
+                .collect();
+            let sentence = on_dim
+                .iter()
+                .find(|s| figures::extract(s).iter().any(|f| !f.unit.is_empty()))
+                .cloned()
+                .unwrap_or_else(|| best_sentence(&note.text, &terms));
+            let shown: Vec<String> = figures.iter().map(Figure::human).collect();
+            cells.push(if shown.is_empty() {
+                format!("[{}] no figure", note.id)
+            } else {
+                format!("[{}] {}", note.id, shown.join(", "))
+            });
             out.push_source(&note.id);
             out.findings.push(Finding {
                 note_id: note.id.clone(),
                 topic: Some(dim.clone()),
                 sentence,
+                figures,
             });
         }
         if cells.is_empty() {

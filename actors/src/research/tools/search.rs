@@ -46,6 +46,7 @@ pub fn search(params: &StepParams, notes: &[Note], siblings: &[String]) -> ToolO
         lines.push(format!("[{}] {}: {}", note.id, note.title, sentence));
         out.push_source(&note.id);
         out.findings.push(Finding {
+            figures: Vec::new(),
             note_id: note.id.clone(),
             topic: None,
             sentence,

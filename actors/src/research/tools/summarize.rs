@@ -42,6 +42,7 @@ pub fn summarize(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
         lines.push(format!("{sentence} [{id}]"));
         out.push_source(id);
         out.findings.push(Finding {
+            figures: Vec::new(),
             note_id: id.to_string(),
             topic: None,
             sentence,
