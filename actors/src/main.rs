@@ -18,6 +18,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Plan, execute and write a research brief over source notes.
     Research(research::cli::ResearchArgs),
+    /// Measure research briefs against a labelled set: recall, citations, gaps, tokens, time.
+    ResearchEval(research::eval::cli::EvalArgs),
     /// Run many conversations of a planner at once and report what they cost.
     Load(Box<load::LoadCommand>),
     /// Serve the planners over HTTP (LangGraph Server API subset).
@@ -30,7 +32,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let workers = match &cli.command {
         Command::Bench(a) => a.workers,
-        Command::Research(_) | Command::Load(_) | Command::Serve(_) | Command::Acquire(_) => None,
+        Command::Research(_) | Command::ResearchEval(_) | Command::Load(_) | Command::Serve(_) | Command::Acquire(_) => None,
     };
     let rt = match bench::runtime(workers) {
         Ok(rt) => rt,
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Bench(args) => run_bench(args).await,
             Command::Research(args) => research::cli::run(args).await,
+            Command::ResearchEval(args) => research::eval::cli::run(args).await,
             Command::Acquire(args) => field::cli::run(args).await,
             Command::Load(args) => run_load(*args).await,
             Command::Serve(args) => match serve::run(&args).await {

@@ -70,9 +70,10 @@ async fn deny_ends_in_needs_review_with_the_reason() {
     let out = resume(&e, &t, json!({"action": "deny", "reason": "too broad"})).await;
     assert_eq!(out.state.status, "needs_review");
     assert!(!out.state.approved_plan);
-    assert_eq!(
-        out.state.blocked_reason.as_deref(),
-        Some("the reviewer denied the plan: too broad")
+    let reason = out.state.blocked_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("the reviewer denied the plan: too broad. To finish: edit the plan"),
+        "{reason}"
     );
     assert!(out.state.step_results.is_empty());
 }

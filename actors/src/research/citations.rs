@@ -1,9 +1,19 @@
-//! Citation checking: every `[note-id]` in a brief must name a note the brief's evidence used.
+//! Citation checking: every `[note-id]` in a brief must name a note the brief's evidence used,
+//! and the note must support the sentence that cites it.
 //!
-//! A sentence citing anything else is removed and reported as a knowledge gap, so a model that
-//! invents a source cannot get an unsupported claim into the brief.
+//! A sentence citing anything else, or citing notes none of which supports it, is removed and
+//! reported as a knowledge gap, so a model that invents a source — or cites a real note for a
+//! claim the note does not make — cannot get an unsupported claim into the brief. "Supports" is
+//! checked without a model: every figure the sentence states appears in the note, and at least
+//! [`MIN_SHARED`] of the sentence's content words appear in the note's title or text.
 
-use std::collections::HashSet;
+use super::figures;
+use super::notes::Note;
+use super::text;
+use std::collections::{HashMap, HashSet};
+
+/// Share of a claim's content words that the cited note must contain.
+pub const MIN_SHARED: f64 = 0.5;
 
 /// The ids cited in `text` as `[id]` (ids: letters, digits, `-`, `_`, `.`, `:`; not followed by
 /// `(`, which would be a Markdown link).
@@ -31,33 +41,90 @@ pub fn cited_ids(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether `note` supports `claim`: the claim's figures are the note's, and at least half of its
+/// content words (citations left out) are in the note.
+pub fn supports(note: &Note, claim: &str) -> bool {
+    let mut bare = claim.to_string();
+    for id in cited_ids(claim) {
+        bare = bare.replace(&format!("[{id}]"), " ");
+    }
+    let note_text = format!("{} {}", note.title, note.text);
+    let note_values: Vec<f64> = figures::extract(&note_text)
+        .iter()
+        .map(|f| f.value)
+        .collect();
+    let figures_ok = figures::extract(&bare).iter().all(|f| {
+        note_values
+            .iter()
+            .any(|v| (v - f.value).abs() <= f.value.abs() * 0.005 + 1e-9)
+    });
+    let words: Vec<String> = text::content_terms(&bare)
+        .into_iter()
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    if words.is_empty() {
+        return figures_ok;
+    }
+    let shared = words
+        .iter()
+        .filter(|w| text::has_word_prefix(&note_text, w))
+        .count();
+    figures_ok && shared as f64 >= MIN_SHARED * words.len() as f64
+}
+
 /// Removes every sentence of `text` that cites an id outside `allowed`; returns the cleaned text
 /// and one gap per removed sentence.
 pub fn enforce(text: &str, allowed: &HashSet<String>) -> (String, Vec<String>) {
+    enforce_with(text, &|id| allowed.contains(id), None)
+}
+
+/// Like [`enforce`], and also removes a sentence when none of the notes it cites supports it
+/// ([`supports`]). The brief's source list (lines `- [id] title` under `## Sources`) is kept.
+pub fn enforce_supported(text: &str, notes: &HashMap<&str, &Note>) -> (String, Vec<String>) {
+    enforce_with(text, &|id| notes.contains_key(id), Some(notes))
+}
+
+fn enforce_with(
+    text: &str,
+    allowed: &dyn Fn(&str) -> bool,
+    notes: Option<&HashMap<&str, &Note>>,
+) -> (String, Vec<String>) {
     let mut gaps = Vec::new();
     let mut lines = Vec::new();
+    let mut in_sources = false;
     for line in text.lines() {
-        let bad: Vec<String> = cited_ids(line)
-            .into_iter()
-            .filter(|id| !allowed.contains(id))
-            .collect();
-        if bad.is_empty() {
+        if let Some(h) = line.strip_prefix("## ") {
+            in_sources = h.trim().eq_ignore_ascii_case("sources");
+        }
+        let ids = cited_ids(line);
+        if ids.is_empty() || in_sources {
             lines.push(line.to_string());
             continue;
         }
         let kept: Vec<String> = super::text::sentences(line)
             .into_iter()
             .filter(|sentence| {
-                let unknown: Vec<String> = cited_ids(sentence)
-                    .into_iter()
-                    .filter(|id| !allowed.contains(id))
-                    .collect();
-                if unknown.is_empty() {
+                let cited = cited_ids(sentence);
+                let unknown: Vec<&String> = cited.iter().filter(|id| !allowed(id)).collect();
+                if !unknown.is_empty() {
+                    gaps.push(format!(
+                        "unsupported claim removed from the brief (cites unknown source {}): {}",
+                        unknown
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        sentence
+                    ));
+                    return false;
+                }
+                let Some(notes) = notes else { return true };
+                if cited.is_empty() || cited.iter().any(|id| notes.get(id.as_str()).is_some_and(|n| supports(n, sentence))) {
                     return true;
                 }
                 gaps.push(format!(
-                    "unsupported claim removed from the brief (cites unknown source {}): {}",
-                    unknown.join(", "),
+                    "unsupported claim removed from the brief ({} does not support it): {}",
+                    cited.join(", "),
                     sentence
                 ));
                 false
@@ -84,6 +151,25 @@ mod tests {
             cited_ids("A [rag-01]. B [x y] and [link](http://e) [n_2]."),
             vec!["rag-01", "n_2"]
         );
+    }
+
+    #[test]
+    fn a_claim_its_note_does_not_support_is_removed() {
+        let note = Note {
+            id: "c".into(),
+            title: "Cost per resolved conversation".into(),
+            text: "The cost per resolved conversation fell from 4.10 EUR to 0.90 EUR.".into(),
+            tags: vec![],
+        };
+        let notes: HashMap<&str, &Note> = [("c", &note)].into();
+        let brief = "The cost per resolved conversation fell to 0.90 EUR [c]. \
+                     Costs fell to 0.50 EUR per conversation [c]. \
+                     Agents were happier with shorter shifts [c].\n\n## Sources\n\n- [c] Cost\n";
+        let (text, gaps) = enforce_supported(brief, &notes);
+        assert!(text.starts_with("The cost per resolved conversation fell to 0.90 EUR [c].\n"), "{text}");
+        assert!(text.contains("- [c] Cost"), "{text}");
+        assert_eq!(gaps.len(), 2, "{gaps:?}");
+        assert!(gaps[0].contains("0.50 EUR"), "{gaps:?}");
     }
 
     #[test]

@@ -16,7 +16,8 @@ use crate::research::state::{
 };
 use crate::research::text;
 use planwright::{NodeContext, NodeError};
-use std::collections::HashSet;
+use crate::research::notes::Note;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 fn title_case(s: &str) -> String {
@@ -113,6 +114,11 @@ fn next_action(s: &ResearchState) -> String {
     if !s.errors.is_empty() && s.status == status::FAILED {
         return "check the model's errors above, then run the goal again".to_string();
     }
+    if s.plan.is_empty() {
+        return "give a goal the planner can work with (a clear subject, and `required_sections` \
+                for what the brief must cover), then run again"
+            .to_string();
+    }
     let missing = unsupported_aspects(s);
     if missing.is_empty() {
         return "look at the unmet criteria above, adjust the constraints, and run again".to_string();
@@ -168,8 +174,14 @@ pub async fn synthesize_report(
         }
     };
     emit_usage(&ctx, "synthesize_report", reply.usage);
-    let allowed: HashSet<String> = ev.iter().map(|e| e.source_id.clone()).collect();
-    let (report, removed) = citations::enforce(&reply.value.text, &allowed);
+    let allowed: HashSet<&str> = ev.iter().map(|e| e.source_id.as_str()).collect();
+    let notes: HashMap<&str, &Note> = s
+        .source_notes
+        .iter()
+        .filter(|n| allowed.contains(n.id.as_str()))
+        .map(|n| (n.id.as_str(), n))
+        .collect();
+    let (report, removed) = citations::enforce_supported(&reply.value.text, &notes);
     let mut gaps = s.knowledge_gaps.clone();
     gaps.extend(removed.iter().cloned());
     let mut view = (*s).clone();

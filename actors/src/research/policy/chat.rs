@@ -80,7 +80,7 @@ impl ResearchPolicy for ChatResearchPolicy {
     ) -> Result<PolicyReply<Vec<PlanStep>>, PolicyError> {
         let r: PolicyReply<Plan> = self
             .client
-            .call("create_plan", "Write a dependency-aware plan of steps for the goal, using the listed tools; every step needs acceptance criteria.", req, plan_schema())
+            .call("create_plan", "Write a dependency-aware plan of steps for the goal, using the listed tools; every step needs acceptance criteria. Give each search step the section it serves in params.aspect (one of the required sections) and write its params.query yourself: the aspect's words plus the few terms of the goal that distinguish its subject, not the whole goal.", req, plan_schema())
             .await?;
         Ok(PolicyReply {
             value: r.value.steps,
@@ -122,7 +122,7 @@ impl ResearchPolicy for ChatResearchPolicy {
         &self,
         req: &SynthesisRequest,
     ) -> Result<PolicyReply<Report>, PolicyError> {
-        self.client.call("synthesize_report", "Write the brief in Markdown, one section per input section, citing only the listed sources; list open gaps as unresolved questions.", req, report_schema())
+        self.client.call("synthesize_report", "Write the brief in Markdown, one `## ` section per input section, in order. An aspect section holds only sentences about that aspect, each ending with the [note-id] it comes from. A comparison section goes dimension by dimension: the figures each source gives (rounded, with units and currency), where the sources agree, where they conflict, and which give no figure. Cite only the listed sources, and only for what the cited note itself says: every sentence is checked against the note it cites, and a sentence the note does not support is removed. If draft_reason is set, start with a line saying the brief is a draft and why, and mark each section without findings as a gap. List open gaps under `## Unresolved questions`.", req, report_schema())
             .await
     }
 }

@@ -132,6 +132,6 @@ mod tests {
             ..StepParams::default()
         };
         assert_eq!(search(&params, &notes, &[]).sources, vec!["b"]);
-        assert!(search(&StepParams::default(), &notes).error.is_some());
+        assert!(search(&StepParams::default(), &notes, &[]).error.is_some());
     }
 }
