@@ -32,7 +32,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let workers = match &cli.command {
         Command::Bench(a) => a.workers,
-        Command::Research(_) | Command::ResearchEval(_) | Command::Load(_) | Command::Serve(_) | Command::Acquire(_) => None,
+        Command::Research(_)
+        | Command::ResearchEval(_)
+        | Command::Load(_)
+        | Command::Serve(_)
+        | Command::Acquire(_) => None,
     };
     let rt = match bench::runtime(workers) {
         Ok(rt) => rt,

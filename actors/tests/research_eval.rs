@@ -17,7 +17,11 @@ fn the_shipped_set_has_enough_goals_and_corpora() {
     let set = EvalSet::load(&set_path()).unwrap();
     assert!(set.goals.len() >= 12, "{} goals", set.goals.len());
     assert!(set.corpora.len() >= 3, "{} corpora", set.corpora.len());
-    let gaps = set.goals.iter().filter(|g| !g.expect.gaps.is_empty()).count();
+    let gaps = set
+        .goals
+        .iter()
+        .filter(|g| !g.expect.gaps.is_empty())
+        .count();
     assert!(gaps >= 3, "goals with an expected gap: {gaps}");
 }
 
@@ -34,7 +38,11 @@ async fn the_offline_planner_finds_the_labelled_notes_and_cites_no_distractor() 
     // A goal with a gap ends for review, with a draft of what is supported.
     for r in results.iter().filter(|r| !r.score.gaps.expected.is_empty()) {
         assert_eq!(r.status, "needs_review", "{}", r.id);
-        assert!(r.score.citations.total > 0, "{}: the draft cites its evidence", r.id);
+        assert!(
+            r.score.citations.total > 0,
+            "{}: the draft cites its evidence",
+            r.id
+        );
     }
 }
 
@@ -66,7 +74,11 @@ fn the_command_prints_json_and_applies_its_thresholds() {
         .arg(set_path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["summary"]["recall_at_k"].as_f64().unwrap() >= 0.85);
     assert!(v["goals"].as_array().unwrap().len() >= 12);
@@ -91,9 +103,18 @@ fn a_bad_set_is_refused_with_its_problem_named() {
     .unwrap();
     let cases = [
         (r#"{"goals": []}"#, "no goal"),
-        (r#"{"goals": [{"id":"g","corpus":"c","input":"x","expect":{"aspects":{"cost":["zz"]}}}]}"#, "note `zz` is not in `c`"),
-        (r#"{"goals": [{"id":"g","corpus":"missing","input":"x","expect":{"aspects":{}}}]}"#, "cannot read"),
-        (r#"{"goals": [{"id":"g","corpus":"c","input":"x","constraints":{"required_sections":["risk"]},"expect":{"aspects":{}}}]}"#, "section `risk` has no `aspects` entry"),
+        (
+            r#"{"goals": [{"id":"g","corpus":"c","input":"x","expect":{"aspects":{"cost":["zz"]}}}]}"#,
+            "note `zz` is not in `c`",
+        ),
+        (
+            r#"{"goals": [{"id":"g","corpus":"missing","input":"x","expect":{"aspects":{}}}]}"#,
+            "cannot read",
+        ),
+        (
+            r#"{"goals": [{"id":"g","corpus":"c","input":"x","constraints":{"required_sections":["risk"]},"expect":{"aspects":{}}}]}"#,
+            "section `risk` has no `aspects` entry",
+        ),
         (r#"{"goal": []}"#, "malformed evaluation set"),
     ];
     for (i, (json, problem)) in cases.iter().enumerate() {

@@ -70,17 +70,25 @@ async fn every_sample_goal_ends_as_expected() {
             let reason = s.blocked_reason.clone().unwrap_or_default();
             assert!(reason.contains("To finish:"), "{name}: {reason}");
             let supported = s.plan.iter().any(|st| {
-                st.tool == "search" && st.status == planwright_actors::research::state::StepStatus::Complete
+                st.tool == "search"
+                    && st.status == planwright_actors::research::state::StepStatus::Complete
             });
             if supported {
                 // A draft of what is supported, citing only notes the run used.
                 assert!(s.final_report.contains("Draft — needs review"), "{name}");
-                let used: Vec<String> = s.step_results.values().flat_map(|r| r.sources.clone()).collect();
+                let used: Vec<String> = s
+                    .step_results
+                    .values()
+                    .flat_map(|r| r.sources.clone())
+                    .collect();
                 for id in planwright_actors::research::citations::cited_ids(&s.final_report) {
                     assert!(used.contains(&id), "{name}: draft cites unused [{id}]");
                 }
             } else {
-                assert!(s.final_report.is_empty(), "{name}: no brief without any evidence");
+                assert!(
+                    s.final_report.is_empty(),
+                    "{name}: no brief without any evidence"
+                );
             }
         }
     }

@@ -119,7 +119,13 @@ fn enforce_with(
                     return false;
                 }
                 let Some(notes) = notes else { return true };
-                if cited.is_empty() || cited.iter().any(|id| notes.get(id.as_str()).is_some_and(|n| supports(n, sentence))) {
+                if cited.is_empty()
+                    || cited.iter().any(|id| {
+                        notes
+                            .get(id.as_str())
+                            .is_some_and(|n| supports(n, sentence))
+                    })
+                {
                     return true;
                 }
                 gaps.push(format!(
@@ -166,7 +172,10 @@ mod tests {
                      Costs fell to 0.50 EUR per conversation [c]. \
                      Agents were happier with shorter shifts [c].\n\n## Sources\n\n- [c] Cost\n";
         let (text, gaps) = enforce_supported(brief, &notes);
-        assert!(text.starts_with("The cost per resolved conversation fell to 0.90 EUR [c].\n"), "{text}");
+        assert!(
+            text.starts_with("The cost per resolved conversation fell to 0.90 EUR [c].\n"),
+            "{text}"
+        );
         assert!(text.contains("- [c] Cost"), "{text}");
         assert_eq!(gaps.len(), 2, "{gaps:?}");
         assert!(gaps[0].contains("0.50 EUR"), "{gaps:?}");

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 /// Steps a plan may have when the user does not say.
 pub const DEFAULT_MAX_STEPS: u32 = 6;
+/// Tokens of notes a model call carries when the user does not say.
+pub const DEFAULT_NOTE_TOKENS: u32 = 1_000;
 /// Upper bound accepted for `max_steps`.
 pub const MAX_STEPS_LIMIT: u32 = 50;
 
@@ -38,6 +40,9 @@ pub struct Constraints {
     pub allowed_tools: Option<Vec<String>>,
     /// Notes a search step must find to count (the offline planner's default criterion).
     pub min_sources: u32,
+    /// Tokens of notes one model call may carry (the notes best for that call's query; see
+    /// `budget`), 50..=200000.
+    pub note_tokens: u32,
     /// A deadline, recorded and shown in the brief; the local tools are instant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<String>,
@@ -57,6 +62,7 @@ impl Default for Constraints {
             dimensions: Vec::new(),
             allowed_tools: None,
             min_sources: 2,
+            note_tokens: DEFAULT_NOTE_TOKENS,
             deadline: None,
         }
     }
@@ -122,6 +128,7 @@ impl Constraints {
         )?;
         range("max_words", self.max_words, 20, 5000, "20..=5000")?;
         range("min_sources", self.min_sources, 1, 20, "1..=20")?;
+        range("note_tokens", self.note_tokens, 50, 200_000, "50..=200000")?;
         Ok(())
     }
 

@@ -54,7 +54,15 @@ const UNITS: &[&str] = &[
     "tb",
 ];
 /// What a rate may be per ("per month", "a year").
-const PERIODS: &[&str] = &["hour", "day", "week", "month", "year", "query", "conversation"];
+const PERIODS: &[&str] = &[
+    "hour",
+    "day",
+    "week",
+    "month",
+    "year",
+    "query",
+    "conversation",
+];
 const CURRENCIES: &[&str] = &["EUR", "USD", "GBP", "CHF", "JPY"];
 const SCALES: &[(&str, f64)] = &[
     ("thousand", 1e3),
@@ -93,8 +101,8 @@ pub fn extract(sentence: &str) -> Vec<Figure> {
                 .get(k)
                 .map(|x| x.trim_matches(|c: char| !c.is_alphanumeric() && c != '%'))
         };
-        if let Some((_, scale)) = word(next)
-            .and_then(|w| SCALES.iter().find(|(s, _)| s.eq_ignore_ascii_case(w)))
+        if let Some((_, scale)) =
+            word(next).and_then(|w| SCALES.iter().find(|(s, _)| s.eq_ignore_ascii_case(w)))
         {
             value *= scale;
             next += 1;

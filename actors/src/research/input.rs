@@ -2,6 +2,7 @@
 //! checked before any node runs (a blank goal, bad notes or bad constraints never reach a model).
 
 use super::constraints::{Constraints, ConstraintsError};
+use super::note_set::NoteSet;
 use super::notes::{self, Note, NotesError};
 use super::state::{ResearchState, ResearchUpdate};
 use serde::{Deserialize, Serialize};
@@ -45,9 +46,9 @@ pub fn initial_update(input: ResearchInput) -> Result<ResearchUpdate, InputError
     let source_notes = match input.source_notes {
         Some(list) => {
             notes::check_notes(&list)?;
-            list
+            NoteSet::inline(list)
         }
-        None => notes::bundled()?,
+        None => NoteSet::Bundled,
     };
     Ok(ResearchUpdate::default()
         .input(input.input)

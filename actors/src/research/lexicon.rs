@@ -9,7 +9,9 @@ use super::text;
 pub const SYNONYMS: &[(&str, &[&str])] = &[
     (
         "cost",
-        &["price", "pricing", "spend", "budget", "savings", "expense", "payback"],
+        &[
+            "price", "pricing", "spend", "budget", "savings", "expense", "payback",
+        ],
     ),
     (
         "risk",

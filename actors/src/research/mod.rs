@@ -9,6 +9,7 @@
 //! [`initial_update`], [`output_json`].
 
 pub mod acceptance;
+pub mod budget;
 pub mod citations;
 pub mod cli;
 pub mod clock;
@@ -19,6 +20,7 @@ pub mod graph;
 pub mod input;
 pub mod lexicon;
 pub mod nodes;
+pub mod note_set;
 pub mod notes;
 pub mod output;
 pub mod policy;

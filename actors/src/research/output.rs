@@ -54,9 +54,22 @@ pub fn final_output(s: &ResearchState, status: &str, report: &str) -> Value {
     })
 }
 
+/// Tokens per model call and for the whole conversation.
+pub fn usage(s: &ResearchState) -> Value {
+    let prompt: u64 = s.model_usage.iter().map(|u| u.prompt_tokens).sum();
+    let completion: u64 = s.model_usage.iter().map(|u| u.completion_tokens).sum();
+    json!({
+        "calls": s.model_usage,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
 /// The full result object with the keys of `research --json`: `status`, `final_report`, `plan`,
 /// `step_results`, `evidence`, `knowledge_gaps`, `execution_history`, `replan_count`,
-/// `plan_errors`, `blocked_reason` (plus `goal` and `errors`). `status` is given by the caller:
+/// `plan_errors`, `blocked_reason` (plus `goal`, `errors` and `usage`: tokens per model call and in
+/// all). `status` is given by the caller:
 /// the state's own status for a finished run, `interrupted` for a paused one.
 pub fn output_json(s: &ResearchState, status: &str) -> Value {
     json!({
@@ -72,5 +85,6 @@ pub fn output_json(s: &ResearchState, status: &str) -> Value {
         "plan_errors": s.plan_errors,
         "blocked_reason": s.blocked_reason,
         "errors": s.errors,
+        "usage": usage(s),
     })
 }

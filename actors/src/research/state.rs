@@ -5,7 +5,7 @@
 //! superstep and uses `replace`.
 
 use super::constraints::Constraints;
-use super::notes::Note;
+use super::note_set::NoteSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -184,6 +184,17 @@ pub struct Evidence {
     pub summary: String,
 }
 
+/// The tokens one model call used.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallUsage {
+    /// The call: `create_plan`, `repair_plan`, `replan` or `synthesize_report`.
+    pub call: String,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
 /// How the run ended (the `status` field).
 pub mod status {
     /// The brief is done.
@@ -203,8 +214,8 @@ planwright::state! {
         replace goal: String,
         /// Constraints (typed; serialises as an object).
         replace constraints: Constraints,
-        /// Notes the executor may use.
-        replace source_notes: Vec<Note>,
+        /// Notes the executor may use (the bundled corpus is stored by name, see `note_set`).
+        replace source_notes: NoteSet,
         /// The plan, in order.
         replace plan: Vec<PlanStep>,
         /// Validation problems of the current plan, each named.
@@ -239,6 +250,8 @@ planwright::state! {
         replace blocked_reason: Option<String>,
         /// Model and tool invocation errors, in order.
         append errors: Vec<String>,
+        /// Tokens of each model call, in order (none for the offline policy).
+        append model_usage: Vec<CallUsage>,
         /// The brief.
         replace final_report: String,
         /// `ok`, `needs_review` or `failed` (empty while running).

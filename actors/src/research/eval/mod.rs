@@ -223,11 +223,20 @@ pub fn render(results: &[GoalResult], summary: &Summary) -> String {
             r.status,
             recall,
             format!("{}/{}", c.supported, c.total),
-            format!("{}/{}", r.score.gaps.true_positives, r.score.gaps.expected.len()),
+            format!(
+                "{}/{}",
+                r.score.gaps.true_positives,
+                r.score.gaps.expected.len()
+            ),
             r.tokens,
             r.millis
         ));
-        for a in r.score.aspects.iter().filter(|a| a.recall.is_some_and(|x| x < 1.0)) {
+        for a in r
+            .score
+            .aspects
+            .iter()
+            .filter(|a| a.recall.is_some_and(|x| x < 1.0))
+        {
             out.push_str(&format!(
                 "    {}: found {} of {} labelled ({})\n",
                 a.aspect,

@@ -170,7 +170,7 @@ pub async fn execute_step(
         &step,
         &ToolInput {
             goal: &s.goal,
-            notes: &s.source_notes,
+            notes: s.source_notes.notes(),
             deps,
             aspects: s
                 .active_steps()
@@ -180,7 +180,11 @@ pub async fn execute_step(
     );
     let unmet = match &out.error {
         Some(e) => vec![format!("tool error: {e}")],
-        None => acceptance::check(&step.acceptance_criteria, &out.sources, &s.source_notes),
+        None => acceptance::check(
+            &step.acceptance_criteria,
+            &out.sources,
+            s.source_notes.notes(),
+        ),
     };
     let r = StepResult {
         met: unmet.is_empty(),

@@ -7,6 +7,7 @@
 
 use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
+use crate::research::notes::Note;
 use crate::research::output::{evidence, final_output};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
@@ -16,7 +17,6 @@ use crate::research::state::{
 };
 use crate::research::text;
 use planwright::{NodeContext, NodeError};
-use crate::research::notes::Note;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -96,9 +96,9 @@ fn unsupported_aspects(s: &ResearchState) -> Vec<String> {
     for st in s.active_steps() {
         let Some(a) = st.aspect() else { continue };
         let a = text::primary(a).to_string();
-        let served = s
-            .active_steps()
-            .any(|o| o.status == StepStatus::Complete && o.aspect().is_some_and(|x| text::primary(x) == a));
+        let served = s.active_steps().any(|o| {
+            o.status == StepStatus::Complete && o.aspect().is_some_and(|x| text::primary(x) == a)
+        });
         if !served && !out.contains(&a) {
             out.push(a);
         }
@@ -121,7 +121,8 @@ fn next_action(s: &ResearchState) -> String {
     }
     let missing = unsupported_aspects(s);
     if missing.is_empty() {
-        return "look at the unmet criteria above, adjust the constraints, and run again".to_string();
+        return "look at the unmet criteria above, adjust the constraints, and run again"
+            .to_string();
     }
     let list = missing
         .iter()
@@ -173,7 +174,7 @@ pub async fn synthesize_report(
             return Ok(u);
         }
     };
-    emit_usage(&ctx, "synthesize_report", reply.usage);
+    let usage = emit_usage(&ctx, "synthesize_report", reply.usage);
     let allowed: HashSet<&str> = ev.iter().map(|e| e.source_id.as_str()).collect();
     let notes: HashMap<&str, &Note> = s
         .source_notes
@@ -201,6 +202,7 @@ pub async fn synthesize_report(
         ));
     }
     Ok(ResearchUpdate::default()
+        .model_usage(usage)
         .final_output(final_output(&view, status::OK, &report))
         .final_report(report)
         .knowledge_gaps(gaps)

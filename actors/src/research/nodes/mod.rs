@@ -13,15 +13,26 @@ use super::state::{status, HistoryEntry, ResearchUpdate};
 use planwright::{NodeContext, NodeError};
 use serde_json::json;
 
-/// Emits the `model_usage` event of a model call.
-pub(crate) fn emit_usage(ctx: &NodeContext, call: &str, usage: Option<TokenUsage>) {
-    if let Some(u) = usage {
-        ctx.emit(json!({"model_usage": {
-            "call": call,
-            "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens,
-        }}));
-    }
+/// Emits the `model_usage` event of a model call, and returns its record for the state's
+/// `model_usage` (empty for the offline policy, which calls no model).
+pub(crate) fn emit_usage(
+    ctx: &NodeContext,
+    call: &str,
+    usage: Option<TokenUsage>,
+) -> Vec<super::state::CallUsage> {
+    let Some(u) = usage else {
+        return Vec::new();
+    };
+    ctx.emit(json!({"model_usage": {
+        "call": call,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+    }}));
+    vec![super::state::CallUsage {
+        call: call.to_string(),
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+    }]
 }
 
 /// A policy error: transient errors are retried by the runtime while attempts remain

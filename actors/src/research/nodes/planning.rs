@@ -2,6 +2,7 @@
 //! it valid.
 
 use super::{emit_usage, policy_failure, Env};
+use crate::research::budget;
 use crate::research::nodes::assess::progress_score;
 use crate::research::nodes::review::needs_approval;
 use crate::research::policy::{PlanRequest, RepairRequest, ReplanRequest};
@@ -59,6 +60,12 @@ pub fn preserve_completed(old: &[PlanStep], new: &mut Vec<PlanStep>) -> Vec<Stri
     restored
 }
 
+/// The notes a plan (or its repair) carries: the best for the goal and its sections.
+fn plan_notes(s: &ResearchState) -> Vec<crate::research::notes::Note> {
+    let query = format!("{} {}", s.goal, s.constraints.required_sections.join(" "));
+    budget::notes_for_call(s.source_notes.notes(), &query, s.constraints.note_tokens)
+}
+
 /// The node `create_plan`.
 pub async fn create_plan(
     env: Arc<Env>,
@@ -68,16 +75,17 @@ pub async fn create_plan(
     let req = PlanRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        notes: s.source_notes.clone(),
+        notes: plan_notes(&s),
     };
     match env.policy.create_plan(&req).await {
         Ok(reply) => {
-            emit_usage(&ctx, "create_plan", reply.usage);
+            let usage = emit_usage(&ctx, "create_plan", reply.usage);
             let mut plan = reply.value;
             for step in plan.iter_mut() {
                 step.status = StepStatus::Pending;
             }
             Ok(ResearchUpdate::default()
+                .model_usage(usage)
                 .execution_history(vec![HistoryEntry::new(
                     "plan_created",
                     format!(
@@ -141,13 +149,13 @@ pub async fn repair_plan(
     let req = RepairRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        notes: s.source_notes.clone(),
+        notes: plan_notes(&s),
         plan: s.plan.clone(),
         errors: s.plan_errors.clone(),
     };
     match env.policy.repair_plan(&req).await {
         Ok(reply) => {
-            emit_usage(&ctx, "repair_plan", reply.usage);
+            let usage = emit_usage(&ctx, "repair_plan", reply.usage);
             let mut plan = reply.value;
             let restored = preserve_completed(&s.plan, &mut plan);
             normalize_statuses(&mut plan);
@@ -161,6 +169,7 @@ pub async fn repair_plan(
                 detail.push_str(&format!("; kept complete steps {}", restored.join(", ")));
             }
             Ok(ResearchUpdate::default()
+                .model_usage(usage)
                 .repair_count(s.repair_count + 1)
                 .approved_plan(!needs_approval(&plan, &s.constraints))
                 .review_decision(None)
@@ -180,7 +189,11 @@ pub async fn replan(
     let req = ReplanRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        notes: s.source_notes.clone(),
+        notes: budget::notes_for_call(
+            s.source_notes.notes(),
+            &format!("{} {}", s.goal, s.knowledge_gaps.join(" ")),
+            s.constraints.note_tokens,
+        ),
         plan: s.plan.clone(),
         step_results: s.step_results.clone(),
         knowledge_gaps: s.knowledge_gaps.clone(),
@@ -188,7 +201,7 @@ pub async fn replan(
     };
     match env.policy.replan(&req).await {
         Ok(reply) => {
-            emit_usage(&ctx, "replan", reply.usage);
+            let usage = emit_usage(&ctx, "replan", reply.usage);
             let mut plan = reply.value;
             let restored = preserve_completed(&s.plan, &mut plan);
             normalize_statuses(&mut plan);
@@ -218,6 +231,7 @@ pub async fn replan(
                 detail.push_str(&format!("; kept complete steps {}", restored.join(", ")));
             }
             Ok(ResearchUpdate::default()
+                .model_usage(usage)
                 .replan_count(s.replan_count + 1)
                 .progress_at_replan(Some(progress_score(&s)))
                 .repair_count(0)

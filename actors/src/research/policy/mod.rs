@@ -11,9 +11,9 @@ mod offline_repair;
 mod offline_replan;
 pub mod offline_report;
 
+pub use crate::research::lexicon::synonyms;
 pub use chat::{responders, ChatResearchPolicy};
 pub use offline::OfflineResearchPolicy;
-pub use crate::research::lexicon::synonyms;
 pub use offline_replan::widen;
 
 pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};

@@ -9,9 +9,9 @@
 
 use super::offline::{goal_topic, search_step};
 use super::ReplanRequest;
+use crate::research::lexicon::synonyms;
 use crate::research::state::{Criterion, PlanStep, StepStatus};
 use crate::research::text;
-use crate::research::lexicon::synonyms;
 use std::collections::HashMap;
 
 /// The id a replacement of `id` gets in replan `n`.

@@ -181,10 +181,7 @@ fn compare_lines<'a>(section: &'a SectionInput, title_of: &dyn Fn(&str) -> &'a s
         }
         lines.extend(verdicts(name, &found));
         if !silent.is_empty() {
-            lines.push(format!(
-                "- No figure on {name} in {}.",
-                silent.join(", ")
-            ));
+            lines.push(format!("- No figure on {name} in {}.", silent.join(", ")));
         }
     }
     lines
