@@ -1,5 +1,6 @@
 //! The runtime: the pure superstep machine, node actors, supervisors and the engine.
 
+pub mod body_codec;
 mod engine;
 mod error;
 mod histogram;

@@ -6,6 +6,7 @@
 //! spaces snapshots geometrically, so the total is a small multiple of the final state's size,
 //! where a full copy per step (LangGraph's savers) grows quadratically.
 
+use super::body_codec;
 use super::error::RunError;
 use super::saved::{SavedThread, SavedWrite};
 use super::superstep::TaskSpec;
@@ -66,14 +67,14 @@ pub(crate) fn step_record<S: State>(
         {
             saved.deltas_since_snapshot += 1;
             saved.delta_bytes_since_snapshot += delta.len() as u64;
-            (BodyKind::Delta, delta)
+            (BodyKind::Delta, body_codec::encode(delta))
         }
         _ => {
             let body = serde_json::to_vec(&*saved.state)?;
             saved.deltas_since_snapshot = 0;
             saved.delta_bytes_since_snapshot = 0;
             saved.snapshot_bytes = body.len() as u64;
-            (BodyKind::Snapshot, body)
+            (BodyKind::Snapshot, body_codec::encode(body))
         }
     };
     let id = CheckpointId(saved.head.map_or(1, |h| h.0 + 1));
@@ -108,7 +109,7 @@ pub(crate) fn update_write<S: State>(
         node: task.node.to_string(),
         kind: WriteKind::Update,
         key: String::new(),
-        payload: serde_json::to_vec(update)?,
+        payload: body_codec::encode(serde_json::to_vec(update)?),
     })
 }
 
@@ -198,22 +199,31 @@ pub(crate) async fn load<S: State>(
         ));
     }
     let mut saved = SavedThread::<S>::new();
-    saved.state = serde_json::from_slice::<S>(&first.body)
+    fn body<'r>(
+        thread: &ThreadId,
+        rec: &'r crate::checkpoint::CheckpointRecord,
+    ) -> Result<std::borrow::Cow<'r, [u8]>, RunError> {
+        body_codec::decode(&rec.body)
+            .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", rec.id)))
+    }
+    let first_body = body(thread, first)?;
+    saved.state = serde_json::from_slice::<S>(&first_body)
         .map(std::sync::Arc::new)
         .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", first.id)))?;
-    saved.snapshot_bytes = first.body.len() as u64;
+    saved.snapshot_bytes = first_body.len() as u64;
     for rec in &chain[1..] {
+        let json = body(thread, rec)?;
         match rec.kind {
             BodyKind::Snapshot => {
-                saved.state = serde_json::from_slice::<S>(&rec.body)
+                saved.state = serde_json::from_slice::<S>(&json)
                     .map(std::sync::Arc::new)
                     .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", rec.id)))?;
-                saved.snapshot_bytes = rec.body.len() as u64;
+                saved.snapshot_bytes = json.len() as u64;
                 saved.deltas_since_snapshot = 0;
                 saved.delta_bytes_since_snapshot = 0;
             }
             BodyKind::Delta => {
-                let updates: Vec<S::Update> = serde_json::from_slice(&rec.body)
+                let updates: Vec<S::Update> = serde_json::from_slice(&json)
                     .map_err(|e| corrupt(thread, format!("checkpoint {}: {e}", rec.id)))?;
                 let mut ctx = MergeCtx::new();
                 for (i, u) in updates.into_iter().enumerate() {
@@ -221,7 +231,7 @@ pub(crate) async fn load<S: State>(
                     std::sync::Arc::make_mut(&mut saved.state).apply(u, &mut ctx)?;
                 }
                 saved.deltas_since_snapshot += 1;
-                saved.delta_bytes_since_snapshot += rec.body.len() as u64;
+                saved.delta_bytes_since_snapshot += json.len() as u64;
             }
         }
     }
@@ -276,7 +286,10 @@ pub(crate) async fn load<S: State>(
                 };
                 match w.kind {
                     WriteKind::Update => {
-                        let u = serde_json::from_slice(&w.payload).map_err(|e| {
+                        let json = body_codec::decode(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("write of task {}: {e}", w.task))
+                        })?;
+                        let u = serde_json::from_slice(&json).map_err(|e| {
                             corrupt(thread, format!("write of task {}: {e}", w.task))
                         })?;
                         saved.writes[i] = Some(SavedWrite::Done(u));

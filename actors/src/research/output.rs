@@ -41,13 +41,16 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
     out
 }
 
-/// The seed's `final_output`: status, brief, plan, evidence, gaps, and why the run stopped.
+/// The seed's `final_output`: status, the notes relied on, gaps, and why the run stopped. The
+/// brief itself is the state's `final_report`, the plan its `plan`, and each note's evidence
+/// sentence is in `step_results` (`output_json` joins them): not copied here, so a conversation's
+/// last checkpoint does not hold them twice. `report_words` says how long the brief is.
 pub fn final_output(s: &ResearchState, status: &str, report: &str) -> Value {
+    let sources: Vec<String> = evidence(s).into_iter().map(|e| e.source_id).collect();
     json!({
         "status": status,
-        "final_report": report,
-        "plan": s.plan,
-        "evidence": evidence(s),
+        "report_words": super::text::word_count(report),
+        "sources": sources,
         "knowledge_gaps": s.knowledge_gaps,
         "blocked_reason": s.blocked_reason,
         "errors": s.errors,

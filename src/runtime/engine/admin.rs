@@ -175,7 +175,7 @@ impl<S: State> Engine<S> {
         let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(*oldest))
             .await?
             .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
-        let snapshot = serde_json::to_vec(&*loaded.saved.state)?;
+        let snapshot = super::super::body_codec::encode(serde_json::to_vec(&*loaded.saved.state)?);
         cp.prune(thread, *oldest, snapshot).await?;
         Ok(())
     }

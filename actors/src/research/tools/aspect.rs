@@ -231,13 +231,13 @@ pub fn search_aspect(
     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
     let top = scored.first().map_or(0.0, |s| s.score);
     let mut out = ToolOutcome::default();
-    let mut lines = Vec::new();
+    let mut ids = Vec::new();
     for s in scored
         .into_iter()
         .take_while(|s| s.score >= top * RELEVANCE_FLOOR)
         .take(limit)
     {
-        lines.push(format!("[{}] {}: {}", s.note.id, s.note.title, s.sentence));
+        ids.push(s.note.id.clone());
         out.push_source(&s.note.id);
         out.findings.push(Finding {
             figures: Vec::new(),
@@ -246,14 +246,15 @@ pub fn search_aspect(
             sentence: s.sentence,
         });
     }
-    out.output = if lines.is_empty() {
+    // The sentences are in `findings`; the readable output names the notes only.
+    out.output = if ids.is_empty() {
         format!("no note is about {}", text::primary(aspect))
     } else {
         format!(
-            "{} note(s) on {}:\n{}",
-            lines.len(),
+            "{} note(s) on {}: {}",
+            ids.len(),
             text::primary(aspect),
-            lines.join("\n")
+            ids.join(", ")
         )
     };
     out
