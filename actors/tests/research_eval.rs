@@ -131,3 +131,33 @@ fn a_bad_set_is_refused_with_its_problem_named() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_readme_shows_the_brief_the_planner_writes() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let start = readme
+        .find("```text\n# Research brief")
+        .expect("README brief block")
+        + 8;
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    let out = planwright()
+        .args([
+            "research",
+            "--goal",
+            "Should our support team adopt retrieval-augmented generation for customer support?",
+            "--constraints",
+            r#"{"max_steps": 4, "required_sections": ["cost", "risks"]}"#,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let from = text.find("# Research brief").unwrap();
+    let to = text.find("## Unresolved questions").unwrap();
+    assert_eq!(
+        shown.trim(),
+        text[from..to].trim(),
+        "README.md's brief is stale"
+    );
+}
