@@ -81,9 +81,11 @@ async fn bytes_per_step_stay_flat_over_500_steps_while_full_copies_grow() {
 async fn large_bodies_are_stored_compressed_beside_plain_small_ones_and_read_back() {
     let graph = StateGraph::<Walk>::new("packed")
         .add_sync_node("note", |s: &Walk, _: &NodeContext| {
-            Ok(WalkUpdate::default()
-                .count(s.count + 1)
-                .trace(vec![format!("observation {:04} {}", s.count + 1, "y".repeat(300))]))
+            Ok(WalkUpdate::default().count(s.count + 1).trace(vec![format!(
+                "observation {:04} {}",
+                s.count + 1,
+                "y".repeat(300)
+            )]))
         })
         .add_edge(START, "note")
         .add_conditional_edges(
@@ -110,7 +112,10 @@ async fn large_bodies_are_stored_compressed_beside_plain_small_ones_and_read_bac
         if rec.body.starts_with(&ZSTD) {
             packed += 1;
             let json = planwright::runtime::body_codec::decode(&rec.body).unwrap();
-            assert!(json.len() > rec.body.len() * 2, "checkpoint {id} compresses");
+            assert!(
+                json.len() > rec.body.len() * 2,
+                "checkpoint {id} compresses"
+            );
         } else {
             plain += 1;
             serde_json::from_slice::<serde_json::Value>(&rec.body).unwrap();

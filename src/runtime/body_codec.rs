@@ -24,8 +24,20 @@ pub fn encode(json: Vec<u8>) -> Vec<u8> {
     if json.len() < COMPRESS_FROM {
         return json;
     }
-    match zstd::bulk::compress(&json, LEVEL) {
-        Ok(packed) if packed.len() < json.len() => packed,
+    thread_local! {
+        // A compression context costs more to create than a small body costs to compress.
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let packed = COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = zstd::bulk::Compressor::new(LEVEL).ok();
+        }
+        c.as_mut().and_then(|c| c.compress(&json).ok())
+    });
+    match packed {
+        Some(packed) if packed.len() < json.len() => packed,
         _ => json,
     }
 }

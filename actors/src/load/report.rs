@@ -310,10 +310,27 @@ impl LoadReport {
                 m.call, m.calls, m.errors, m.prompt_tokens, m.completion_tokens
             );
         }
+        let ended = (self.completed + self.failed).max(1) as f64;
+        if !self.model.is_empty() {
+            let tokens: u64 = self
+                .model
+                .iter()
+                .map(|m| m.prompt_tokens + m.completion_tokens)
+                .sum();
+            let _ = writeln!(
+                t,
+                "  model tokens per conversation: {:.0}",
+                tokens as f64 / ended
+            );
+        }
         let _ = writeln!(
             t,
-            "  checkpoints: {} records, {} bytes; peak RSS {} KiB (baseline {} KiB)",
-            self.checkpoint_records, self.checkpoint_bytes, self.peak_rss_kb, self.baseline_rss_kb
+            "  checkpoints: {} records, {} bytes ({:.0} per conversation); peak RSS {} KiB (baseline {} KiB)",
+            self.checkpoint_records,
+            self.checkpoint_bytes,
+            self.checkpoint_bytes as f64 / ended,
+            self.peak_rss_kb,
+            self.baseline_rss_kb
         );
         if let Some(m) = &self.memory {
             let server = m

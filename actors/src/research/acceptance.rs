@@ -1,13 +1,13 @@
 //! Deterministic acceptance checks: did a step's result meet its criteria?
 
-use super::notes::Note;
+use super::corpus::{Corpus, Prepared};
 use super::state::Criterion;
 
 /// Checks `criteria` against the notes a step used; returns each criterion that failed, named.
-pub fn check(criteria: &[Criterion], sources: &[String], notes: &[Note]) -> Vec<String> {
-    let used: Vec<&Note> = sources
+pub fn check(criteria: &[Criterion], sources: &[String], corpus: &Corpus) -> Vec<String> {
+    let used: Vec<&Prepared> = sources
         .iter()
-        .filter_map(|id| notes.iter().find(|n| &n.id == id))
+        .filter_map(|id| corpus.position(id).map(|i| corpus.prepared(i)))
         .collect();
     let mut unmet = Vec::new();
     for c in criteria {
@@ -35,15 +35,16 @@ pub fn check(criteria: &[Criterion], sources: &[String], notes: &[Note]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::research::notes::Note;
 
     #[test]
     fn names_each_unmet_criterion() {
-        let notes = vec![Note {
+        let notes = Corpus::new(vec![Note {
             id: "a".into(),
             title: "Cost".into(),
             text: "Licences cost money.".into(),
             tags: vec![],
-        }];
+        }]);
         let criteria = vec![
             Criterion::MinSources(2),
             Criterion::Covers(vec!["cost".into(), "risk".into()]),

@@ -7,9 +7,9 @@
 //! estimated tokens fit the constraint `note_tokens` (a note that does not fit whole is cut to its
 //! first sentence).
 
+use super::corpus::Corpus;
 use super::notes::Note;
 use super::text;
-use crate::tools::bm25::Bm25Index;
 
 /// Notes a call carries at most.
 pub const MAX_NOTES: usize = 8;
@@ -25,17 +25,11 @@ pub fn note_tokens(note: &Note) -> u32 {
 }
 
 /// The notes for a call whose subject is `query`: best first, within `budget` tokens.
-pub fn notes_for_call(notes: &[Note], query: &str, budget: u32) -> Vec<Note> {
-    let bodies: Vec<String> = notes.iter().map(Note::searchable).collect();
-    let index = Bm25Index::build(
-        notes
-            .iter()
-            .zip(&bodies)
-            .map(|(n, b)| (n.title.as_str(), b.as_str())),
-    );
+pub fn notes_for_call(corpus: &Corpus, query: &str, budget: u32) -> Vec<Note> {
+    let notes = corpus.notes();
     let mut out = Vec::new();
     let mut spent = 0u32;
-    for hit in index.search(query, MAX_NOTES) {
+    for hit in corpus.bm25().search(query, MAX_NOTES) {
         let note = &notes[hit.doc];
         let whole = note_tokens(note);
         if spent + whole <= budget {
@@ -73,11 +67,11 @@ mod tests {
     #[test]
     fn a_call_gets_the_best_notes_within_its_budget() {
         let long = "Heat pumps cut bills. ".repeat(40);
-        let notes = vec![
+        let notes = Corpus::new(vec![
             note("a", "Heat pumps cut heating bills."),
             note("b", "Retrieval grounds answers."),
             note("c", &long),
-        ];
+        ]);
         let all = notes_for_call(&notes, "heat pumps bills", 10_000);
         let ids: Vec<&str> = all.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(ids.len(), 2, "only notes on the query: {ids:?}");

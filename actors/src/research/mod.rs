@@ -14,6 +14,7 @@ pub mod citations;
 pub mod cli;
 pub mod clock;
 pub mod constraints;
+pub mod corpus;
 pub mod eval;
 pub mod figures;
 pub mod graph;

@@ -6,6 +6,7 @@
 //! **inline**. Nodes read the notes through [`NoteSet::notes`], shared (`Arc`) between the state's
 //! copies; nothing in a checkpoint grows with the bundled corpus.
 
+use super::corpus::Corpus;
 use super::notes::{self, Note};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::{Arc, OnceLock};
@@ -16,32 +17,37 @@ pub enum NoteSet {
     /// The bundled corpus (`fixtures/research/notes.json`), stored as its name.
     #[default]
     Bundled,
-    /// The caller's notes.
-    Inline(Arc<Vec<Note>>),
+    /// The caller's notes (prepared for searching when the set is made or loaded).
+    Inline(Arc<Corpus>),
 }
 
 /// The name a bundled set is stored under.
 pub const BUNDLED: &str = "bundled";
 
-fn bundled() -> &'static [Note] {
-    static NOTES: OnceLock<Vec<Note>> = OnceLock::new();
+fn bundled() -> &'static Corpus {
+    static NOTES: OnceLock<Corpus> = OnceLock::new();
     // The bundled corpus is checked by a unit test; a broken build would have no notes, and
     // every search would report the gap rather than panic.
-    NOTES.get_or_init(|| notes::bundled().unwrap_or_default())
+    NOTES.get_or_init(|| Corpus::new(notes::bundled().unwrap_or_default()))
 }
 
 impl NoteSet {
     /// The caller's notes.
     pub fn inline(notes: Vec<Note>) -> Self {
-        Self::Inline(Arc::new(notes))
+        Self::Inline(Arc::new(Corpus::new(notes)))
+    }
+
+    /// The notes prepared for searching.
+    pub fn corpus(&self) -> &Corpus {
+        match self {
+            Self::Bundled => bundled(),
+            Self::Inline(c) => c,
+        }
     }
 
     /// The notes.
     pub fn notes(&self) -> &[Note] {
-        match self {
-            Self::Bundled => bundled(),
-            Self::Inline(n) => n,
-        }
+        self.corpus().notes()
     }
 
     /// A note by id.
@@ -76,11 +82,11 @@ impl Serialize for NoteSet {
                 }
                 Named {
                     corpus: BUNDLED,
-                    count: bundled().len(),
+                    count: bundled().notes().len(),
                 }
                 .serialize(s)
             }
-            Self::Inline(n) => n.serialize(s),
+            Self::Inline(c) => c.notes().serialize(s),
         }
     }
 }

@@ -170,7 +170,7 @@ pub async fn execute_step(
         &step,
         &ToolInput {
             goal: &s.goal,
-            notes: s.source_notes.notes(),
+            corpus: s.source_notes.corpus(),
             deps,
             aspects: s
                 .active_steps()
@@ -183,7 +183,7 @@ pub async fn execute_step(
         None => acceptance::check(
             &step.acceptance_criteria,
             &out.sources,
-            s.source_notes.notes(),
+            s.source_notes.corpus(),
         ),
     };
     let r = StepResult {

@@ -63,7 +63,7 @@ pub fn preserve_completed(old: &[PlanStep], new: &mut Vec<PlanStep>) -> Vec<Stri
 /// The notes a plan (or its repair) carries: the best for the goal and its sections.
 fn plan_notes(s: &ResearchState) -> Vec<crate::research::notes::Note> {
     let query = format!("{} {}", s.goal, s.constraints.required_sections.join(" "));
-    budget::notes_for_call(s.source_notes.notes(), &query, s.constraints.note_tokens)
+    budget::notes_for_call(s.source_notes.corpus(), &query, s.constraints.note_tokens)
 }
 
 /// The node `create_plan`.
@@ -190,7 +190,7 @@ pub async fn replan(
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
         notes: budget::notes_for_call(
-            s.source_notes.notes(),
+            s.source_notes.corpus(),
             &format!("{} {}", s.goal, s.knowledge_gaps.join(" ")),
             s.constraints.note_tokens,
         ),

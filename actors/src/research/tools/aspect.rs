@@ -24,6 +24,7 @@
 //! aspect.
 
 use super::ToolOutcome;
+use crate::research::corpus::Corpus;
 use crate::research::lexicon;
 use crate::research::notes::Note;
 use crate::research::state::{Finding, StepParams};
@@ -103,10 +104,11 @@ fn has_figure(sentence: &str) -> bool {
 }
 
 /// Tags carried by at least half of the notes that mention a topic term.
-fn topical_tags(notes: &[Note], topic: &[String]) -> Vec<String> {
-    let on_topic: Vec<&Note> = notes
+fn topical_tags(corpus: &Corpus, topic: &[String]) -> Vec<String> {
+    let on_topic: Vec<&Note> = corpus
         .iter()
-        .filter(|n| topic.iter().any(|t| n.mentions(t)))
+        .filter(|(_, p)| topic.iter().any(|t| p.mentions(t)))
+        .map(|(n, _)| n)
         .collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for n in &on_topic {
@@ -133,7 +135,7 @@ struct Scored<'a> {
 pub fn search_aspect(
     aspect: &str,
     params: &StepParams,
-    notes: &[Note],
+    corpus: &Corpus,
     siblings: &[String],
 ) -> ToolOutcome {
     let matcher = Matcher::new(aspect);
@@ -156,34 +158,34 @@ pub fn search_aspect(
         .into_iter()
         .filter(|t| !is_own(t))
         .collect();
-    let weights = super::search::weigh_terms(&salient, notes);
+    let weights = super::search::weigh_terms(&salient, corpus);
     let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
-    let tags = topical_tags(notes, &params.require_any);
+    let tags = topical_tags(corpus, &params.require_any);
     let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
     let mut scored: Vec<Scored> = Vec::new();
-    for note in notes {
+    for (note, prepared) in corpus.iter() {
         let on_topic = if params.require_any.is_empty() {
             true
         } else if note.tags.is_empty() || tags.is_empty() {
-            params.require_any.iter().any(|t| note.mentions(t))
+            params.require_any.iter().any(|t| prepared.mentions(t))
         } else {
             note.tags.iter().any(|t| tags.contains(t))
         };
         if !on_topic {
             continue;
         }
-        let title = matcher.weight(&tokenize(&note.title)) * TITLE_WEIGHT;
-        let tag = note
+        let title = matcher.weight(&prepared.title) * TITLE_WEIGHT;
+        let tag = prepared
             .tags
             .iter()
-            .map(|t| matcher.weight(&tokenize(t)))
+            .map(|t| matcher.weight(t))
             .fold(0.0, f64::max)
             * TAG_WEIGHT;
         let mut on_aspect = 0.0;
-        let mut best: Option<(f64, String)> = None;
-        let mut fallback: Option<(f64, String)> = None;
-        for s in text::sentences(&note.text) {
-            let tokens = tokenize(&s);
+        let mut best: Option<(f64, &str)> = None;
+        let mut fallback: Option<(f64, &str)> = None;
+        for sentence in &prepared.sentences {
+            let (s, tokens) = (sentence.text.as_str(), &sentence.words);
             let salient_score: f64 = weights
                 .iter()
                 .filter(|(t, _)| {
@@ -192,10 +194,10 @@ pub fn search_aspect(
                 })
                 .map(|(_, w)| w)
                 .sum();
-            let w = matcher.weight(&tokens);
+            let w = matcher.weight(tokens);
             if w > 0.0 {
-                let shared = others.iter().filter(|m| m.weight(&tokens) > 0.0).count();
-                let figure = if has_figure(&s) { FIGURE_BONUS } else { 0.0 };
+                let shared = others.iter().filter(|m| m.weight(tokens) > 0.0).count();
+                let figure = if has_figure(s) { FIGURE_BONUS } else { 0.0 };
                 let value = w * (1.0 + figure) / (1.0 + shared as f64);
                 on_aspect += value;
                 let rank = value + 0.1 * salient_score;
@@ -211,7 +213,7 @@ pub fn search_aspect(
         }
         let salient_note: f64 = weights
             .iter()
-            .filter(|(t, _)| note.mentions(t))
+            .filter(|(t, _)| prepared.mentions(t))
             .map(|(_, w)| w)
             .sum();
         let score = title
@@ -224,7 +226,7 @@ pub fn search_aspect(
         scored.push(Scored {
             note,
             score,
-            sentence,
+            sentence: sentence.to_string(),
         });
     }
     // Stable: ties keep corpus order.

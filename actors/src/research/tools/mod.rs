@@ -15,6 +15,7 @@ pub use latency::ToolLatency;
 pub use search::{search, DEFAULT_LIMIT as SEARCH_DEFAULT_LIMIT};
 pub use summarize::summarize;
 
+use super::corpus::Corpus;
 use super::notes::Note;
 use super::state::{Finding, PlanStep, StepResult};
 
@@ -88,8 +89,8 @@ impl ToolOutcome {
 pub struct ToolInput<'a> {
     /// The normalized goal (for relevance).
     pub goal: &'a str,
-    /// Every source note.
-    pub notes: &'a [Note],
+    /// Every source note, prepared for searching.
+    pub corpus: &'a Corpus,
     /// Results of the step's dependencies.
     pub deps: Vec<&'a StepResult>,
     /// The aspects every search step of the plan serves (see [`PlanStep::aspect`]).
@@ -108,7 +109,7 @@ impl ToolInput<'_> {
             }
         }
         ids.iter()
-            .filter_map(|id| self.notes.iter().find(|n| n.id == *id))
+            .filter_map(|id| self.corpus.notes().iter().find(|n| n.id == *id))
             .collect()
     }
 }
@@ -116,7 +117,7 @@ impl ToolInput<'_> {
 /// Runs a step's tool.
 pub fn run(step: &PlanStep, input: &ToolInput<'_>) -> ToolOutcome {
     match step.tool.as_str() {
-        "search" => search(&step.params, input.notes, &input.aspects),
+        "search" => search(&step.params, input.corpus, &input.aspects),
         "compare" => compare(&step.params, input),
         "summarize" => summarize(&step.params, input),
         other => ToolOutcome::failed(format!("unknown tool `{other}`")),

@@ -1,10 +1,9 @@
 //! `search`: BM25 ranking over the notes, with a relevance floor and an optional topic filter.
 
 use super::ToolOutcome;
-use crate::research::notes::Note;
+use crate::research::corpus::Corpus;
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
-use crate::tools::bm25::Bm25Index;
 
 /// Default number of notes a search returns.
 pub const DEFAULT_LIMIT: u32 = 3;
@@ -14,24 +13,18 @@ const RELEVANCE_FLOOR: f64 = 0.2;
 /// Runs a search. A step serving an aspect ranks by it (see [`super::aspect`]; `siblings` are the
 /// plan's other aspects); otherwise: the best `limit` notes for `query` that score at least a
 /// fifth of the best hit and, when `require_any` is given, mention at least one of its terms.
-pub fn search(params: &StepParams, notes: &[Note], siblings: &[String]) -> ToolOutcome {
+pub fn search(params: &StepParams, corpus: &Corpus, siblings: &[String]) -> ToolOutcome {
     if let Some(aspect) = params.aspect.as_deref().filter(|a| !a.trim().is_empty()) {
-        return super::aspect::search_aspect(aspect, params, notes, siblings);
+        return super::aspect::search_aspect(aspect, params, corpus, siblings);
     }
+    let notes = corpus.notes();
     let Some(query) = params.query.as_deref().filter(|q| !q.trim().is_empty()) else {
         return ToolOutcome::failed("search needs a non-empty `query`");
     };
-    let bodies: Vec<String> = notes.iter().map(Note::searchable).collect();
-    let index = Bm25Index::build(
-        notes
-            .iter()
-            .zip(&bodies)
-            .map(|(n, b)| (n.title.as_str(), b.as_str())),
-    );
-    let hits = index.search(query, notes.len());
+    let hits = corpus.bm25().search(query, notes.len());
     let top = hits.first().map_or(0.0, |h| h.score);
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
-    let weighted = weigh_terms(&text::content_terms(query), notes);
+    let weighted = weigh_terms(&text::content_terms(query), corpus);
     let mut out = ToolOutcome::default();
     let mut lines = Vec::new();
     for hit in hits {
@@ -39,7 +32,10 @@ pub fn search(params: &StepParams, notes: &[Note], siblings: &[String]) -> ToolO
             break;
         }
         let note = &notes[hit.doc];
-        if !params.require_any.is_empty() && !params.require_any.iter().any(|t| note.mentions(t)) {
+        let prepared = corpus.prepared(hit.doc);
+        if !params.require_any.is_empty()
+            && !params.require_any.iter().any(|t| prepared.mentions(t))
+        {
             continue;
         }
         let sentence = best_sentence(&note.text, &weighted);
@@ -66,12 +62,12 @@ pub fn search(params: &StepParams, notes: &[Note], siblings: &[String]) -> ToolO
 
 /// Each term with a weight that grows with its rarity among the notes (`1 + ln(N / df)`), so a
 /// sentence naming the rare section term beats one naming only the common topic words.
-pub fn weigh_terms(terms: &[String], notes: &[Note]) -> Vec<(String, f64)> {
-    let n = notes.len().max(1) as f64;
+pub fn weigh_terms(terms: &[String], corpus: &Corpus) -> Vec<(String, f64)> {
+    let n = corpus.notes().len().max(1) as f64;
     terms
         .iter()
         .map(|t| {
-            let df = notes.iter().filter(|x| x.mentions(t)).count().max(1) as f64;
+            let df = corpus.document_frequency(t).max(1) as f64;
             (t.clone(), 1.0 + (n / df).ln())
         })
         .collect()
@@ -97,6 +93,7 @@ pub fn best_sentence(text_: &str, terms: &[(String, f64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::research::notes::Note;
 
     fn note(id: &str, text: &str) -> Note {
         Note {
@@ -118,7 +115,7 @@ mod tests {
             query: Some("heat pumps bills".into()),
             ..StepParams::default()
         };
-        let out = search(&params, &notes, &[]);
+        let out = search(&params, &Corpus::new(notes), &[]);
         assert_eq!(out.sources, vec!["a", "c"]);
         assert_eq!(out.findings[0].sentence, "Heat pumps cut heating bills.");
     }
@@ -131,6 +128,7 @@ mod tests {
             require_any: vec!["heat".into()],
             ..StepParams::default()
         };
+        let notes = Corpus::new(notes);
         assert_eq!(search(&params, &notes, &[]).sources, vec!["b"]);
         assert!(search(&StepParams::default(), &notes, &[]).error.is_some());
     }

@@ -1,0 +1,195 @@
+//! A corpus of notes prepared once for searching: each note's words, sentences and tags already
+//! tokenised, a sorted word list per note for "does it mention this term" by binary search, and
+//! the BM25 index.
+//!
+//! Searching used to tokenise every note again for every term it checked — a quarter of a
+//! research conversation's CPU — and rebuild the BM25 index for every call. A [`Corpus`] is built
+//! once per note set: once per process for the bundled corpus, once per loaded thread for a
+//! caller's notes (see `note_set`).
+
+use super::notes::Note;
+use super::text;
+use crate::tools::bm25::{tokenize, Bm25Index};
+
+/// A sentence of a note with its words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sentence {
+    /// The sentence, verbatim.
+    pub text: String,
+    /// Its lower-case words.
+    pub words: Vec<String>,
+}
+
+/// One note, prepared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    /// The title's words.
+    pub title: Vec<String>,
+    /// Each tag's words.
+    pub tags: Vec<Vec<String>>,
+    /// The text's sentences.
+    pub sentences: Vec<Sentence>,
+    /// Every word of title, text and tags, sorted, without repeats.
+    vocabulary: Vec<String>,
+}
+
+impl Prepared {
+    fn new(note: &Note) -> Self {
+        let title = tokenize(&note.title);
+        let tags: Vec<Vec<String>> = note.tags.iter().map(|t| tokenize(t)).collect();
+        let sentences: Vec<Sentence> = text::sentences(&note.text)
+            .into_iter()
+            .map(|s| Sentence {
+                words: tokenize(&s),
+                text: s,
+            })
+            .collect();
+        let mut vocabulary: Vec<String> = title
+            .iter()
+            .chain(tags.iter().flatten())
+            .chain(sentences.iter().flat_map(|s| s.words.iter()))
+            .cloned()
+            .collect();
+        vocabulary.sort();
+        vocabulary.dedup();
+        Self {
+            title,
+            tags,
+            sentences,
+            vocabulary,
+        }
+    }
+
+    /// Whether some word of the note starts with the stem of `word` (as `text::has_word_prefix`).
+    pub fn has_word(&self, word: &str) -> bool {
+        let stem = text::stem(word);
+        let i = self.vocabulary.partition_point(|w| w.as_str() < stem);
+        self.vocabulary.get(i).is_some_and(|w| w.starts_with(stem))
+    }
+
+    /// Whether the note mentions `term` (as `Note::mentions`: `|` alternatives, every content word
+    /// of an alternative, by stem).
+    pub fn mentions(&self, term: &str) -> bool {
+        term.to_lowercase().split('|').any(|alt| {
+            let words = text::content_terms(alt);
+            let words = if words.is_empty() {
+                tokenize(alt)
+            } else {
+                words
+            };
+            !words.is_empty() && words.iter().all(|w| self.has_word(w))
+        })
+    }
+}
+
+/// Notes prepared for searching.
+#[derive(Debug)]
+pub struct Corpus {
+    notes: Vec<Note>,
+    prepared: Vec<Prepared>,
+    bm25: Bm25Index,
+}
+
+impl PartialEq for Corpus {
+    fn eq(&self, other: &Self) -> bool {
+        self.notes == other.notes
+    }
+}
+
+impl Eq for Corpus {}
+
+impl Corpus {
+    /// Prepares `notes`.
+    pub fn new(notes: Vec<Note>) -> Self {
+        let prepared = notes.iter().map(Prepared::new).collect();
+        let bodies: Vec<String> = notes.iter().map(Note::searchable).collect();
+        let bm25 = Bm25Index::build(
+            notes
+                .iter()
+                .zip(&bodies)
+                .map(|(n, b)| (n.title.as_str(), b.as_str())),
+        );
+        Self {
+            notes,
+            prepared,
+            bm25,
+        }
+    }
+
+    /// The notes, in order.
+    pub fn notes(&self) -> &[Note] {
+        &self.notes
+    }
+
+    /// The prepared form of note `i`.
+    pub fn prepared(&self, i: usize) -> &Prepared {
+        &self.prepared[i]
+    }
+
+    /// Notes with their prepared forms.
+    pub fn iter(&self) -> impl Iterator<Item = (&Note, &Prepared)> {
+        self.notes.iter().zip(&self.prepared)
+    }
+
+    /// The BM25 index over title, text and tags.
+    pub fn bm25(&self) -> &Bm25Index {
+        &self.bm25
+    }
+
+    /// The index of the note with id `id`.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.notes.iter().position(|n| n.id == id)
+    }
+
+    /// How many notes mention `term`.
+    pub fn document_frequency(&self, term: &str) -> usize {
+        self.prepared.iter().filter(|p| p.mentions(term)).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn note(title: &str, text: &str, tags: &[&str]) -> Note {
+        Note {
+            id: "n".into(),
+            title: title.into(),
+            text: text.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn mentions_agrees_with_the_notes_own_check() {
+        let n = note(
+            "Risks",
+            "Hallucinated answers are costly. Response time rose.",
+            &["customer-support"],
+        );
+        let p = Prepared::new(&n);
+        for term in [
+            "risk",
+            "cost",
+            "support",
+            "price",
+            "response time",
+            "staffing|answers",
+            "rose",
+        ] {
+            assert_eq!(p.mentions(term), n.mentions(term), "{term}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn mentions_matches_note_mentions_on_any_words(
+            words in proptest::collection::vec("[a-z]{1,8}", 1..12),
+            term in "[a-z]{1,8}( [a-z]{1,8})?",
+        ) {
+            let n = note(&words[0], &words.join(" "), &[]);
+            prop_assert_eq!(Prepared::new(&n).mentions(&term), n.mentions(&term));
+        }
+    }
+}
