@@ -46,7 +46,7 @@ pub fn initial_update(input: ResearchInput) -> Result<ResearchUpdate, InputError
     let source_notes = match input.source_notes {
         Some(list) => {
             notes::check_notes(&list)?;
-            NoteSet::inline(list)
+            NoteSet::from_notes(list)
         }
         None => NoteSet::Bundled,
     };

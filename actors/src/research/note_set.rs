@@ -32,7 +32,17 @@ fn bundled() -> &'static Corpus {
 }
 
 impl NoteSet {
-    /// The caller's notes.
+    /// The caller's notes — stored by name when they are exactly the bundled corpus (a client
+    /// that sends the bundled notes explicitly costs no more than one that leaves them out).
+    pub fn from_notes(notes: Vec<Note>) -> Self {
+        if notes.as_slice() == bundled().notes() {
+            Self::Bundled
+        } else {
+            Self::inline(notes)
+        }
+    }
+
+    /// The caller's notes, stored inline.
     pub fn inline(notes: Vec<Note>) -> Self {
         Self::Inline(Arc::new(Corpus::new(notes)))
     }
@@ -129,6 +139,10 @@ mod tests {
         let json = serde_json::to_value(&mine).unwrap();
         assert!(json.is_array());
         assert_eq!(serde_json::from_value::<NoteSet>(json).unwrap(), mine);
+        assert_eq!(
+            NoteSet::from_notes(notes::bundled().unwrap()),
+            NoteSet::Bundled
+        );
         let bad = serde_json::from_value::<NoteSet>(serde_json::json!({"corpus": "x"}));
         assert!(bad
             .unwrap_err()
