@@ -2,8 +2,8 @@
 //! gain from it.
 //!
 //! State snapshots are text — the same keys and phrases over and over — so a 10 KB snapshot
-//! stores in about a third of that. Small bodies (most deltas) stay plain JSON: compressing a
-//! few hundred bytes costs more CPU than it saves bytes. A stored body is recognised by its first
+//! stores in about a third of that. Bodies under 256 bytes stay plain JSON: compressing them
+//! costs more CPU than it saves bytes. A stored body is recognised by its first
 //! bytes: zstd's frame magic never starts JSON, so rows written before compression, or below the
 //! threshold, read as they always did. The snapshot policy (`persist`) and the checksums see the
 //! stored bytes; the sizes the policy weighs are the uncompressed ones.
@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 /// Bodies shorter than this are stored as plain JSON.
-pub const COMPRESS_FROM: usize = 1024;
+pub const COMPRESS_FROM: usize = 256;
 /// zstd's level: fast, and most of the gain for JSON.
 const LEVEL: i32 = 3;
 /// The zstd frame magic number, little-endian.

@@ -36,6 +36,10 @@ pub enum Durability {
 
 /// Most deltas between two snapshots, whatever their size (bounds the replay on load).
 pub(crate) const MAX_DELTAS: u64 = 256;
+/// Deltas of up to this many bytes (uncompressed) may follow a snapshot however small it is:
+/// replaying 16 KiB of JSON costs tens of microseconds, while a snapshot every kilobyte made a
+/// short conversation store its whole state three or four times.
+pub(crate) const MIN_DELTA_BUDGET: u64 = 16 * 1024;
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -63,7 +67,7 @@ pub(crate) fn step_record<S: State>(
             if saved.head.is_some()
                 && saved.deltas_since_snapshot < MAX_DELTAS
                 && saved.delta_bytes_since_snapshot + delta.len() as u64
-                    <= saved.snapshot_bytes.max(1024) =>
+                    <= saved.snapshot_bytes.max(MIN_DELTA_BUDGET) =>
         {
             saved.deltas_since_snapshot += 1;
             saved.delta_bytes_since_snapshot += delta.len() as u64;
