@@ -70,15 +70,40 @@ impl Prepared {
     /// Whether the note mentions `term` (as `Note::mentions`: `|` alternatives, every content word
     /// of an alternative, by stem).
     pub fn mentions(&self, term: &str) -> bool {
-        term.to_lowercase().split('|').any(|alt| {
-            let words = text::content_terms(alt);
-            let words = if words.is_empty() {
-                tokenize(alt)
-            } else {
-                words
-            };
-            !words.is_empty() && words.iter().all(|w| self.has_word(w))
-        })
+        self.mentions_term(&Term::new(term))
+    }
+
+    /// [`Prepared::mentions`] for a term split once ([`Term::new`]), for loops over many notes.
+    pub fn mentions_term(&self, term: &Term) -> bool {
+        term.alternatives
+            .iter()
+            .any(|words| !words.is_empty() && words.iter().all(|w| self.has_word(w)))
+    }
+}
+
+/// A search term split into its `|` alternatives' words, once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    alternatives: Vec<Vec<String>>,
+}
+
+impl Term {
+    /// Splits `term` as `Note::mentions` does.
+    pub fn new(term: &str) -> Self {
+        Self {
+            alternatives: term
+                .to_lowercase()
+                .split('|')
+                .map(|alt| {
+                    let words = text::content_terms(alt);
+                    if words.is_empty() {
+                        tokenize(alt)
+                    } else {
+                        words
+                    }
+                })
+                .collect(),
+        }
     }
 }
 
@@ -143,7 +168,11 @@ impl Corpus {
 
     /// How many notes mention `term`.
     pub fn document_frequency(&self, term: &str) -> usize {
-        self.prepared.iter().filter(|p| p.mentions(term)).count()
+        let term = Term::new(term);
+        self.prepared
+            .iter()
+            .filter(|p| p.mentions_term(&term))
+            .count()
     }
 }
 

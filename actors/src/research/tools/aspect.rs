@@ -24,7 +24,7 @@
 //! aspect.
 
 use super::ToolOutcome;
-use crate::research::corpus::Corpus;
+use crate::research::corpus::{Corpus, Term};
 use crate::research::lexicon;
 use crate::research::notes::Note;
 use crate::research::state::{Finding, StepParams};
@@ -104,10 +104,10 @@ fn has_figure(sentence: &str) -> bool {
 }
 
 /// Tags carried by at least half of the notes that mention a topic term.
-fn topical_tags(corpus: &Corpus, topic: &[String]) -> Vec<String> {
+fn topical_tags(corpus: &Corpus, topic: &[Term]) -> Vec<String> {
     let on_topic: Vec<&Note> = corpus
         .iter()
-        .filter(|(_, p)| topic.iter().any(|t| p.mentions(t)))
+        .filter(|(_, p)| topic.iter().any(|t| p.mentions_term(t)))
         .map(|(n, _)| n)
         .collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -159,15 +159,17 @@ pub fn search_aspect(
         .filter(|t| !is_own(t))
         .collect();
     let weights = super::search::weigh_terms(&salient, corpus);
+    let salient_terms: Vec<(Term, f64)> = weights.iter().map(|(t, w)| (Term::new(t), *w)).collect();
     let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
-    let tags = topical_tags(corpus, &params.require_any);
+    let topic: Vec<Term> = params.require_any.iter().map(|t| Term::new(t)).collect();
+    let tags = topical_tags(corpus, &topic);
     let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
     let mut scored: Vec<Scored> = Vec::new();
     for (note, prepared) in corpus.iter() {
         let on_topic = if params.require_any.is_empty() {
             true
         } else if note.tags.is_empty() || tags.is_empty() {
-            params.require_any.iter().any(|t| prepared.mentions(t))
+            topic.iter().any(|t| prepared.mentions_term(t))
         } else {
             note.tags.iter().any(|t| tags.contains(t))
         };
@@ -211,9 +213,9 @@ pub fn search_aspect(
         if on_aspect == 0.0 && title == 0.0 && tag == 0.0 {
             continue;
         }
-        let salient_note: f64 = weights
+        let salient_note: f64 = salient_terms
             .iter()
-            .filter(|(t, _)| prepared.mentions(t))
+            .filter(|(t, _)| prepared.mentions_term(t))
             .map(|(_, w)| w)
             .sum();
         let score = title
