@@ -35,6 +35,7 @@ fn tasks(n: usize, deps: &[u16], batches: &[(u8, u8)]) -> Vec<TaskSpec> {
                 after,
                 batch_limit: batch.map(|b| b / 100),
                 batch,
+                deferred: false,
             }
         })
         .collect()

@@ -238,6 +238,7 @@ fn dag_tasks(deps: &[Vec<u32>]) -> Vec<TaskSpec> {
             after: after.clone(),
             batch_limit: None,
             batch: Some(0),
+            deferred: false,
         })
         .collect()
 }
@@ -296,5 +297,121 @@ proptest! {
         prop_assert_eq!(state.log, (0..6).map(|i| format!("t{i}")).collect::<Vec<_>>());
         prop_assert_eq!(state.seen.get("k0"), Some(&4));
         prop_assert_eq!(state.seen.get("k1"), Some(&5));
+    }
+}
+
+/// `START` fans out to branches of the given lengths (`b{i}_{j}`), all of which lead to the
+/// deferred node `join`; `join` → `END`.
+fn branches_to_deferred_join(lengths: &[usize]) -> CompiledGraph<S> {
+    let mut g = StateGraph::new("branches")
+        .add_sync_node("join", noop)
+        .defer(["join"])
+        .add_edge("join", END);
+    for (i, &len) in lengths.iter().enumerate() {
+        for j in 0..len {
+            let name = format!("b{i}_{j}");
+            g = g.add_sync_node(&name, noop);
+            if j == 0 {
+                g = g.add_edge(START, &name);
+            } else {
+                g = g.add_edge(&format!("b{i}_{}", j - 1), &name);
+            }
+        }
+        g = g.add_edge(&format!("b{i}_{}", len - 1), "join");
+    }
+    g.compile().expect("branches compile")
+}
+
+/// Drives the pure machine to the end (every task finishes with an empty update) and returns
+/// the node names of each superstep.
+fn drive(g: &CompiledGraph<S>) -> Vec<Vec<String>> {
+    let first = superstep::start_tasks(g, &S::default(), 0).unwrap();
+    let (mut run, mut waiting) = superstep::schedule(g, first, Vec::new(), 0);
+    let mut steps = Vec::new();
+    let mut step = 0;
+    while !run.is_empty() {
+        steps.push(names(&run).iter().map(|n| n.to_string()).collect());
+        step += 1;
+        let next = superstep::next_tasks(g, &S::default(), &run, step).unwrap();
+        (run, waiting) = superstep::schedule(g, next, std::mem::take(&mut waiting), step);
+        assert!(steps.len() < 100, "the machine does not end: {steps:?}");
+    }
+    assert!(waiting.is_empty(), "nothing waits once nothing runs");
+    steps
+}
+
+#[test]
+fn a_deferred_node_waits_for_the_longest_branch_and_runs_once() {
+    let g = branches_to_deferred_join(&[1, 3]);
+    assert_eq!(
+        drive(&g),
+        [
+            vec!["b0_0", "b1_0"],
+            vec!["b1_1"],
+            vec!["b1_2"],
+            vec!["join"]
+        ]
+    );
+}
+
+#[test]
+fn deferred_tasks_are_stored_after_the_runnable_ones_and_split_back() {
+    let g = branches_to_deferred_join(&[1, 2]);
+    let first = superstep::start_tasks(&g, &S::default(), 0).unwrap();
+    let (run, waiting) = superstep::schedule(&g, first, Vec::new(), 0);
+    let next = superstep::next_tasks(&g, &S::default(), &run, 1).unwrap();
+    assert_eq!(
+        names(&next),
+        ["join", "b1_1"],
+        "join is asked for after step 0"
+    );
+    let (run, waiting) = superstep::schedule(&g, next, waiting, 1);
+    assert_eq!(names(&run), ["b1_1"]);
+    assert_eq!(names(&waiting), ["join"]);
+    assert_eq!(
+        (run[0].id.index, waiting[0].id.index),
+        (0, 1),
+        "waiting tasks are numbered after the runnable ones"
+    );
+    let stored = superstep::stored_next(&run, &waiting);
+    let bytes = serde_json::to_vec(&stored).unwrap();
+    let back: Vec<TaskSpec> = serde_json::from_slice(&bytes).unwrap();
+    let (run2, waiting2) = superstep::split_stored(back);
+    assert_eq!(names(&run2), ["b1_1"]);
+    assert_eq!(names(&waiting2), ["join"]);
+    assert!(waiting2[0].deferred && !run2[0].deferred);
+}
+
+#[test]
+fn a_graph_without_deferred_nodes_keeps_its_fingerprint_and_defer_names_must_exist() {
+    let plain = diamond();
+    let text = plain.mermaid();
+    assert!(!text.contains("deferred"), "{text}");
+    let deferred = branches_to_deferred_join(&[1]);
+    assert!(deferred.mermaid().contains("%% deferred: join"));
+    let err = StateGraph::<S>::new("bad")
+        .add_sync_node("a", noop)
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .defer(["ghost"])
+        .compile()
+        .err()
+        .expect("an unknown deferred node is refused");
+    assert!(err.to_string().contains("ghost"), "{err}");
+}
+
+proptest! {
+    /// Whatever the branches' lengths, the deferred join runs exactly once, alone, in the last
+    /// superstep, after every branch node ran exactly once.
+    #[test]
+    fn a_deferred_join_runs_once_after_every_branch(lengths in proptest::collection::vec(1usize..5, 1..4)) {
+        let g = branches_to_deferred_join(&lengths);
+        let steps = drive(&g);
+        let (last, before) = steps.split_last().unwrap();
+        prop_assert_eq!(last, &vec!["join".to_string()]);
+        prop_assert_eq!(steps.len(), lengths.iter().max().unwrap() + 1);
+        let ran: Vec<&String> = before.iter().flatten().collect();
+        prop_assert_eq!(ran.len(), lengths.iter().sum::<usize>());
+        prop_assert!(!ran.iter().any(|n| *n == "join"));
     }
 }

@@ -56,6 +56,7 @@ pub struct StateGraph<S: State> {
     pub(crate) conditionals: Vec<ConditionalDecl<S>>,
     pub(crate) options: Vec<(String, NodeOptions)>,
     pub(crate) interrupt_before: Vec<String>,
+    pub(crate) deferred: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
     pub(crate) step_limit: u64,
     pub(crate) cache_policies: Vec<(String, crate::cache::CachePolicy<S>)>,
@@ -71,6 +72,7 @@ impl<S: State> StateGraph<S> {
             conditionals: Vec::new(),
             options: Vec::new(),
             interrupt_before: Vec::new(),
+            deferred: Vec::new(),
             interrupt_after: Vec::new(),
             step_limit: 1000,
             cache_policies: Vec::new(),
@@ -148,6 +150,19 @@ impl<S: State> StateGraph<S> {
     pub fn interrupt_before<I: IntoIterator<Item = &'static str>>(mut self, nodes: I) -> Self {
         self.interrupt_before
             .extend(nodes.into_iter().map(str::to_string));
+        self
+    }
+
+    /// Makes these nodes **deferred**: a task of a deferred node waits until no other task of the
+    /// run is left — every pending branch has finished — and then runs once, however many branches
+    /// triggered it (a join across branches of different lengths). See `docs/architecture.md`.
+    pub fn defer<I, N>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        self.deferred
+            .extend(nodes.into_iter().map(|n| n.as_ref().to_string()));
         self
     }
 

@@ -53,6 +53,8 @@ pub struct CompiledNode<S: State> {
     pub interrupt_before: bool,
     /// Pause after it runs.
     pub interrupt_after: bool,
+    /// Waits until every other task of the run has finished (see `StateGraph::defer`).
+    pub deferred: bool,
     /// Its cache's counters, when it has a cache policy.
     pub cache: Option<Arc<crate::cache::CacheStats>>,
 }
@@ -233,6 +235,14 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         decl.body = body;
         caches[id.index()] = Some(stats);
     }
+    let mut deferred = vec![false; g.nodes.len()];
+    for name in &g.deferred {
+        let id = by_name.get(name).ok_or(GraphError::UnknownNodeIn {
+            what: "defer",
+            name: name.clone(),
+        })?;
+        deferred[id.index()] = true;
+    }
     let mut flags = vec![(false, false); g.nodes.len()];
     for (what, list, after) in [
         ("interrupt_before", &g.interrupt_before, false),
@@ -296,7 +306,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
     }
 
     let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
-    let diagram = mermaid::render(
+    let mut diagram = mermaid::render(
         &g.name,
         &names,
         &start_edges,
@@ -304,6 +314,20 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         &edges,
         &routers,
     );
+    // Deferred nodes change when tasks run, so they are part of the topology (a Mermaid comment:
+    // graphs without them keep their diagram and fingerprint).
+    let deferred_names: Vec<&str> = names
+        .iter()
+        .zip(&deferred)
+        .filter(|(_, d)| **d)
+        .map(|(n, _)| *n)
+        .collect();
+    if !deferred_names.is_empty() {
+        if !diagram.ends_with('\n') {
+            diagram.push('\n');
+        }
+        diagram.push_str(&format!("    %% deferred: {}\n", deferred_names.join(", ")));
+    }
     // Topology only: a state that gains fields with defaults still loads old checkpoints, so
     // field names are deliberately not part of the fingerprint.
     let fingerprint = format!("{:016x}", fnv1a(diagram.bytes()));
@@ -316,16 +340,20 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         .zip(routers)
         .zip(flags)
         .zip(caches)
+        .zip(deferred)
         .map(
-            |(((((decl, options), edges), router), (before, after)), cache)| CompiledNode {
-                name: Arc::from(decl.name.as_str()),
-                body: decl.body,
-                options,
-                edges,
-                router,
-                interrupt_before: before,
-                interrupt_after: after,
-                cache,
+            |((((((decl, options), edges), router), (before, after)), cache), deferred)| {
+                CompiledNode {
+                    name: Arc::from(decl.name.as_str()),
+                    body: decl.body,
+                    options,
+                    edges,
+                    router,
+                    interrupt_before: before,
+                    interrupt_after: after,
+                    deferred,
+                    cache,
+                }
             },
         )
         .collect();

@@ -280,6 +280,7 @@ pub(crate) async fn load<S: State>(
                 )
             })?;
         }
+        let (tasks, deferred) = super::superstep::split_stored(tasks);
         saved.writes = vec![None; tasks.len()];
         let mut answers: Vec<std::collections::BTreeMap<usize, serde_json::Value>> =
             vec![Default::default(); tasks.len()];
@@ -347,6 +348,7 @@ pub(crate) async fn load<S: State>(
             })
             .collect::<Result<_, _>>()?;
         saved.tasks = tasks;
+        saved.deferred = deferred;
     }
     Ok(Some(Loaded { saved, fingerprint }))
 }

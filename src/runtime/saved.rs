@@ -29,6 +29,9 @@ pub(crate) struct SavedThread<S: State> {
     pub head: Option<CheckpointId>,
     /// Tasks of the next superstep (empty: the thread is idle).
     pub tasks: Vec<TaskSpec>,
+    /// Tasks of deferred nodes waiting for every other task of the run to finish
+    /// (`StateGraph::defer`); stored after `tasks` in a checkpoint's `next_tasks`.
+    pub deferred: Vec<TaskSpec>,
     /// Writes saved by those tasks, by task index.
     pub writes: Vec<Option<SavedWrite<S>>>,
     /// Answers given to those tasks' `interrupt` calls, in call order, by task index.
@@ -50,6 +53,19 @@ pub(crate) struct SavedThread<S: State> {
 }
 
 impl<S: State> SavedThread<S> {
+    /// The pending tasks as a checkpoint stores them: the runnable ones, then the waiting
+    /// deferred ones.
+    pub fn stored_tasks(&self) -> Vec<TaskSpec> {
+        super::superstep::stored_next(&self.tasks, &self.deferred)
+    }
+
+    /// Forgets the pending superstep: its tasks, the waiting deferred ones and their writes.
+    pub fn clear_tasks(&mut self) {
+        self.tasks.clear();
+        self.deferred.clear();
+        self.writes.clear();
+    }
+
     /// A brand-new thread.
     pub fn new() -> Self {
         Self {
@@ -57,6 +73,7 @@ impl<S: State> SavedThread<S> {
             step: 0,
             head: None,
             tasks: Vec::new(),
+            deferred: Vec::new(),
             writes: Vec::new(),
             answers: Vec::new(),
             memos: Vec::new(),

@@ -45,6 +45,10 @@ pub struct TaskSpec {
     /// The first index of this task's dependency batch (tasks sharing it share the limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<u32>,
+    /// A deferred node's task that is waiting for the run's other tasks to finish (stored after
+    /// the superstep's runnable tasks; see [`schedule`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
 }
 
 struct NextBuilder<'g, S: State> {
@@ -74,6 +78,7 @@ impl<S: State> NextBuilder<'_, S> {
             after,
             batch: batch.map(|b| b.0),
             batch_limit: batch.and_then(|b| b.1),
+            deferred: false,
         });
     }
 
@@ -274,6 +279,77 @@ pub fn next_tasks<S: State>(
         b.follow(&node.name, &node.edges, node.router.as_ref(), state)?;
     }
     Ok(b.tasks)
+}
+
+/// Splits a superstep's tasks into those that run now and the deferred ones that wait.
+///
+/// `next` are the tasks the finished superstep's edges asked for; `waiting` the deferred tasks
+/// carried from earlier supersteps. An edge-triggered task of a deferred node
+/// (`StateGraph::defer`) waits while any other task is left; a deferred node triggered again
+/// while it waits still runs once (the join). `Send` and plan tasks of a deferred node carry their
+/// own input and run as sent. When nothing else is left,
+/// the waiting tasks run. Runnable tasks are renumbered `(step, 0..)`, and dependency indexes
+/// follow; waiting tasks are numbered after them and flagged, which is how they are stored in a
+/// checkpoint's `next_tasks` (see [`stored_next`] and [`split_stored`]).
+pub fn schedule<S: State>(
+    graph: &CompiledGraph<S>,
+    next: Vec<TaskSpec>,
+    waiting: Vec<TaskSpec>,
+    step: u64,
+) -> (Vec<TaskSpec>, Vec<TaskSpec>) {
+    let mut run = Vec::new();
+    let mut wait: Vec<TaskSpec> = waiting;
+    let mut moved = vec![None; next.len()];
+    for (i, t) in next.into_iter().enumerate() {
+        // Only edge-triggered tasks wait: a `Send` or plan task carries its own input and runs
+        // as sent, like LangGraph's push tasks.
+        let defers = graph.node(t.node_id).deferred
+            && t.input.is_none()
+            && t.after.is_empty()
+            && t.batch.is_none();
+        if defers {
+            if !wait.iter().any(|w| w.node_id == t.node_id) {
+                wait.push(t);
+            }
+        } else {
+            moved[i] = Some(run.len() as u32);
+            run.push(t);
+        }
+    }
+    for t in run.iter_mut() {
+        t.after = t.after.iter().filter_map(|&a| moved[a as usize]).collect();
+        t.batch = t.batch.and_then(|b| moved[b as usize]);
+    }
+    if run.is_empty() {
+        run = wait;
+        wait = Vec::new();
+    }
+    for (i, t) in run.iter_mut().enumerate() {
+        t.id = TaskId {
+            step,
+            index: i as u32,
+        };
+        t.deferred = false;
+    }
+    let base = run.len() as u32;
+    for (i, t) in wait.iter_mut().enumerate() {
+        t.id = TaskId {
+            step,
+            index: base + i as u32,
+        };
+        t.deferred = true;
+    }
+    (run, wait)
+}
+
+/// The tasks as a checkpoint stores them: the runnable ones, then the waiting deferred ones.
+pub fn stored_next(run: &[TaskSpec], waiting: &[TaskSpec]) -> Vec<TaskSpec> {
+    run.iter().chain(waiting).cloned().collect()
+}
+
+/// A checkpoint's stored tasks split back into runnable and waiting ([`stored_next`]'s inverse).
+pub fn split_stored(tasks: Vec<TaskSpec>) -> (Vec<TaskSpec>, Vec<TaskSpec>) {
+    tasks.into_iter().partition(|t| !t.deferred)
 }
 
 /// The pauses that `interrupt_before` asks for ahead of `next`: one per task whose node pauses.

@@ -440,6 +440,8 @@ impl<S: State> Run<S> {
         }
         let next =
             superstep::next_tasks(&self.sh.graph, &self.saved.state, &tasks, self.saved.step)?;
+        let waiting = std::mem::take(&mut self.saved.deferred);
+        let (next, waiting) = superstep::schedule(&self.sh.graph, next, waiting, self.saved.step);
         let graph = &self.sh.graph;
         let pause_after: Vec<&TaskSpec> = tasks
             .iter()
@@ -476,7 +478,7 @@ impl<S: State> Run<S> {
                 CheckpointSource::Loop,
                 nodes,
                 delta,
-                &next,
+                &superstep::stored_next(&next, &waiting),
                 serde_json::Value::Null,
                 pause,
             )?;
@@ -485,6 +487,7 @@ impl<S: State> Run<S> {
             self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));
         }
         self.saved.tasks = next;
+        self.saved.deferred = waiting;
         self.saved.writes = Vec::new();
         self.saved.memos = Vec::new();
         self.saved.answers = Vec::new();
@@ -606,7 +609,7 @@ impl<S: State> Run<S> {
                         at: self.saved.pause_at,
                         interrupts: self.pauses.clone(),
                     });
-                    let tasks = self.saved.tasks.clone();
+                    let tasks = self.saved.stored_tasks();
                     let nodes = self
                         .recent
                         .back()

@@ -6,7 +6,11 @@ impl<S: State> Engine<S> {
     /// The thread's current state, pending nodes and interrupts; `None` for an unknown thread.
     pub async fn get_state(&self, thread: &ThreadId) -> Result<Option<ThreadState<S>>, RunError> {
         Ok(self.load(thread).await?.map(|s| ThreadState {
-            next: s.tasks.iter().map(|t| t.node.to_string()).collect(),
+            next: s
+                .stored_tasks()
+                .iter()
+                .map(|t| t.node.to_string())
+                .collect(),
             interrupts: s.interrupts(),
             checkpoint: if self.sh.checkpointer.is_some() {
                 s.head
@@ -84,13 +88,18 @@ impl<S: State> Engine<S> {
                 after: vec![],
                 batch: None,
                 batch_limit: None,
+                deferred: false,
             };
-            saved.tasks = crate::runtime::superstep::next_tasks(
+            let next = crate::runtime::superstep::next_tasks(
                 &self.sh.graph,
                 &saved.state,
                 &[as_task],
                 saved.step,
             )?;
+            // Deferred tasks the thread was holding keep waiting behind the edit's next tasks.
+            let waiting = std::mem::take(&mut saved.deferred);
+            (saved.tasks, saved.deferred) =
+                crate::runtime::superstep::schedule(&self.sh.graph, next, waiting, saved.step);
             saved.writes = vec![None; saved.tasks.len()];
             // Nodes that pause before running pause after an edit too, as they would after a
             // superstep: the edit is what the approver reviews.
@@ -98,7 +107,7 @@ impl<S: State> Engine<S> {
             saved.paused_before = !pauses.is_empty();
             saved.pause_at = crate::checkpoint::PauseAt::Before;
             saved.pauses = pauses;
-            let tasks = saved.tasks.clone();
+            let tasks = saved.stored_tasks();
             let pause = saved.pause();
             let rec = persist::step_record(
                 &self.sh.graph,
@@ -134,7 +143,7 @@ impl<S: State> Engine<S> {
             .await?
             .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
         loaded.saved.head = None;
-        let tasks = loaded.saved.tasks.clone();
+        let tasks = loaded.saved.stored_tasks();
         let extra = serde_json::json!({ "forked_from": { "thread": thread, "checkpoint": at } });
         let mut rec = persist::step_record(
             &self.sh.graph,

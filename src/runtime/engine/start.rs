@@ -16,8 +16,7 @@ impl<S: State> Engine<S> {
         if matches!(mode, StartMode::Replace(_)) && !saved.is_interrupted() {
             // The unfinished superstep (and any writes its finished tasks left) is abandoned;
             // the new input starts from the state of the newest checkpoint.
-            saved.tasks.clear();
-            saved.writes.clear();
+            saved.clear_tasks();
         }
         match mode {
             StartMode::Input(input) | StartMode::Replace(input) => {
@@ -37,11 +36,17 @@ impl<S: State> Engine<S> {
                 let mut ctx = MergeCtx::new();
                 ctx.set_writer("__input__");
                 Arc::make_mut(&mut saved.state).apply(input, &mut ctx)?;
-                saved.tasks = crate::runtime::superstep::start_tasks(
+                let first = crate::runtime::superstep::start_tasks(
                     &self.sh.graph,
                     &saved.state,
                     saved.step,
                 )?;
+                (saved.tasks, saved.deferred) = crate::runtime::superstep::schedule(
+                    &self.sh.graph,
+                    first,
+                    Vec::new(),
+                    saved.step,
+                );
                 saved.writes = vec![None; saved.tasks.len()];
                 saved.answers = Vec::new();
                 // `interrupt_before` a first node pauses before anything runs.
@@ -52,7 +57,7 @@ impl<S: State> Engine<S> {
                     saved.pauses = pauses;
                 }
                 if self.sh.checkpointer.is_some() {
-                    let tasks = saved.tasks.clone();
+                    let tasks = saved.stored_tasks();
                     let pause = saved.pause();
                     let rec = persist::step_record(
                         &self.sh.graph,
@@ -110,7 +115,7 @@ impl<S: State> Engine<S> {
                 saved.pauses.clear();
                 if let Some(cp) = &self.sh.checkpointer {
                     // Mark the pause consumed so a crash now does not pause again.
-                    let tasks = saved.tasks.clone();
+                    let tasks = saved.stored_tasks();
                     let rec = persist::step_record(
                         &self.sh.graph,
                         thread,
@@ -184,8 +189,7 @@ impl<S: State> Engine<S> {
             // The next checkpoint must be a snapshot: the migrated state is not the stored parent
             // plus the next superstep's updates, so a delta on top of it would replay wrongly.
             saved.deltas_since_snapshot = u64::MAX;
-            saved.tasks.clear();
-            saved.writes.clear();
+            saved.clear_tasks();
             saved.paused_before = false;
             saved.pauses.clear();
             saved.answers.clear();
