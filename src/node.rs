@@ -75,7 +75,12 @@ pub struct NodeContext {
     pub(crate) context: Option<RunContext>,
     /// The engine's store (`EngineBuilder::store`).
     pub(crate) store: Option<Arc<dyn Store>>,
+    /// Where a command node's `goto` is left for the supervisor (`None` for other nodes).
+    pub(crate) goto: Option<Arc<GotoSlot>>,
 }
+
+/// Where a command node's task leaves its `Command::goto` for the supervisor to route by.
+pub(crate) type GotoSlot = std::sync::Mutex<Option<crate::graph::Route>>;
 
 /// The answers a task's `interrupt` calls get, and how many calls the attempt made.
 #[derive(Debug, Default)]
@@ -126,6 +131,7 @@ impl NodeContext {
             memos: Arc::default(),
             context: None,
             store: None,
+            goto: None,
         }
     }
 
@@ -156,6 +162,13 @@ impl NodeContext {
     pub fn with_answers(mut self, answers: Vec<serde_json::Value>) -> Self {
         self.answers = Answers::new(answers);
         self
+    }
+
+    /// Leaves a command node's `goto` for the supervisor (a detached context drops it).
+    pub(crate) fn set_goto(&self, goto: Option<crate::graph::Route>) {
+        if let Some(slot) = &self.goto {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = goto;
+        }
     }
 
     /// A `tracing` span for this task, a child of its run's span.

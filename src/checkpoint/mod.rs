@@ -154,19 +154,23 @@ pub enum WriteKind {
     Memo,
     /// A resume value addressed to the task.
     Resume,
+    /// Where a command node's finished task said to go next (`Command::goto`); saved beside
+    /// its update.
+    Goto,
 }
 
 impl WriteKind {
     /// Every kind.
-    pub const ALL: [WriteKind; 5] = [
+    pub const ALL: [WriteKind; 6] = [
         Self::Update,
         Self::Interrupt,
         Self::Error,
         Self::Memo,
         Self::Resume,
+        Self::Goto,
     ];
 
-    /// The kind as stored (`update`, `interrupt`, `error`, `memo`, `resume`).
+    /// The kind as stored (`update`, `interrupt`, `error`, `memo`, `resume`, `goto`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Update => "update",
@@ -174,6 +178,7 @@ impl WriteKind {
             Self::Error => "error",
             Self::Memo => "memo",
             Self::Resume => "resume",
+            Self::Goto => "goto",
         }
     }
 

@@ -1,5 +1,6 @@
 //! The graph builder: declare nodes and edges, then `compile()` validates everything once.
 
+use super::command::Command;
 use super::compiled::{self, CompiledGraph};
 use super::error::GraphError;
 use super::route::Route;
@@ -57,6 +58,8 @@ pub struct StateGraph<S: State> {
     pub(crate) options: Vec<(String, NodeOptions)>,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) deferred: Vec<String>,
+    /// Command nodes and the targets their `goto` may name.
+    pub(crate) commands: Vec<(String, Vec<String>)>,
     pub(crate) interrupt_after: Vec<String>,
     pub(crate) step_limit: u64,
     pub(crate) cache_policies: Vec<(String, crate::cache::CachePolicy<S>)>,
@@ -73,6 +76,7 @@ impl<S: State> StateGraph<S> {
             options: Vec::new(),
             interrupt_before: Vec::new(),
             deferred: Vec::new(),
+            commands: Vec::new(),
             interrupt_after: Vec::new(),
             step_limit: 1000,
             cache_policies: Vec::new(),
@@ -94,6 +98,56 @@ impl<S: State> StateGraph<S> {
         F: Fn(&S, &NodeContext) -> Result<S::Update, NodeError> + Send + Sync + 'static,
     {
         self.push_node(name, NodeBody::Sync(Arc::new(f)))
+    }
+
+    /// Adds an async **command node**: it returns a [`Command`] — its update and where to go
+    /// next — instead of a bare update. `targets` are the nodes (or `END`) its `goto` may name;
+    /// `compile()` checks them and the diagram shows them as dashed edges.
+    pub fn add_command_node<F, Fut, I>(self, name: &str, targets: I, f: F) -> Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Command<S::Update>, NodeError>> + Send + 'static,
+        I: IntoIterator<Item = &'static str>,
+    {
+        let f = Arc::new(f);
+        let body = move |state: Arc<S>, ctx: NodeContext| {
+            let run = f(state, ctx.clone());
+            async move {
+                let command = run.await?;
+                ctx.set_goto(command.goto);
+                Ok(command.update)
+            }
+        };
+        self.declare_command(name, targets)
+            .push_node(name, NodeBody::Async(Arc::new(FnNode(body))))
+    }
+
+    /// Adds a synchronous command node (see [`StateGraph::add_command_node`]), run inline on its
+    /// actor. It must not block.
+    pub fn add_sync_command_node<F, I>(self, name: &str, targets: I, f: F) -> Self
+    where
+        F: Fn(&S, &NodeContext) -> Result<Command<S::Update>, NodeError> + Send + Sync + 'static,
+        I: IntoIterator<Item = &'static str>,
+    {
+        let body = move |state: &S, ctx: &NodeContext| {
+            let command = f(state, ctx)?;
+            ctx.set_goto(command.goto);
+            Ok(command.update)
+        };
+        self.declare_command(name, targets)
+            .push_node(name, NodeBody::Sync(Arc::new(body)))
+    }
+
+    fn declare_command<I: IntoIterator<Item = &'static str>>(
+        mut self,
+        name: &str,
+        targets: I,
+    ) -> Self {
+        self.commands.push((
+            name.to_string(),
+            targets.into_iter().map(str::to_string).collect(),
+        ));
+        self
     }
 
     /// Adds a node implemented as a type.

@@ -49,6 +49,8 @@ pub struct CompiledNode<S: State> {
     pub edges: Vec<Target>,
     /// Its conditional edge, if any.
     pub router: Option<CompiledRouter<S>>,
+    /// For a command node, the targets its `goto` may name (label = the target's name).
+    pub command: Option<Vec<(String, Target)>>,
     /// Pause before it runs.
     pub interrupt_before: bool,
     /// Pause after it runs.
@@ -216,6 +218,24 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         });
     }
 
+    let mut commands: Vec<Option<Vec<(String, Target)>>> = vec![None; g.nodes.len()];
+    for (name, targets) in &g.commands {
+        if targets.is_empty() {
+            return Err(GraphError::CommandWithoutTargets(name.clone()));
+        }
+        if g.cache_policies.iter().any(|(n, _)| n == name) {
+            return Err(GraphError::CachedCommand(name.clone()));
+        }
+        let mut table: Vec<(String, Target)> = Vec::new();
+        for to in targets {
+            let t = resolve(name, to)?;
+            if !table.iter().any(|(_, x)| *x == t) {
+                table.push((to.clone(), t));
+            }
+        }
+        commands[by_name[name.as_str()].index()] = Some(table);
+    }
+
     let mut options: Vec<NodeOptions> = g.nodes.iter().map(|n| n.options.clone()).collect();
     for (name, o) in g.options {
         let id = by_name.get(&name).ok_or(GraphError::UnknownNodeIn {
@@ -276,7 +296,8 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
             let conditional = routers[i]
                 .iter()
                 .flat_map(|r| r.labels.iter().map(|(_, t)| *t));
-            succ(&mut edges[i].iter().copied().chain(conditional))
+            let command = commands[i].iter().flatten().map(|(_, t)| *t);
+            succ(&mut edges[i].iter().copied().chain(conditional).chain(command))
         })
         .collect();
     adj.push(Vec::new());
@@ -313,6 +334,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         start_router.as_ref(),
         &edges,
         &routers,
+        &commands,
     );
     // Deferred nodes change when tasks run, so they are part of the topology (a Mermaid comment:
     // graphs without them keep their diagram and fingerprint).
@@ -341,14 +363,19 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         .zip(flags)
         .zip(caches)
         .zip(deferred)
+        .zip(commands)
         .map(
-            |((((((decl, options), edges), router), (before, after)), cache), deferred)| {
+            |(
+                ((((((decl, options), edges), router), (before, after)), cache), deferred),
+                command,
+            )| {
                 CompiledNode {
                     name: Arc::from(decl.name.as_str()),
                     body: decl.body,
                     options,
                     edges,
                     router,
+                    command,
                     interrupt_before: before,
                     interrupt_after: after,
                     deferred,

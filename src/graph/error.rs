@@ -61,4 +61,10 @@ pub enum GraphError {
     /// The step limit is zero.
     #[error("step limit must be at least 1")]
     ZeroStepLimit,
+    /// A command node declared no targets for its `goto`.
+    #[error("command node `{0}` declares no targets: name the nodes its goto may go to, or add it with add_node")]
+    CommandWithoutTargets(String),
+    /// A command node has a cache policy: a cached answer would lose where it said to go.
+    #[error("command node `{0}` cannot have a cache policy: a cached answer has no goto")]
+    CachedCommand(String),
 }

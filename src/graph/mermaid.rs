@@ -19,6 +19,7 @@ pub(crate) fn render<S: State>(
     start_router: Option<&CompiledRouter<S>>,
     edges: &[Vec<Target>],
     routers: &[Option<CompiledRouter<S>>],
+    commands: &[Option<Vec<(String, Target)>>],
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "---\ntitle: {title}\n---\nflowchart TD");
@@ -27,17 +28,25 @@ pub(crate) fn render<S: State>(
         let _ = writeln!(out, "    {name}[{name}]");
     }
     let _ = writeln!(out, "    __end__([END])");
-    let mut emit = |from: &str, plain: &[Target], router: Option<&CompiledRouter<S>>| {
+    let mut emit = |from: &str,
+                    plain: &[Target],
+                    router: Option<&CompiledRouter<S>>,
+                    command: &[(String, Target)]| {
         for t in plain {
             let _ = writeln!(out, "    {from} --> {}", id(names, *t));
         }
         for (label, t) in router.iter().flat_map(|r| r.labels.iter()) {
             let _ = writeln!(out, "    {from} -.->|{label}| {}", id(names, *t));
         }
+        // A command node's goto targets: dashed and unlabelled, as LangGraph draws them.
+        for (_, t) in command {
+            let _ = writeln!(out, "    {from} -.-> {}", id(names, *t));
+        }
     };
-    emit("__start__", start_edges, start_router);
+    emit("__start__", start_edges, start_router, &[]);
     for (i, name) in names.iter().enumerate() {
-        emit(name, &edges[i], routers[i].as_ref());
+        let command = commands[i].as_deref().unwrap_or_default();
+        emit(name, &edges[i], routers[i].as_ref(), command);
     }
     out
 }

@@ -51,8 +51,9 @@ pub struct Dag {
     pub max_parallel: Option<usize>,
 }
 
-/// A router's answer.
-#[derive(Clone, Debug, PartialEq)]
+/// A router's answer (or a command node's `goto`, stored with its pending write).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Route {
     /// Go to the node the label maps to.
     To(Cow<'static, str>),

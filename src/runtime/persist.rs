@@ -117,6 +117,20 @@ pub(crate) fn update_write<S: State>(
     })
 }
 
+/// A task write of where a command node's finished task said to go next.
+pub(crate) fn goto_write(
+    task: &TaskSpec,
+    goto: &crate::graph::Route,
+) -> Result<TaskWrite, RunError> {
+    Ok(TaskWrite {
+        task: task.id,
+        node: task.node.to_string(),
+        kind: WriteKind::Goto,
+        key: String::new(),
+        payload: serde_json::to_vec(goto)?,
+    })
+}
+
 /// A task write of an interrupt.
 pub(crate) fn interrupt_write(
     task: &TaskSpec,
@@ -327,6 +341,15 @@ pub(crate) async fn load<S: State>(
                             saved.memos.resize(tasks.len(), Default::default());
                         }
                         saved.memos[i].insert(w.key, v);
+                    }
+                    WriteKind::Goto => {
+                        let goto = serde_json::from_slice(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("goto of task {}: {e}", w.task))
+                        })?;
+                        if saved.gotos.len() < tasks.len() {
+                            saved.gotos.resize(tasks.len(), None);
+                        }
+                        saved.gotos[i] = Some(goto);
                     }
                     WriteKind::Error => {}
                 }

@@ -36,6 +36,9 @@ pub(crate) struct SavedThread<S: State> {
     pub writes: Vec<Option<SavedWrite<S>>>,
     /// Answers given to those tasks' `interrupt` calls, in call order, by task index.
     pub answers: Vec<Vec<serde_json::Value>>,
+    /// Where those tasks that are command nodes said to go next (`Command::goto`), by task
+    /// index: kept with their finished writes until the superstep ends.
+    pub gotos: Vec<Option<crate::graph::Route>>,
     /// Results memoised by those tasks (`NodeContext::memo`), by task index.
     pub memos: Vec<std::collections::BTreeMap<String, serde_json::Value>>,
     /// True when the run paused before `tasks` ran (an `interrupt_before`/`interrupt_after` node).
@@ -64,6 +67,7 @@ impl<S: State> SavedThread<S> {
         self.tasks.clear();
         self.deferred.clear();
         self.writes.clear();
+        self.gotos.clear();
     }
 
     /// A brand-new thread.
@@ -75,6 +79,7 @@ impl<S: State> SavedThread<S> {
             tasks: Vec::new(),
             deferred: Vec::new(),
             writes: Vec::new(),
+            gotos: Vec::new(),
             answers: Vec::new(),
             memos: Vec::new(),
             paused_before: false,

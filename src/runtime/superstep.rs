@@ -102,20 +102,34 @@ impl<S: State> NextBuilder<'_, S> {
             self.trigger(t);
         }
         let Some(router) = router else { return Ok(()) };
+        self.route(from, &router.labels, (router.router)(state))
+    }
+
+    /// Adds the tasks `route` asks for, resolved against a label table (a router's targets, or a
+    /// command node's, whose labels are the targets' names).
+    fn route(
+        &mut self,
+        from: &str,
+        labels: &[(String, Target)],
+        route: Route,
+    ) -> Result<(), RunError> {
         let resolve = |label: &str| {
-            router.resolve(label).ok_or_else(|| RunError::UnknownLabel {
-                node: from.to_string(),
-                label: label.to_string(),
-                targets: router
-                    .labels
-                    .iter()
-                    .map(|(l, _)| l.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+            labels
+                .iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, t)| *t)
+                .ok_or_else(|| RunError::UnknownLabel {
+                    node: from.to_string(),
+                    label: label.to_string(),
+                    targets: labels
+                        .iter()
+                        .map(|(l, _)| l.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
         };
         let send_target = |node: &str| -> Result<NodeId, RunError> {
-            match router.labels.iter().find(|(label, t)| {
+            match labels.iter().find(|(label, t)| {
                 label == node
                     || matches!(t, Target::Node(id) if &*self.graph.node(*id).name == node)
             }) {
@@ -126,7 +140,7 @@ impl<S: State> NextBuilder<'_, S> {
                 }),
             }
         };
-        match (router.router)(state) {
+        match route {
             Route::To(label) => self.trigger(resolve(&label)?),
             Route::Many(labels) => {
                 for label in labels {
@@ -268,15 +282,32 @@ pub fn next_tasks<S: State>(
     finished: &[TaskSpec],
     step: u64,
 ) -> Result<Vec<TaskSpec>, RunError> {
+    next_tasks_after(graph, state, finished, &[], step)
+}
+
+/// [`next_tasks`] when command nodes among the finished tasks said where to go: `gotos[i]` is
+/// task `i`'s `Command::goto` (missing or `None`: only its edges and router). A goto is followed
+/// after the node's edges and router, in task order, and resolved against the targets the node
+/// declared; one naming anything else fails the run (`UnknownLabel` / `UnknownSendTarget`).
+pub fn next_tasks_after<S: State>(
+    graph: &CompiledGraph<S>,
+    state: &S,
+    finished: &[TaskSpec],
+    gotos: &[Option<Route>],
+    step: u64,
+) -> Result<Vec<TaskSpec>, RunError> {
     let mut b = NextBuilder {
         graph,
         step,
         triggered: vec![false; graph.nodes().len()],
         tasks: Vec::new(),
     };
-    for task in finished {
+    for (i, task) in finished.iter().enumerate() {
         let node = graph.node(task.node_id);
         b.follow(&node.name, &node.edges, node.router.as_ref(), state)?;
+        if let (Some(Some(goto)), Some(table)) = (gotos.get(i), &node.command) {
+            b.route(&node.name, table, goto.clone())?;
+        }
     }
     Ok(b.tasks)
 }

@@ -87,6 +87,8 @@ pub(crate) struct Run<S: State> {
     ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
+    /// Per task of a command node, where its running attempt leaves its `goto`.
+    goto_slots: Vec<Option<Arc<crate::node::GotoSlot>>>,
     events: EventSink,
     cancel: CancellationToken,
     outcome: Option<oneshot::Sender<Result<RunOutcome<S>, RunError>>>,
@@ -122,6 +124,7 @@ impl<S: State> Actor for Supervisor<S> {
             step: Step::new(0),
             ready: Vec::new(),
             memo_stores: Vec::new(),
+            goto_slots: Vec::new(),
             events: a.events,
             cancel: a.cancel,
             outcome: Some(a.outcome),
@@ -145,6 +148,8 @@ impl<S: State> Run<S> {
         let n = self.saved.tasks.len();
         self.step = Step::new(n);
         self.memo_stores = vec![None; n];
+        self.goto_slots = vec![None; n];
+        self.saved.gotos.resize(n, None);
         if self.saved.memos.len() < n {
             self.saved.memos.resize(n, Default::default());
         }
@@ -209,6 +214,11 @@ impl<S: State> Run<S> {
             fresh: Default::default(),
         });
         self.memo_stores[i] = Some(memos.clone());
+        let goto = self.sh.graph.node(spec.node_id).command.is_some().then(|| {
+            let slot = Arc::new(crate::node::GotoSlot::default());
+            self.goto_slots[i] = Some(slot.clone());
+            slot
+        });
         let ctx = NodeContext {
             task: spec.id,
             node: spec.node.clone(),
@@ -221,6 +231,7 @@ impl<S: State> Run<S> {
             memos,
             context: self.per_run.context.clone(),
             store: self.sh.store.clone(),
+            goto,
         };
         let me = self
             .me
@@ -285,10 +296,17 @@ impl<S: State> Run<S> {
         // The I/O each result needs, then the machine's verdict.
         let (outcome, failure) = match done.result {
             Ok(update) => {
+                let goto = self.goto_slots[i]
+                    .take()
+                    .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
-                    let w = persist::update_write::<S>(&spec, &update)?;
-                    self.save_writes(vec![w]).await?;
+                    let mut writes = vec![persist::update_write::<S>(&spec, &update)?];
+                    if let Some(g) = &goto {
+                        writes.push(persist::goto_write(&spec, g)?);
+                    }
+                    self.save_writes(writes).await?;
                 }
+                self.saved.gotos[i] = goto;
                 (Outcome::Updated(update), None)
             }
             Err(NodeError::Interrupt(value)) => {
@@ -438,8 +456,14 @@ impl<S: State> Run<S> {
             }
             self.recent.push_back(t.node.clone());
         }
-        let next =
-            superstep::next_tasks(&self.sh.graph, &self.saved.state, &tasks, self.saved.step)?;
+        let gotos = std::mem::take(&mut self.saved.gotos);
+        let next = superstep::next_tasks_after(
+            &self.sh.graph,
+            &self.saved.state,
+            &tasks,
+            &gotos,
+            self.saved.step,
+        )?;
         let waiting = std::mem::take(&mut self.saved.deferred);
         let (next, waiting) = superstep::schedule(&self.sh.graph, next, waiting, self.saved.step);
         let graph = &self.sh.graph;
@@ -635,6 +659,9 @@ impl<S: State> Run<S> {
                     for (i, t) in self.saved.tasks.iter().enumerate() {
                         if let Some(Some(u)) = self.step.updates().get(i) {
                             writes.push(persist::update_write::<S>(t, u)?);
+                            if let Some(Some(g)) = self.saved.gotos.get(i) {
+                                writes.push(persist::goto_write(t, g)?);
+                            }
                         }
                         if let Some(Some(int)) = self.step.interrupts().get(i) {
                             writes.push(persist::interrupt_write(t, int)?);

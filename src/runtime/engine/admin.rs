@@ -101,6 +101,7 @@ impl<S: State> Engine<S> {
             (saved.tasks, saved.deferred) =
                 crate::runtime::superstep::schedule(&self.sh.graph, next, waiting, saved.step);
             saved.writes = vec![None; saved.tasks.len()];
+            saved.gotos = Vec::new();
             // Nodes that pause before running pause after an edit too, as they would after a
             // superstep: the edit is what the approver reviews.
             let pauses = crate::runtime::superstep::pauses_before(&self.sh.graph, &saved.tasks);

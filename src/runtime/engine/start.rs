@@ -48,6 +48,7 @@ impl<S: State> Engine<S> {
                     saved.step,
                 );
                 saved.writes = vec![None; saved.tasks.len()];
+                saved.gotos = Vec::new();
                 saved.answers = Vec::new();
                 // `interrupt_before` a first node pauses before anything runs.
                 let pauses = per_run.pauses_before(&self.sh.graph, &saved.tasks);
