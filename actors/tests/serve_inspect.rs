@@ -333,3 +333,76 @@ async fn threads_are_searched_by_status_and_id_prefix() {
     assert_eq!(s, 422);
     assert!(e.to_string().contains("sleeping"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_from_a_past_checkpoint_branches_the_same_thread() {
+    let url = start().await;
+    briefed(&url, "travel-1").await;
+    let history = |url: String| async move {
+        let (s, all) = post(
+            &format!("{url}/threads/travel-1/history"),
+            json!({"limit": 1000}),
+        )
+        .await;
+        assert_eq!(s, 200, "{all}");
+        all.as_array().unwrap().clone()
+    };
+    let before = history(url.clone()).await;
+    let oldest = before.last().unwrap();
+    let input_cp = oldest["checkpoint"]["checkpoint_id"].as_str().unwrap();
+    assert_eq!(oldest["metadata"]["source"], "input");
+    // Replay from the input checkpoint, the way `RemoteGraph` asks (config.configurable).
+    let (s, v) = post(
+        &format!("{url}/threads/travel-1/runs/wait"),
+        json!({"assistant_id": "research",
+               "config": {"configurable": {"checkpoint_id": input_cp}}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"], "ok");
+    let after = history(url.clone()).await;
+    assert_eq!(
+        after.len(),
+        before.len() * 2,
+        "old checkpoints kept, one branch, every superstep again"
+    );
+    let branch = after
+        .iter()
+        .find(|c| c["metadata"]["source"] == "branch")
+        .expect("the history shows the branch");
+    assert_eq!(branch["metadata"]["branched_from"], input_cp);
+    assert_eq!(
+        branch["parent_checkpoint"]["checkpoint_id"], before[0]["checkpoint"]["checkpoint_id"],
+        "the branch follows the old head: one linear chain"
+    );
+    assert_eq!(
+        after[0]["values"]["final_report"], before[0]["values"]["final_report"],
+        "the same brief again"
+    );
+
+    // New input from a past checkpoint replaces what was pending there (`checkpoint_id`).
+    let (s, v) = post(
+        &format!("{url}/threads/travel-1/runs/wait"),
+        json!({"assistant_id": "research", "checkpoint_id": input_cp,
+               "input": {"input": "Should we move product search to a vector database?"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["goal"], "Should we move product search to a vector database?",
+        "{v}"
+    );
+    // Bad checkpoints are named.
+    let (s, e) = post(
+        &format!("{url}/threads/travel-1/runs/wait"),
+        json!({"assistant_id": "research", "checkpoint_id": "9999"}),
+    )
+    .await;
+    assert_eq!(s, 404, "{e}");
+    let (s, e) = post(
+        &format!("{url}/threads/travel-1/runs/wait"),
+        json!({"assistant_id": "research", "checkpoint": {"checkpoint_id": 5}}),
+    )
+    .await;
+    assert_eq!(s, 400, "{e}");
+}

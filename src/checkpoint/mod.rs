@@ -66,6 +66,9 @@ pub enum CheckpointSource {
     Update,
     /// The first checkpoint of a thread forked from another thread's checkpoint.
     Fork,
+    /// Time travel on the same thread: the state and pending tasks of an earlier checkpoint
+    /// (named by `extra.branched_from`), written as the thread's new head (`Engine::branch`).
+    Branch,
 }
 
 /// What a checkpoint says about itself, besides the state.

@@ -315,6 +315,19 @@ pub fn cancel(state: &AppState, a: Assistant, thread: &ThreadId) {
     }
 }
 
+/// Takes the thread back to checkpoint `at` (time travel on the same thread).
+pub async fn branch(
+    state: &AppState,
+    a: Assistant,
+    thread: &ThreadId,
+    at: CheckpointId,
+) -> Result<CheckpointId, RunError> {
+    match a {
+        Assistant::Research => state.research.branch(thread, at).await,
+        Assistant::Acquire => state.acquire.branch(thread, at).await,
+    }
+}
+
 /// Deletes the thread and everything stored for it.
 pub async fn delete(state: &AppState, a: Assistant, thread: &ThreadId) -> Result<(), RunError> {
     match a {

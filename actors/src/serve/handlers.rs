@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use planwright::runtime::Resume;
-use planwright::{RunError, RunOptions, RunStatus, ThreadId};
+use planwright::{CheckpointId, RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -309,6 +309,15 @@ pub struct RunBody {
     /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
+    /// Time travel: run from this past checkpoint of the thread (the SDKs' `checkpoint_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checkpoint_id: Option<String>,
+    /// Time travel, as `{"checkpoint_id": …}` (the SDKs' `checkpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checkpoint: Option<Value>,
+    /// A run config; only `configurable.checkpoint_id` is read (`RemoteGraph` sends it there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<Value>,
 }
 
 /// The multitask strategies: what a run does when its thread is busy.
@@ -335,9 +344,33 @@ impl RunBody {
         self.multitask_strategy = Some("enqueue".into());
     }
 
+    /// The past checkpoint the run starts from (time travel), from `checkpoint_id`,
+    /// `checkpoint.checkpoint_id` or `config.configurable.checkpoint_id`, in that order.
+    pub fn checkpoint(&self) -> Result<Option<CheckpointId>, ApiError> {
+        let named = self
+            .checkpoint_id
+            .clone()
+            .map(Value::String)
+            .or_else(|| self.checkpoint.as_ref()?.get("checkpoint_id").cloned())
+            .or_else(|| {
+                self.config
+                    .as_ref()?
+                    .pointer("/configurable/checkpoint_id")
+                    .cloned()
+            });
+        match named {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => super::inspect::checkpoint_id(&s).map(Some),
+            Some(other) => Err(ApiError::bad(format!(
+                "checkpoint_id must be a string, not {other}"
+            ))),
+        }
+    }
+
     /// The checks a request passes before anything is recorded: a known strategy, metadata
-    /// that is an object.
+    /// that is an object, a well-formed checkpoint.
     pub fn check(&self) -> Result<(), ApiError> {
+        self.checkpoint()?;
         if !STRATEGIES.contains(&self.strategy()) {
             return Err(ApiError::bad(format!(
                 "multitask_strategy `{}`: use one of {}",
@@ -375,7 +408,20 @@ pub async fn start_run(
     };
     opts.stream_events = stream;
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
+    let body_checkpoint = body.checkpoint()?;
     if resume.is_none() && body.input.is_none() {
+        if body_checkpoint.is_some() {
+            // A replay: the thread must already belong to this assistant.
+            let bound = assistants::of(state, &thread, &rec);
+            if bound != assistant {
+                return Err(ApiError::conflict(format!(
+                    "thread `{id}` belongs to assistant `{}`, not `{}`",
+                    bound.as_str(),
+                    assistant.as_str()
+                )));
+            }
+            branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?;
+        }
         return continue_thread(state, id, thread, rec, assistant, opts).await;
     }
     // Everything the request says is checked before the thread is bound or anything runs.
@@ -396,8 +442,10 @@ pub async fn start_run(
                 }
             };
             assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
+            let replace = branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?
+                || after_cancel;
             match start {
-                Ok(update) if after_cancel => {
+                Ok(update) if replace => {
                     state
                         .research
                         .start_replacing(thread.clone(), update, opts)
@@ -422,6 +470,8 @@ pub async fn start_run(
                     .map_err(|e| ApiError::bad(e.to_string()))?),
             };
             assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
+            let replace = branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?
+                || after_cancel;
             match start {
                 Ok(update) => {
                     // A finished acquire thread keeps its result: new input needs a new thread.
@@ -435,7 +485,7 @@ pub async fn start_run(
                             v.values["status"]
                         )));
                     }
-                    if after_cancel {
+                    if replace {
                         state
                             .acquire
                             .start_replacing(thread.clone(), update, opts)
@@ -463,6 +513,30 @@ pub async fn start_run(
         }
         Err(e) => Err(run_error(id, e)),
     }
+}
+
+/// Takes the thread back to the run's `checkpoint_id`, when it names one (time travel:
+/// `Engine::branch`). True when it did: new input then replaces the branch's pending superstep.
+async fn branch_if_asked(
+    state: &AppState,
+    id: &str,
+    at: &Option<CheckpointId>,
+    assistant: Assistant,
+    thread: &ThreadId,
+) -> Result<bool, ApiError> {
+    let Some(at) = *at else { return Ok(false) };
+    assistants::branch(state, assistant, thread, at)
+        .await
+        .map_err(|e| match e {
+            RunError::Checkpoint(planwright::checkpoint::CheckpointError::NotFound { .. }) => {
+                ApiError(
+                    StatusCode::NOT_FOUND,
+                    format!("thread `{id}` has no checkpoint {}", at.0),
+                )
+            }
+            e => run_error(id, e),
+        })?;
+    Ok(true)
 }
 
 /// A run with neither input nor a resume goes on from the thread's newest checkpoint, as

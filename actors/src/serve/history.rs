@@ -79,9 +79,19 @@ pub async fn history(
             "next": [],
             "checkpoint": {"thread_id": id, "checkpoint_id": h.id.0.to_string(), "checkpoint_ns": ""},
             "parent_checkpoint": h.parent.map(|p| json!({"thread_id": id, "checkpoint_id": p.0.to_string(), "checkpoint_ns": ""})),
-            "metadata": {"step": h.metadata.step, "source": h.metadata.source, "writes": h.metadata.nodes},
+            "metadata": history_metadata(&h.metadata),
             "created_at": h.metadata.created_at_ms,
         }));
     }
     Ok(Json(Value::Array(out)))
+}
+
+/// A checkpoint's metadata as the history shows it; a time-travel branch names the checkpoint
+/// it went back to (`branched_from`, as a checkpoint id string).
+fn history_metadata(m: &planwright::checkpoint::CheckpointMetadata) -> Value {
+    let mut out = json!({"step": m.step, "source": m.source, "writes": m.nodes});
+    if let Some(at) = m.extra.get("branched_from").and_then(Value::as_u64) {
+        out["branched_from"] = json!(at.to_string());
+    }
+    out
 }

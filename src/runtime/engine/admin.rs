@@ -163,6 +163,76 @@ impl<S: State> Engine<S> {
         Ok(id)
     }
 
+    /// Time travel on the same thread: takes the thread back to checkpoint `at`. A new head
+    /// checkpoint (source `Branch`, `extra.branched_from = at`) holds `at`'s state, pending tasks
+    /// and pause, so the next run, resume or `update_state` goes on from there; the checkpoints
+    /// written after `at` stay in the history, which now shows the branch. The thread's chain
+    /// stays linear (one writer, parent = the previous head), so a branch can never fork it.
+    /// Branching to the head changes nothing and returns it. Refused while a run is active
+    /// (`ThreadBusy`); needs a checkpointer.
+    pub async fn branch(
+        &self,
+        thread: &ThreadId,
+        at: CheckpointId,
+    ) -> Result<CheckpointId, RunError> {
+        let cp = self.storage()?.clone();
+        let (run_id, _) = self.claim(thread, BusyPolicy::Reject).await?;
+        let result = async {
+            let head = cp
+                .head(thread)
+                .await?
+                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            if head == at {
+                return Ok(head);
+            }
+            let src = cp.get(thread, at).await?;
+            let loaded = persist::load(&*cp, &self.sh.graph, thread, Some(at))
+                .await?
+                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            if loaded.fingerprint != self.sh.graph.fingerprint() {
+                return Err(RunError::FingerprintMismatch {
+                    thread: thread.clone(),
+                    expected: self.sh.graph.fingerprint().to_string(),
+                    found: loaded.fingerprint,
+                });
+            }
+            let mut past = loaded.saved;
+            past.head = Some(head);
+            let tasks = past.stored_tasks();
+            let extra = serde_json::json!({ "branched_from": at });
+            let mut rec = persist::step_record(
+                &self.sh.graph,
+                thread,
+                &mut past,
+                CheckpointSource::Branch,
+                src.metadata.nodes.clone(),
+                None,
+                &tasks,
+                extra,
+                src.metadata.pause.clone(),
+            )?;
+            rec.next_tasks = src.next_tasks;
+            let id = rec.id;
+            self.put(rec).await?;
+            Ok(id)
+        }
+        .await;
+        self.sh.release(thread, run_id);
+        result
+    }
+
+    /// Replays the thread from checkpoint `at` ([`Engine::branch`], then
+    /// [`Engine::continue_run`]): the supersteps after `at` run again, on the same thread.
+    pub async fn replay(
+        &self,
+        thread: ThreadId,
+        at: CheckpointId,
+        opts: RunOptions,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.branch(&thread, at).await?;
+        self.continue_run(thread, opts).await
+    }
+
     /// Deletes a thread and everything stored for it.
     pub async fn delete_thread(&self, thread: &ThreadId) -> Result<(), RunError> {
         if self.is_running(thread) {

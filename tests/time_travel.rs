@@ -1,0 +1,186 @@
+//! Time travel on the same thread: `Engine::branch` takes a thread back to a past checkpoint
+//! (history keeps what came after and shows the branch), `replay` runs again from there, and a
+//! branch to a paused checkpoint is paused again — on every backend.
+
+#[path = "support/backends.rs"]
+mod backends;
+mod support;
+
+use planwright::checkpoint::{CheckpointSource, Checkpointer, MemoryCheckpointer};
+use planwright::graph::StateGraph;
+use planwright::runtime::Resume;
+use planwright::{CheckpointId, Engine, RunError, RunOptions, RunStatus, ThreadId};
+use serde_json::json;
+use std::sync::Arc;
+use support::*;
+
+async fn on_every_backend<F, Fut>(check: F)
+where
+    F: Fn(Arc<dyn Checkpointer>, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let u = backends::unique();
+    check(Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")).await;
+    check(backends::sqlite("travel").await, format!("sqlite-{u}")).await;
+    if let Some(pg) = backends::postgres().await {
+        check(pg, format!("pg-{u}")).await;
+    }
+}
+
+async fn engine(graph: StateGraph<Walk>, cp: &Arc<dyn Checkpointer>) -> Engine<Walk> {
+    Engine::builder(graph.compile().unwrap())
+        .checkpointer(cp.clone())
+        .build()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaying_from_a_past_checkpoint_branches_the_same_thread() {
+    on_every_backend(|cp, p| async move {
+        let e = engine(counter_graph(), &cp).await;
+        let t = ThreadId::new(format!("{p}/replay"));
+        let first = e
+            .run(
+                t.clone(),
+                WalkUpdate::default().target(3),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(first.state.trace, ["inc1", "inc2", "inc3", "done"]);
+        let hist = e.history(&t, 100).await.unwrap();
+        assert_eq!(hist.len(), 5, "input + 4 supersteps");
+        let old_head = hist[0].id;
+        // The checkpoint after `inc1` ran (count 1, `inc` pending).
+        let after_inc1 = hist[3].id;
+        assert_eq!(e.state_at(&t, after_inc1).await.unwrap().count, 1);
+
+        let again = e
+            .replay(t.clone(), after_inc1, RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(again.status, RunStatus::Finished);
+        assert_eq!(
+            again.state.trace,
+            ["inc1", "inc2", "inc3", "done"],
+            "the supersteps after the branch point ran again, once"
+        );
+        let hist = e.history(&t, 100).await.unwrap();
+        assert_eq!(
+            hist.len(),
+            5 + 1 + 3,
+            "old checkpoints kept, branch, 3 new supersteps"
+        );
+        let branch = hist
+            .iter()
+            .find(|h| h.metadata.source == CheckpointSource::Branch)
+            .expect("history shows the branch");
+        assert_eq!(branch.parent, Some(old_head), "the chain stays linear");
+        assert_eq!(branch.metadata.extra["branched_from"], json!(after_inc1));
+        assert_eq!(branch.metadata.step, 1, "the branch takes the past step");
+        // What came before the branch is still there to read.
+        assert_eq!(e.state_at(&t, old_head).await.unwrap().count, 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_the_past_then_continuing_takes_another_path() {
+    on_every_backend(|cp, p| async move {
+        let e = engine(counter_graph(), &cp).await;
+        let t = ThreadId::new(format!("{p}/edit-past"));
+        e.run(
+            t.clone(),
+            WalkUpdate::default().target(3),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+        let hist = e.history(&t, 100).await.unwrap();
+        let after_inc1 = hist[3].id;
+        e.branch(&t, after_inc1).await.unwrap();
+        let st = e.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(st.values.count, 1);
+        assert_eq!(st.next, ["inc"]);
+        // Lower the target as if `inc` had written it: its router now goes to `done`.
+        e.update_state(&t, WalkUpdate::default().target(1), "inc")
+            .await
+            .unwrap();
+        let out = e
+            .continue_run(t.clone(), RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.state.trace, ["inc1", "done"]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_to_a_paused_checkpoint_is_paused_again() {
+    on_every_backend(|cp, p| async move {
+        let e = engine(counter_graph().interrupt_before(["done"]), &cp).await;
+        let t = ThreadId::new(format!("{p}/paused"));
+        let out = e
+            .run(
+                t.clone(),
+                WalkUpdate::default().target(2),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Interrupted);
+        let paused_at = e.get_state(&t).await.unwrap().unwrap().checkpoint.unwrap();
+        let done = e
+            .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(done.status, RunStatus::Finished);
+        e.branch(&t, paused_at).await.unwrap();
+        let st = e.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(st.next, ["done"]);
+        assert_eq!(
+            st.interrupts.len(),
+            1,
+            "the pause comes back with the branch"
+        );
+        let again = e
+            .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(again.state.trace, ["inc1", "inc2", "done"]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branching_refuses_what_it_cannot_do() {
+    on_every_backend(|cp, p| async move {
+        let e = engine(counter_graph(), &cp).await;
+        let t = ThreadId::new(format!("{p}/refuse"));
+        let err = e.branch(&t, CheckpointId(1)).await.unwrap_err();
+        assert!(matches!(err, RunError::UnknownThread(_)), "{err}");
+        e.run(
+            t.clone(),
+            WalkUpdate::default().target(1),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+        let head = e.get_state(&t).await.unwrap().unwrap().checkpoint.unwrap();
+        assert_eq!(
+            e.branch(&t, head).await.unwrap(),
+            head,
+            "branching to the head is a no-op"
+        );
+        assert_eq!(e.history(&t, 100).await.unwrap().len(), 3);
+        let err = e.branch(&t, CheckpointId(99)).await.unwrap_err();
+        assert!(err.to_string().contains("99"), "{err}");
+    })
+    .await;
+    let ephemeral = Engine::new(counter_graph().compile().unwrap()).await;
+    let err = ephemeral
+        .branch(&ThreadId::new("x"), CheckpointId(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("checkpointer"), "{err}");
+}
