@@ -134,6 +134,14 @@ pub enum RunEvent {
         /// Node executions by this run.
         node_executions: u64,
     },
+    /// An event of a subgraph's run, under the subgraph's namespace (`node:checkpoint.index`,
+    /// its child thread's id after the parent's).
+    Subgraph {
+        /// Which subgraph task the event comes from.
+        namespace: String,
+        /// The child run's event.
+        inner: Box<RunEvent>,
+    },
 }
 
 impl RunEvent {

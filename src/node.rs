@@ -77,6 +77,8 @@ pub struct NodeContext {
     pub(crate) store: Option<Arc<dyn Store>>,
     /// Where a command node's `goto` is left for the supervisor (`None` for other nodes).
     pub(crate) goto: Option<Arc<GotoSlot>>,
+    /// A subgraph task's child thread (`None` for other nodes; see `runtime::subgraph`).
+    pub(crate) child_thread: Option<crate::ids::ThreadId>,
 }
 
 /// Where a command node's task leaves its `Command::goto` for the supervisor to route by.
@@ -132,6 +134,7 @@ impl NodeContext {
             context: None,
             store: None,
             goto: None,
+            child_thread: None,
         }
     }
 

@@ -22,6 +22,7 @@ pub(crate) struct NodeDecl<S: State> {
     pub name: String,
     pub body: NodeBody<S>,
     pub options: NodeOptions,
+    pub subgraph: Option<Arc<dyn crate::runtime::subgraph::SubgraphHandle>>,
 }
 
 pub(crate) struct ConditionalDecl<S: State> {
@@ -160,6 +161,32 @@ impl<S: State> StateGraph<S> {
             name: name.to_string(),
             body,
             options: NodeOptions::default(),
+            subgraph: None,
+        });
+        self
+    }
+
+    /// Adds a compiled graph over state `C` as node `name` (a **subgraph**): `input` maps the
+    /// parent's state to the child's input, `output` the child's final state to the parent's
+    /// update. The child runs on its own engine (built with this graph's engine, sharing its
+    /// checkpointer and store) in a child thread under the parent thread; its interrupts pause the
+    /// parent and the parent's resume answers them; its events stream as
+    /// `RunEvent::Subgraph`; `Engine::subgraph_states` shows it. See `docs/graph-api.md`.
+    pub fn add_subgraph<C: State>(
+        mut self,
+        name: &str,
+        graph: CompiledGraph<C>,
+        input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
+        output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
+    ) -> Self {
+        let node = Arc::new(crate::runtime::subgraph::SubgraphNode::new(
+            graph, input, output,
+        ));
+        self.nodes.push(NodeDecl {
+            name: name.to_string(),
+            body: NodeBody::Async(node.clone()),
+            options: NodeOptions::default(),
+            subgraph: Some(node),
         });
         self
     }

@@ -51,6 +51,8 @@ pub struct CompiledNode<S: State> {
     pub router: Option<CompiledRouter<S>>,
     /// For a command node, the targets its `goto` may name (label = the target's name).
     pub command: Option<Vec<(String, Target)>>,
+    /// For a subgraph node, the parent engine's handle on it.
+    pub(crate) subgraph: Option<Arc<dyn crate::runtime::subgraph::SubgraphHandle>>,
     /// Pause before it runs.
     pub interrupt_before: bool,
     /// Pause after it runs.
@@ -350,6 +352,21 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         }
         diagram.push_str(&format!("    %% deferred: {}\n", deferred_names.join(", ")));
     }
+    let subgraph_names: Vec<&str> = g
+        .nodes
+        .iter()
+        .filter(|n| n.subgraph.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    if !subgraph_names.is_empty() {
+        if !diagram.ends_with('\n') {
+            diagram.push('\n');
+        }
+        diagram.push_str(&format!(
+            "    %% subgraphs: {}\n",
+            subgraph_names.join(", ")
+        ));
+    }
     // Topology only: a state that gains fields with defaults still loads old checkpoints, so
     // field names are deliberately not part of the fingerprint.
     let fingerprint = format!("{:016x}", fnv1a(diagram.bytes()));
@@ -371,6 +388,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
             )| {
                 CompiledNode {
                     name: Arc::from(decl.name.as_str()),
+                    subgraph: decl.subgraph,
                     body: decl.body,
                     options,
                     edges,

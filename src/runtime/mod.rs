@@ -11,6 +11,7 @@ mod saved;
 mod shared;
 mod stats;
 pub mod step;
+pub mod subgraph;
 pub mod superstep;
 mod supervisor;
 mod writer;

@@ -214,7 +214,11 @@ impl<S: State> Run<S> {
             fresh: Default::default(),
         });
         self.memo_stores[i] = Some(memos.clone());
-        let goto = self.sh.graph.node(spec.node_id).command.is_some().then(|| {
+        let graph_node = self.sh.graph.node(spec.node_id);
+        let child_thread = graph_node.subgraph.is_some().then(|| {
+            super::subgraph::child_thread(&self.thread, &spec.node, self.saved.head, spec.id.index)
+        });
+        let goto = graph_node.command.is_some().then(|| {
             let slot = Arc::new(crate::node::GotoSlot::default());
             self.goto_slots[i] = Some(slot.clone());
             slot
@@ -232,6 +236,7 @@ impl<S: State> Run<S> {
             context: self.per_run.context.clone(),
             store: self.sh.store.clone(),
             goto,
+            child_thread,
         };
         let me = self
             .me

@@ -22,6 +22,29 @@ impl<S: State> Engine<S> {
         }))
     }
 
+    /// The child threads of the thread's pending subgraph tasks (LangGraph's
+    /// `get_state(..., subgraphs=True)`): for a thread paused inside a subgraph, where the
+    /// subgraph stands. Empty when no pending task is a subgraph's.
+    pub async fn subgraph_states(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Vec<crate::runtime::subgraph::SubgraphState>, RunError> {
+        let Some(saved) = self.load(thread).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for t in &saved.tasks {
+            if let Some(sub) = &self.sh.graph.node(t.node_id).subgraph {
+                let child =
+                    crate::runtime::subgraph::child_thread(thread, &t.node, saved.head, t.id.index);
+                if let Some(st) = sub.state(&t.node, &child).await? {
+                    out.push(st);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) fn storage(&self) -> Result<&Arc<dyn Checkpointer>, RunError> {
         self.sh.checkpointer.as_ref().ok_or_else(|| {
             RunError::Internal("this engine has no checkpointer; history needs one".into())
@@ -241,6 +264,19 @@ impl<S: State> Engine<S> {
         self.sh.ephemeral.remove(thread);
         if let Some(cp) = &self.sh.checkpointer {
             cp.delete_thread(thread).await?;
+            // Subgraphs' child threads live in the thread's namespace: they go with it.
+            if self.sh.graph.nodes().iter().any(|n| n.subgraph.is_some()) {
+                let prefix = format!("{thread}|");
+                loop {
+                    let children = cp.list_threads(&prefix, 100, 0).await?;
+                    if children.is_empty() {
+                        break;
+                    }
+                    for c in children {
+                        cp.delete_thread(&c.thread_id).await?;
+                    }
+                }
+            }
         }
         Ok(())
     }

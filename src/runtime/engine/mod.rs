@@ -152,6 +152,16 @@ impl<S: State> EngineBuilder<S> {
             stats.push(s);
         }
         let writer = self.checkpointer.clone().map(AsyncWriter::spawn);
+        for n in self.graph.nodes() {
+            if let Some(sub) = &n.subgraph {
+                sub.attach(crate::runtime::subgraph::Services {
+                    checkpointer: self.checkpointer.clone(),
+                    store: self.store.clone(),
+                    durability: self.durability,
+                })
+                .await;
+            }
+        }
         Engine {
             sh: Arc::new(Shared {
                 graph: self.graph,
@@ -377,6 +387,11 @@ impl<S: State> Engine<S> {
         }
         for mut w in waits {
             let _ = w.wait_for(|e| *e).await;
+        }
+        for n in self.sh.graph.nodes() {
+            if let Some(sub) = &n.subgraph {
+                sub.shutdown().await;
+            }
         }
     }
 }
