@@ -1,6 +1,7 @@
 //! A small assistant that remembers its users across conversations: the graph API features an
 //! embedder builds with — a typed runtime context (who is asking, which model to use), the store
-//! (memory shared across threads), a node cache, and token streaming.
+//! (memory shared across threads), a node cache, a command node that decides where to go, a
+//! subgraph (billing questions go to a graph of their own), and token streaming.
 //!
 //! Run: `cargo run -p planwright-actors --example assistant_memory [STORE_URL]`
 //! (`STORE_URL` defaults to `memory:`; try `sqlite:/tmp/assistant.sqlite` and run it twice).
@@ -8,6 +9,7 @@
 use planwright::cache::CachePolicy;
 use planwright::graph::{StateGraph, END, START};
 use planwright::store::{PutOptions, SearchQuery, Store};
+use planwright::Command;
 use planwright::{Engine, NodeContext, NodeError, RunEvent, RunOptions, ThreadId};
 use planwright_actors::model::{
     ChatMessage, ChatModel, ChatRequest, Responder, SimConfig, SimulatedModel,
@@ -33,9 +35,46 @@ struct Caller {
     model: Arc<dyn ChatModel>,
 }
 
+planwright::state! {
+    /// The billing subgraph's own state.
+    pub struct Quote => QuoteUpdate {
+        replace plan: String,
+        replace monthly_eur: u64,
+        replace text: String,
+    }
+}
+
+/// Billing questions: `find_plan` → `price`. A graph of its own, run as one node of the
+/// assistant (its checkpoints live under the conversation's thread).
+fn billing() -> StateGraph<Quote> {
+    StateGraph::new("billing")
+        .add_sync_node("find_plan", |q: &Quote, _: &NodeContext| {
+            let monthly = match q.plan.as_str() {
+                "pro" => 49,
+                "team" => 199,
+                _ => 0,
+            };
+            Ok(QuoteUpdate::default().monthly_eur(monthly))
+        })
+        .add_sync_node("price", |q: &Quote, _: &NodeContext| {
+            Ok(QuoteUpdate::default().text(format!(
+                "The {} plan costs {} EUR a month.",
+                q.plan, q.monthly_eur
+            )))
+        })
+        .add_edge(START, "find_plan")
+        .add_edge("find_plan", "price")
+        .add_edge("price", END)
+}
+
 /// `classify` (cached: the same question is classified once for everybody), `remember` (the
-/// user's visits and topics, in the store), `answer` (streams the model's answer).
-fn graph() -> StateGraph<Turn> {
+/// user's visits and topics, in the store), `route` (a command node: billing questions go to the
+/// `billing` subgraph, the rest to `answer`), `answer` (streams the model's answer).
+fn graph() -> Result<StateGraph<Turn>, planwright::GraphError> {
+    Ok(graph_with(billing().compile()?))
+}
+
+fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
     StateGraph::new("assistant")
         .add_sync_node("classify", |s: &Turn, _: &NodeContext| {
             let topic = if s.question.contains("price") {
@@ -90,9 +129,35 @@ fn graph() -> StateGraph<Turn> {
                 .map_err(NodeError::retryable)?;
             Ok(TurnUpdate::default().answer(reply.content))
         })
+        .add_sync_command_node(
+            "route",
+            ["billing", "answer"],
+            |s: &Turn, _: &NodeContext| {
+                let next = if s.topic == "billing" {
+                    "billing"
+                } else {
+                    "answer"
+                };
+                Ok(Command::goto(TurnUpdate::default(), next))
+            },
+        )
+        .add_subgraph(
+            "billing",
+            billing,
+            |t: &Turn| {
+                let plan = if t.question.contains("team") {
+                    "team"
+                } else {
+                    "pro"
+                };
+                QuoteUpdate::default().plan(plan.into())
+            },
+            |q: &Quote| TurnUpdate::default().answer(q.text.clone()),
+        )
         .add_edge(START, "classify")
         .add_edge("classify", "remember")
-        .add_edge("remember", "answer")
+        .add_edge("remember", "route")
+        .add_edge("billing", END)
         .add_edge("answer", END)
 }
 
@@ -119,7 +184,7 @@ fn model() -> Arc<dyn ChatModel> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args().nth(1).unwrap_or_else(|| "memory:".into());
     let store: Arc<dyn Store> = planwright::store::connect(&url).await?;
-    let engine = Engine::builder(graph().compile()?)
+    let engine = Engine::builder(graph()?.compile()?)
         .store(store.clone())
         .build()
         .await;
@@ -147,6 +212,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         let out = handle.wait().await?;
+        if out.state.topic == "billing" {
+            print!("{}", out.state.answer);
+        }
         println!(
             "\n  (visit {} of {user}, topic {})",
             out.state.visits, out.state.topic
