@@ -25,5 +25,5 @@ pub use graph::{Command, CompiledGraph, GraphError, Route, Send, StateGraph, END
 pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};
 pub use node::{NodeContext, NodeError};
 pub use policy::{NodeOptions, RetryPolicy};
-pub use runtime::{Durability, Engine, Resume, RunError, RunOptions, RunOutcome};
+pub use runtime::{Durability, Engine, Refusal, Resume, RunError, RunOptions, RunOutcome};
 pub use state::{State, Update};

@@ -147,7 +147,13 @@ async fn an_interrupt_survives_a_restart_and_finished_siblings_are_not_rerun() {
             .resume(t.clone(), Resume::Value(json!(1)), RunOptions::default())
             .await
             .unwrap_err();
-        assert!(matches!(err, RunError::NotInterrupted(_)), "{err}");
+        assert!(
+            matches!(
+                err,
+                RunError::Refused(planwright::Refusal::NotInterrupted(_))
+            ),
+            "{err}"
+        );
     })
     .await;
 }
@@ -425,7 +431,10 @@ async fn one_writer_per_thread_in_one_process() {
             .await
             .err()
             .unwrap();
-        assert!(matches!(err, RunError::ThreadBusy(_)), "{err}");
+        assert!(
+            matches!(err, RunError::Refused(planwright::Refusal::ThreadBusy(_))),
+            "{err}"
+        );
         let queued = e.start(
             t.clone(),
             WalkUpdate::default(),

@@ -138,7 +138,13 @@ async fn parallel_interrupts_get_distinct_ids_and_resume_by_id() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, RunError::BadResume { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RunError::Refused(planwright::Refusal::BadResume { .. })
+        ),
+        "{err}"
+    );
     // An unknown id is an error naming it.
     let mut bad = BTreeMap::new();
     bad.insert("nope".to_string(), json!(1));
@@ -165,5 +171,11 @@ async fn parallel_interrupts_get_distinct_ids_and_resume_by_id() {
         .resume(thread, Resume::Value(json!(1)), RunOptions::default())
         .await
         .unwrap_err();
-    assert!(matches!(err, RunError::NotInterrupted(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            RunError::Refused(planwright::Refusal::NotInterrupted(_))
+        ),
+        "{err}"
+    );
 }

@@ -222,7 +222,10 @@ async fn shutdown_lets_in_flight_nodes_finish_and_refuses_new_runs() {
         .await
         .err()
         .expect("a shut-down engine refuses runs");
-    assert!(matches!(err, RunError::ShuttingDown), "{err}");
+    assert!(
+        matches!(err, RunError::Refused(planwright::Refusal::ShuttingDown)),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -255,7 +255,10 @@ async fn a_second_run_on_a_busy_thread_is_rejected_or_queued() {
         .await
         .err()
         .expect("busy thread rejects");
-    assert!(matches!(err, RunError::ThreadBusy(_)), "{err}");
+    assert!(
+        matches!(err, RunError::Refused(planwright::Refusal::ThreadBusy(_))),
+        "{err}"
+    );
     let queued = engine.start(
         thread.clone(),
         WalkUpdate::default(),

@@ -158,7 +158,13 @@ async fn branching_refuses_what_it_cannot_do() {
         let e = engine(counter_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/refuse"));
         let err = e.branch(&t, CheckpointId(1)).await.unwrap_err();
-        assert!(matches!(err, RunError::UnknownThread(_)), "{err}");
+        assert!(
+            matches!(
+                err,
+                RunError::Refused(planwright::Refusal::UnknownThread(_))
+            ),
+            "{err}"
+        );
         e.run(
             t.clone(),
             WalkUpdate::default().target(1),

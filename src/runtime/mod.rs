@@ -17,7 +17,7 @@ mod supervisor;
 mod writer;
 
 pub use engine::{CheckpointInfo, Engine, EngineBuilder, Resume, ThreadState};
-pub use error::RunError;
+pub use error::{Refusal, RunError};
 pub use persist::Durability;
 pub use shared::{
     BusyPolicy, CheckpointCounters, MigrationHook, RunHandle, RunOptions, RunOutcome,

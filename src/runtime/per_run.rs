@@ -5,7 +5,7 @@
 //! Per-run pauses add to the graph's (a node pauses if either asks); the per-run step limit
 //! replaces the graph's for that run.
 
-use super::error::RunError;
+use super::error::{Refusal, RunError};
 use super::shared::RunOptions;
 use super::superstep::TaskSpec;
 use crate::context::RunContext;
@@ -25,8 +25,8 @@ pub(crate) struct PerRun {
 }
 
 impl PerRun {
-    /// Resolves `opts` against `graph`: an unknown node name is [`RunError::UnknownNode`], a zero
-    /// step limit [`RunError::BadOptions`].
+    /// Resolves `opts` against `graph`: an unknown node name is [`Refusal::UnknownNode`], a zero
+    /// step limit [`Refusal::BadOptions`].
     pub fn resolve<S: State>(
         graph: &CompiledGraph<S>,
         opts: &RunOptions,
@@ -37,13 +37,13 @@ impl PerRun {
             for name in names {
                 let id = graph
                     .node_id(name)
-                    .ok_or_else(|| RunError::UnknownNode(name.clone()))?;
+                    .ok_or_else(|| Refusal::UnknownNode(name.clone()))?;
                 v[id.index()] = true;
             }
             Ok(v)
         };
         if opts.step_limit == Some(0) {
-            return Err(RunError::BadOptions("step_limit must be at least 1".into()));
+            return Err(Refusal::BadOptions("step_limit must be at least 1".into()).into());
         }
         Ok(Self {
             before: mark(&opts.interrupt_before)?,

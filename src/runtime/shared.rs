@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BusyPolicy {
-    /// Fail with [`RunError::ThreadBusy`].
+    /// Fail with [`Refusal::ThreadBusy`](crate::Refusal::ThreadBusy).
     #[default]
     Reject,
     /// Wait until the running one ends, then start.
@@ -73,7 +73,7 @@ impl RunOptions {
     }
 
     /// Pauses this run before `nodes` run (as well as where the graph says). A name the graph
-    /// does not have is refused when the run starts ([`RunError::UnknownNode`]).
+    /// does not have is refused when the run starts ([`Refusal::UnknownNode`](crate::Refusal::UnknownNode)).
     pub fn interrupt_before<I: IntoIterator<Item = N>, N: Into<String>>(
         mut self,
         nodes: I,

@@ -90,7 +90,7 @@ pub async fn bind(
                 }
                 None if resume => {
                     return Err(ApiError::bad(
-                        RunError::NotInterrupted(thread.clone()).to_string(),
+                        planwright::Refusal::NotInterrupted(thread.clone()).to_string(),
                     ))
                 }
                 None => wanted,

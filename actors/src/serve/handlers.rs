@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use planwright::runtime::Resume;
-use planwright::{CheckpointId, RunError, RunOptions, RunStatus, ThreadId};
+use planwright::{CheckpointId, Refusal, RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -181,7 +181,9 @@ pub async fn delete_thread(
                 .map_err(ApiError::internal)?;
             Ok(StatusCode::NO_CONTENT)
         }
-        Err(RunError::ThreadBusy(_)) => Err(ApiError::conflict(format!("thread `{id}` is busy"))),
+        Err(RunError::Refused(Refusal::ThreadBusy(_))) => {
+            Err(ApiError::conflict(format!("thread `{id}` is busy")))
+        }
         Err(e) => Err(ApiError::internal(e)),
     }
 }
@@ -616,19 +618,29 @@ pub async fn mark_cancelled(
         .map_err(ApiError::internal)
 }
 
+/// A run error as an HTTP answer: refusals are the client's 4xx (or 503 while stopping), every
+/// other error a 500.
 fn run_error(id: &str, e: RunError) -> ApiError {
-    match e {
-        RunError::ThreadBusy(_) => ApiError::conflict(format!(
+    let RunError::Refused(refusal) = e else {
+        return ApiError::internal(e);
+    };
+    match refusal {
+        Refusal::ThreadBusy(_) => ApiError::conflict(format!(
             "thread `{id}` has a run in progress (multitask_strategy reject)"
         )),
-        e @ (RunError::NotInterrupted(_) | RunError::BadResume { .. }) => {
-            ApiError::bad(e.to_string())
-        }
-        RunError::ShuttingDown => ApiError(
+        Refusal::ShuttingDown => ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is stopping; try again after it restarts".into(),
         ),
-        e => ApiError::internal(e),
+        r @ Refusal::UnknownThread(_) => ApiError::not_found(r.to_string()),
+        r @ Refusal::NoCheckpointer(_) => ApiError::internal(r),
+        r @ (Refusal::NotInterrupted(_)
+        | Refusal::BadResume { .. }
+        | Refusal::Interrupted(_)
+        | Refusal::UnfinishedRun(_)
+        | Refusal::NothingToContinue(_)
+        | Refusal::BadOptions(_)
+        | Refusal::UnknownNode(_)) => ApiError::bad(r.to_string()),
     }
 }
 

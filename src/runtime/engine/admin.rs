@@ -46,9 +46,10 @@ impl<S: State> Engine<S> {
     }
 
     pub(super) fn storage(&self) -> Result<&Arc<dyn Checkpointer>, RunError> {
-        self.sh.checkpointer.as_ref().ok_or_else(|| {
-            RunError::Internal("this engine has no checkpointer; history needs one".into())
-        })
+        self.sh
+            .checkpointer
+            .as_ref()
+            .ok_or_else(|| Refusal::NoCheckpointer("thread history").into())
     }
 
     /// The thread's checkpoints, newest first.
@@ -73,7 +74,7 @@ impl<S: State> Engine<S> {
         let cp = self.storage()?;
         let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(id))
             .await?
-            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
         Ok(loaded.saved.state)
     }
 
@@ -89,13 +90,13 @@ impl<S: State> Engine<S> {
             .sh
             .graph
             .node_id(as_node)
-            .ok_or_else(|| RunError::UnknownNode(as_node.to_string()))?;
+            .ok_or_else(|| Refusal::UnknownNode(as_node.to_string()))?;
         let (run_id, _) = self.claim(thread, BusyPolicy::Reject).await?;
         let result = async {
             let mut saved = self
                 .load(thread)
                 .await?
-                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+                .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
             let delta = serde_json::to_vec(&[&update])?;
             let mut ctx = MergeCtx::new();
             ctx.set_writer(as_node);
@@ -165,7 +166,7 @@ impl<S: State> Engine<S> {
         let src = cp.get(thread, at).await?;
         let mut loaded = persist::load(&**cp, &self.sh.graph, thread, Some(at))
             .await?
-            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
         loaded.saved.head = None;
         let tasks = loaded.saved.stored_tasks();
         let extra = serde_json::json!({ "forked_from": { "thread": thread, "checkpoint": at } });
@@ -204,14 +205,14 @@ impl<S: State> Engine<S> {
             let head = cp
                 .head(thread)
                 .await?
-                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+                .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
             if head == at {
                 return Ok(head);
             }
             let src = cp.get(thread, at).await?;
             let loaded = persist::load(&*cp, &self.sh.graph, thread, Some(at))
                 .await?
-                .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+                .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
             if loaded.fingerprint != self.sh.graph.fingerprint() {
                 return Err(RunError::FingerprintMismatch {
                     thread: thread.clone(),
@@ -259,7 +260,7 @@ impl<S: State> Engine<S> {
     /// Deletes a thread and everything stored for it.
     pub async fn delete_thread(&self, thread: &ThreadId) -> Result<(), RunError> {
         if self.is_running(thread) {
-            return Err(RunError::ThreadBusy(thread.clone()));
+            return Err(Refusal::ThreadBusy(thread.clone()).into());
         }
         self.sh.ephemeral.remove(thread);
         if let Some(cp) = &self.sh.checkpointer {
@@ -290,7 +291,7 @@ impl<S: State> Engine<S> {
         };
         let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(*oldest))
             .await?
-            .ok_or_else(|| RunError::UnknownThread(thread.clone()))?;
+            .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
         let snapshot = super::super::body_codec::encode(serde_json::to_vec(&*loaded.saved.state)?);
         cp.prune(thread, *oldest, snapshot).await?;
         Ok(())

@@ -11,7 +11,7 @@ impl<S: State> Engine<S> {
     ) -> Result<(RunId, CancellationToken), RunError> {
         loop {
             if self.sh.shutting_down.load(Ordering::SeqCst) {
-                return Err(RunError::ShuttingDown);
+                return Err(Refusal::ShuttingDown.into());
             }
             let mut wait = match self.sh.registry.entry(thread.clone()) {
                 Entry::Vacant(v) => {
@@ -27,7 +27,7 @@ impl<S: State> Engine<S> {
                     return Ok((run_id, cancel));
                 }
                 Entry::Occupied(o) => match policy {
-                    BusyPolicy::Reject => return Err(RunError::ThreadBusy(thread.clone())),
+                    BusyPolicy::Reject => return Err(Refusal::ThreadBusy(thread.clone()).into()),
                     BusyPolicy::Enqueue => o.get().ended.subscribe(),
                 },
             };

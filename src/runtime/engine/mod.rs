@@ -4,7 +4,7 @@
 //! panic), keeps a registry of active runs by thread (so a thread never has two runs at once),
 //! loads and saves threads through the checkpointer, and spawns a supervisor actor per run.
 
-use super::error::RunError;
+use super::error::{Refusal, RunError};
 use super::node_actor::{NodeActor, NodeActorArgs};
 use super::per_run::PerRun;
 use super::persist::{self, Durability};

@@ -41,9 +41,12 @@ pub(crate) fn plan<S: State>(
     saved: &SavedThread<S>,
     value: Resume,
 ) -> Result<ResumePlan, RunError> {
-    let bad = |reason: String| RunError::BadResume {
-        thread: thread.clone(),
-        reason,
+    let bad = |reason: String| -> RunError {
+        crate::runtime::Refusal::BadResume {
+            thread: thread.clone(),
+            reason,
+        }
+        .into()
     };
     if saved.paused_before {
         if let Resume::ById(map) = &value {

@@ -22,15 +22,11 @@ impl<S: State> Engine<S> {
             StartMode::Input(input) | StartMode::Replace(input) => {
                 if !saved.tasks.is_empty() {
                     return Err(if saved.is_interrupted() {
-                        RunError::BadResume {
-                            thread: thread.clone(),
-                            reason:
-                                "the thread is interrupted: resume it instead of starting a new run"
-                                    .into(),
-                        }
+                        Refusal::Interrupted(thread.clone())
                     } else {
-                        RunError::BadResume { thread: thread.clone(), reason: "the thread has an unfinished run: continue it instead of starting a new run".into() }
-                    });
+                        Refusal::UnfinishedRun(thread.clone())
+                    }
+                    .into());
                 }
                 let delta = serde_json::to_vec(&[&input])?;
                 let mut ctx = MergeCtx::new();
@@ -77,21 +73,15 @@ impl<S: State> Engine<S> {
             }
             StartMode::Continue => {
                 if saved.tasks.is_empty() {
-                    return Err(RunError::BadResume {
-                        thread: thread.clone(),
-                        reason: "the thread has no unfinished run to continue".into(),
-                    });
+                    return Err(Refusal::NothingToContinue(thread.clone()).into());
                 }
                 if saved.is_interrupted() && !saved.interrupts_answered() {
-                    return Err(RunError::BadResume {
-                        thread: thread.clone(),
-                        reason: "the thread is interrupted: resume it with a value".into(),
-                    });
+                    return Err(Refusal::Interrupted(thread.clone()).into());
                 }
             }
             StartMode::Resume(value) => {
                 if !saved.is_interrupted() {
-                    return Err(RunError::NotInterrupted(thread.clone()));
+                    return Err(Refusal::NotInterrupted(thread.clone()).into());
                 }
                 self.assign_resume(thread, &mut saved, value).await?;
                 // Resuming a pause before a node stores a checkpoint marking it consumed: the run
@@ -181,9 +171,9 @@ impl<S: State> Engine<S> {
                     found: loaded.fingerprint.clone(),
                 })?;
             let migrated = hook((*saved.state).clone(), &loaded.fingerprint).map_err(|reason| {
-                RunError::BadResume {
+                RunError::MigrationRefused {
                     thread: thread.clone(),
-                    reason: format!("migration refused: {reason}"),
+                    reason,
                 }
             })?;
             saved.state = Arc::new(migrated);
