@@ -72,6 +72,8 @@ pub(crate) struct GraphInner<S: State> {
     pub step_limit: u64,
     pub mermaid: String,
     pub fingerprint: String,
+    /// Whether any node is a command node (the supervisor keeps goto slots only then).
+    pub has_command_nodes: bool,
 }
 
 /// A validated graph, cheap to clone and share between engines and threads.
@@ -127,6 +129,11 @@ impl<S: State> CompiledGraph<S> {
     /// labelled. Deterministic, so a checked-in copy can be diffed against it.
     pub fn mermaid(&self) -> &str {
         &self.inner.mermaid
+    }
+
+    /// Whether any node is a command node (`StateGraph::add_command_node`).
+    pub fn has_command_nodes(&self) -> bool {
+        self.inner.has_command_nodes
     }
 
     /// A hash of the topology and the state's field names: a checkpoint written by a graph with
@@ -371,7 +378,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
     // field names are deliberately not part of the fingerprint.
     let fingerprint = format!("{:016x}", fnv1a(diagram.bytes()));
 
-    let nodes = g
+    let nodes: Vec<CompiledNode<S>> = g
         .nodes
         .into_iter()
         .zip(options)
@@ -402,6 +409,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
             },
         )
         .collect();
+    let has_command_nodes = nodes.iter().any(|n: &CompiledNode<S>| n.command.is_some());
     Ok(CompiledGraph {
         inner: Arc::new(GraphInner {
             name: g.name,
@@ -412,6 +420,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
             step_limit: g.step_limit,
             mermaid: diagram,
             fingerprint,
+            has_command_nodes,
         }),
     })
 }

@@ -148,8 +148,9 @@ impl<S: State> Run<S> {
         let n = self.saved.tasks.len();
         self.step = Step::new(n);
         self.memo_stores = vec![None; n];
-        self.goto_slots = vec![None; n];
-        self.saved.gotos.resize(n, None);
+        if self.sh.graph.has_command_nodes() {
+            self.goto_slots = vec![None; n];
+        }
         if self.saved.memos.len() < n {
             self.saved.memos.resize(n, Default::default());
         }
@@ -301,8 +302,10 @@ impl<S: State> Run<S> {
         // The I/O each result needs, then the machine's verdict.
         let (outcome, failure) = match done.result {
             Ok(update) => {
-                let goto = self.goto_slots[i]
-                    .take()
+                let goto = self
+                    .goto_slots
+                    .get_mut(i)
+                    .and_then(Option::take)
                     .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
                     let mut writes = vec![persist::update_write::<S>(&spec, &update)?];
@@ -311,7 +314,12 @@ impl<S: State> Run<S> {
                     }
                     self.save_writes(writes).await?;
                 }
-                self.saved.gotos[i] = goto;
+                if let Some(g) = goto {
+                    if self.saved.gotos.len() <= i {
+                        self.saved.gotos.resize(self.saved.tasks.len(), None);
+                    }
+                    self.saved.gotos[i] = Some(g);
+                }
                 (Outcome::Updated(update), None)
             }
             Err(NodeError::Interrupt(value)) => {
