@@ -68,7 +68,7 @@ async fn an_arrival_rate_against_a_serve_process() {
     let report_path = dir.join("report.json");
     let out = dir.join("samples.jsonl");
     let args = LoadArgs {
-        target: Some(base),
+        target: vec![base],
         server_pid: Some(server.0.id()),
         mix: Some("research=70,acquire=30".into()),
         rate: Some(5.0),
@@ -126,7 +126,7 @@ async fn abandoned_conversations_cancel_their_runs_on_the_server() {
     // Every model call takes a second; every person leaves after 300 ms.
     let (_server, base) = serve(&dir, "sim:p50=1s,p99=1s").await;
     let args = LoadArgs {
-        target: Some(base.clone()),
+        target: vec![base.clone()],
         graph: Some("research".into()),
         conversations: Some(4),
         concurrency: Some(4),

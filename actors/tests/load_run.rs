@@ -94,7 +94,7 @@ async fn bad_arguments_are_named() {
         ),
         (
             LoadArgs {
-                target: Some("http://x".into()),
+                target: vec!["http://x".into()],
                 ..args("loop", 1)
             },
             "--target",
@@ -124,7 +124,7 @@ async fn load_drives_a_serve_instance_over_http() {
         let _ = axum::serve(listener, router(st)).await;
     });
     let mut a = args("research", 30);
-    a.target = Some(format!("http://{addr}"));
+    a.target = vec![format!("http://{addr}")];
     a.token = Some("t0k".into());
     let report = load::run(&a).await.unwrap();
     assert_eq!(report.completed, 30, "{:?}", report.errors);
@@ -235,7 +235,7 @@ async fn load_drives_acquire_conversations_on_a_serve_instance() {
         let _ = axum::serve(listener, router(st)).await;
     });
     let mut a = args("acquire", 12);
-    a.target = Some(format!("http://{addr}"));
+    a.target = vec![format!("http://{addr}")];
     let report = load::run(&a).await.unwrap();
     assert_eq!(report.completed, 12, "{:?}", report.errors);
     assert_eq!(

@@ -98,9 +98,10 @@ pub struct LoadArgs {
     #[arg(long)]
     pub checkpoint: Option<String>,
     /// Drive a `serve` instance at this URL instead of running in-process (`research`,
-    /// `acquire`).
+    /// `acquire`). Repeat it for the replicas of one service: conversations go round robin and
+    /// fail over to the next replica when theirs is gone (docs/load.md).
     #[arg(long)]
-    pub target: Option<String>,
+    pub target: Vec<String>,
     /// Bearer token for `--target`.
     #[arg(long)]
     pub token: Option<String>,
@@ -219,12 +220,20 @@ struct FileSpec {
     model: Option<String>,
     tools: Option<String>,
     checkpoint: Option<String>,
-    target: Option<String>,
+    target: Option<Targets>,
     token: Option<String>,
     thresholds: Option<Vec<String>>,
     abort_on_fail: Option<bool>,
     memory_slope_limit: Option<Dur>,
     slope_warmup: Option<Dur>,
+}
+
+/// `target` in a scenario file: one URL or a list of replicas.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Targets {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// A run, resolved.
@@ -239,8 +248,8 @@ pub struct Resolved {
     pub tools: Option<Arc<ToolSim>>,
     /// Checkpointer URL.
     pub checkpoint: Option<String>,
-    /// `--target`.
-    pub target: Option<String>,
+    /// `--target` URLs (empty: run in-process).
+    pub target: Vec<String>,
     /// Its token.
     pub token: Option<String>,
 }
@@ -469,8 +478,16 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
         Some(t) => Some(Arc::new(t.parse::<ToolSim>().map_err(usage)?)),
         None => None,
     };
-    let target = a.target.clone().or(f.target);
-    if target.is_some() && tools.is_some() {
+    let target = if a.target.is_empty() {
+        match f.target {
+            Some(Targets::One(t)) => vec![t],
+            Some(Targets::Many(ts)) => ts,
+            None => Vec::new(),
+        }
+    } else {
+        a.target.clone()
+    };
+    if !target.is_empty() && tools.is_some() {
         return Err(usage(
             "--tools simulates tool latency in this process; with --target the server runs the tools",
         ));
@@ -732,7 +749,7 @@ weight = 30
             (
                 LoadArgs {
                     tools: Some("sim:p50=1s".into()),
-                    target: Some("http://x".into()),
+                    target: vec!["http://x".into()],
                     ..LoadArgs::default()
                 },
                 "the server runs the tools",

@@ -288,6 +288,7 @@ impl<S: planwright::State> Conversations for EngineConversations<S> {
             checkpoint_records: records.saturating_sub(self.checkpoints0.0),
             checkpoint_bytes: bytes.saturating_sub(self.checkpoints0.1),
             remote_node_executions: None,
+            replicas: Vec::new(),
         };
         Box::pin(async move { t })
     }

@@ -22,6 +22,7 @@ mod html;
 pub mod people;
 pub mod record;
 pub mod remote;
+pub mod replicas;
 pub mod report;
 pub mod scenario;
 pub mod schedule;
@@ -105,7 +106,7 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             .map(|d| d.as_millis() % 1_000_000)
             .unwrap_or(0)
     );
-    if let Some(target) = &r.target {
+    if !r.target.is_empty() {
         for e in &r.mix {
             let conversation = match e.graph.as_str() {
                 "research" => research_remote(load_goals(e.goals.as_deref())?),
@@ -119,7 +120,7 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             entries.push(Entry {
                 weight: e.weight,
                 conversations: remote::RemoteConversations::new(
-                    target,
+                    &r.target,
                     r.token.clone(),
                     conversation,
                 )

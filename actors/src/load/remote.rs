@@ -1,10 +1,14 @@
-//! `load --target URL`: research or acquire conversations against a running `serve` instance,
-//! over HTTP: create a thread, run and wait, answer each interrupt with `command: {"resume": …}`
-//! (after the simulated person's think time), cancel the thread's runs when the person abandons
-//! it. Each second the server's `/metrics` gives node executions, mailbox depths and, when it
-//! exports them, its resident memory and CPU time.
+//! `load --target URL [--target URL …]`: research or acquire conversations against running
+//! `serve` replicas, over HTTP: create a thread, run and wait, answer each interrupt with
+//! `command: {"resume": …}` (after the simulated person's think time), cancel the thread's runs
+//! when the person abandons it. Conversations are spread over the replicas and fail over between
+//! them ([`super::replicas`]); a run request whose replica went away is not sent twice: if the
+//! thread already has the run, the conversation joins it on the replica it moved to. Each second
+//! every replica's `/metrics` gives node executions, mailbox depths and, when it exports them,
+//! its resident memory and CPU time (summed over the replicas).
 
 use super::record::{Ended, Outcome};
+use super::replicas::{Replicas, Reply, JOIN_WAIT};
 use super::schedule::{sleep_until, stopped, BoxFut, Conv, Conversations, Probe, Totals};
 use super::LoadError;
 use serde_json::{json, Value};
@@ -73,19 +77,20 @@ pub fn parse_metrics(text: &str) -> ServerMetrics {
     m
 }
 
-/// Conversations against a server.
+/// Conversations against a server's replicas.
 pub struct RemoteConversations {
     client: reqwest::Client,
-    base: String,
+    replicas: Replicas,
     token: Option<String>,
     c: Conversation,
     executions0: u64,
 }
 
 impl RemoteConversations {
-    /// Conversations of `c` against `base` (reads its `/metrics` once for the starting counts).
+    /// Conversations of `c` against the replicas at `bases` (reads their `/metrics` once for
+    /// the starting counts).
     pub async fn new(
-        base: &str,
+        bases: &[String],
         token: Option<String>,
         c: Conversation,
     ) -> Result<Arc<Self>, LoadError> {
@@ -94,7 +99,7 @@ impl RemoteConversations {
             .map_err(|e| LoadError::Usage(format!("--target: {e}")))?;
         let mut r = RemoteConversations {
             client,
-            base: base.trim_end_matches('/').to_string(),
+            replicas: Replicas::new(bases).map_err(LoadError::Usage)?,
             token,
             c,
             executions0: 0,
@@ -103,36 +108,133 @@ impl RemoteConversations {
         Ok(Arc::new(r))
     }
 
+    /// Every replica's `/metrics`, summed (`None` when no replica answered).
     async fn metrics(&self) -> Option<ServerMetrics> {
-        let mut req = self
-            .client
-            .get(format!("{}/metrics", self.base))
-            .timeout(Duration::from_secs(2));
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+        let mut sum: Option<ServerMetrics> = None;
+        for at in 0..self.replicas.len() {
+            let mut req = self
+                .client
+                .get(format!("{}/metrics", self.replicas.base(at)))
+                .timeout(Duration::from_secs(2));
+            if let Some(t) = &self.token {
+                req = req.bearer_auth(t);
+            }
+            let Ok(resp) = req.send().await else { continue };
+            let Ok(text) = resp.text().await else {
+                continue;
+            };
+            let m = parse_metrics(&text);
+            let total = sum.get_or_insert_with(ServerMetrics::default);
+            total.node_executions += m.node_executions;
+            for (node, depth) in m.mailboxes {
+                *total.mailboxes.entry(node).or_default() += depth;
+            }
+            total.rss_kb = add(total.rss_kb, m.rss_kb);
+            total.cpu_us = add(total.cpu_us, m.cpu_us);
         }
-        let text = req.send().await.ok()?.text().await.ok()?;
-        Some(parse_metrics(&text))
+        sum
     }
 
-    async fn call(&self, get: bool, path: &str, body: Value) -> Result<Value, String> {
-        let url = format!("{}{path}", self.base);
+    fn request(&self, base: &str, get: bool, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        let url = format!("{base}{path}");
         let mut req = if get {
             self.client.get(url)
         } else {
-            self.client.post(url).json(&body)
+            self.client.post(url).json(body)
         };
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| format!("transport: {e}"))?;
-        let status = resp.status().as_u16();
-        let v: Value = resp
-            .json()
+        req
+    }
+
+    /// A request that is safe to send again (a read, or creating a fresh thread) to the
+    /// conversation's replica `*at`, failing over when it is gone.
+    async fn call(
+        &self,
+        at: &mut usize,
+        get: bool,
+        path: &str,
+        body: Value,
+    ) -> Result<Value, String> {
+        match self
+            .replicas
+            .send(at, |base| self.request(base, get, path, &body))
             .await
-            .map_err(|e| format!("bad response: {e}"))?;
-        if status >= 400 {
-            return Err(format!("HTTP {status}: {}", v["detail"]));
+        {
+            Reply::Answered(status, v) if status < 400 => Ok(v),
+            Reply::Answered(status, v) => Err(format!("HTTP {status}: {}", v["detail"])),
+            Reply::Unreachable(e) | Reply::Gone(e) => Err(format!("transport: {e}")),
+        }
+    }
+
+    /// `runs/wait` on thread `id`, whose `runs_before` earlier runs this conversation made. It is
+    /// never sent twice blindly: when the replica is gone, the next replica is asked whether the
+    /// thread has the run already (the lost replica took it before it went away) and the
+    /// conversation joins that run; only a run the thread does not have is sent again.
+    async fn run_wait(
+        &self,
+        at: &mut usize,
+        id: &str,
+        runs_before: usize,
+        body: Value,
+    ) -> Result<Value, String> {
+        let path = format!("/threads/{id}/runs/wait");
+        let mut last = String::new();
+        for _ in 0..self.replicas.len() {
+            match self
+                .replicas
+                .send_once(at, |base| self.request(base, false, &path, &body))
+                .await
+            {
+                Reply::Answered(status, v) if status < 400 => return Ok(v),
+                Reply::Answered(status, v) => {
+                    return Err(format!("HTTP {status}: {}", v["detail"]))
+                }
+                Reply::Unreachable(e) | Reply::Gone(e) => last = e,
+            }
+            let runs = self
+                .call(at, true, &format!("/threads/{id}/runs"), Value::Null)
+                .await?;
+            let runs = runs.as_array().cloned().unwrap_or_default();
+            if runs.len() > runs_before {
+                return self.join(at, id, &runs[0]).await;
+            }
+        }
+        Err(format!("transport: every replica is gone ({last})"))
+    }
+
+    /// Waits for `run` (the thread's newest) where the conversation now is, then reads the
+    /// thread's values as `runs/wait` would have answered them.
+    async fn join(&self, at: &mut usize, id: &str, run: &Value) -> Result<Value, String> {
+        if matches!(run["status"].as_str(), Some("pending" | "running")) {
+            let rid = run["run_id"].as_str().unwrap_or_default();
+            let join = format!("/threads/{id}/runs/{rid}/join");
+            let reply = self
+                .replicas
+                .send(at, |base| {
+                    self.request(base, true, &join, &Value::Null)
+                        .timeout(JOIN_WAIT)
+                })
+                .await;
+            match reply {
+                Reply::Answered(s, _) if s < 400 => {}
+                Reply::Answered(s, v) => return Err(format!("join: HTTP {s}: {}", v["detail"])),
+                Reply::Unreachable(e) | Reply::Gone(e) => {
+                    return Err(format!("join of a run taken by a lost replica: {e}"))
+                }
+            }
+        }
+        let state = self
+            .call(at, true, &format!("/threads/{id}/state"), Value::Null)
+            .await?;
+        let mut v = state["values"].clone();
+        if state["interrupts"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+        {
+            v["__interrupt__"] = state["interrupts"].clone();
+            v["status"] = Value::String("interrupted".into());
         }
         Ok(v)
     }
@@ -140,22 +242,25 @@ impl RemoteConversations {
     async fn body(
         &self,
         c: &mut Conv,
-        tid: &Mutex<Option<String>>,
+        tid: &Mutex<Option<(String, usize)>>,
         resumes: &mut usize,
         people: &mut Duration,
     ) -> Outcome {
         let r: Result<(), String> = async {
-            let thread = self.call(false, "/threads", json!({})).await?;
+            let mut at = self.replicas.home(c.i);
+            let thread = self.call(&mut at, false, "/threads", json!({})).await?;
             let id = thread["thread_id"].as_str().unwrap_or_default().to_string();
-            *tid.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
-            let path = format!("/threads/{id}/runs/wait");
+            *tid.lock().unwrap_or_else(|p| p.into_inner()) = Some((id.clone(), at));
+            let mut runs = 0;
             let mut v = self
-                .call(
-                    false,
-                    &path,
+                .run_wait(
+                    &mut at,
+                    &id,
+                    runs,
                     json!({"assistant_id": self.c.assistant, "input": (self.c.input)(c.i)}),
                 )
                 .await?;
+            runs += 1;
             while v["status"] == "interrupted" {
                 if *resumes == self.c.max_resumes {
                     return Err(format!("still interrupted after {resumes} answers"));
@@ -169,13 +274,16 @@ impl RemoteConversations {
                 }
                 *resumes += 1;
                 let answer = (self.c.answer)(c.i, &v["__interrupt__"][0]["value"]);
+                *tid.lock().unwrap_or_else(|p| p.into_inner()) = Some((id.clone(), at));
                 v = self
-                    .call(
-                        false,
-                        &path,
+                    .run_wait(
+                        &mut at,
+                        &id,
+                        runs,
                         json!({"assistant_id": self.c.assistant, "command": {"resume": answer}}),
                     )
                     .await?;
+                runs += 1;
             }
             match v["status"].as_str() {
                 Some("failed") | Some("error") => Err("run failed".into()),
@@ -191,12 +299,12 @@ impl RemoteConversations {
     }
 
     /// Cancels the thread's pending and running runs.
-    async fn cancel(&self, tid: &Mutex<Option<String>>) {
-        let Some(id) = tid.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+    async fn cancel(&self, tid: &Mutex<Option<(String, usize)>>) {
+        let Some((id, mut at)) = tid.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
             return;
         };
         let Ok(runs) = self
-            .call(true, &format!("/threads/{id}/runs"), Value::Null)
+            .call(&mut at, true, &format!("/threads/{id}/runs"), Value::Null)
             .await
         else {
             return;
@@ -206,6 +314,7 @@ impl RemoteConversations {
                 if let Some(rid) = run["run_id"].as_str() {
                     let _ = self
                         .call(
+                            &mut at,
                             false,
                             &format!("/threads/{id}/runs/{rid}/cancel"),
                             json!({}),
@@ -217,9 +326,19 @@ impl RemoteConversations {
     }
 }
 
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
 impl Conversations for RemoteConversations {
     fn name(&self) -> String {
-        format!("{} @ {}", self.c.assistant, self.base)
+        let bases: Vec<&str> = (0..self.replicas.len())
+            .map(|i| self.replicas.base(i))
+            .collect();
+        format!("{} @ {}", self.c.assistant, bases.join(", "))
     }
 
     fn run(self: Arc<Self>, mut c: Conv) -> BoxFut<Ended> {
@@ -263,6 +382,7 @@ impl Conversations for RemoteConversations {
             let after = self.metrics().await.map_or(0, |m| m.node_executions);
             Totals {
                 remote_node_executions: Some(after.saturating_sub(self.executions0)),
+                replicas: self.replicas.shares(),
                 ..Totals::default()
             }
         })

@@ -190,6 +190,11 @@ pub struct LoadReport {
     pub errors: BTreeMap<String, usize>,
     /// Model calls, errors by kind and tokens, per call kind.
     pub model: Vec<ModelStatsSnapshot>,
+    /// With `--target`: each replica's share of the conversations and requests, and the
+    /// requests that failed over away from it.
+    pub replicas: Vec<super::replicas::ReplicaShare>,
+    /// Requests that failed over to another replica.
+    pub failovers: u64,
     /// Checkpoint records written.
     pub checkpoint_records: u64,
     /// Checkpoint bytes written.
@@ -322,6 +327,16 @@ impl LoadReport {
                 "  model tokens per conversation: {:.0}",
                 tokens as f64 / ended
             );
+        }
+        if self.replicas.len() > 1 || self.failovers > 0 {
+            let _ = writeln!(t, "  replicas ({} failovers):", self.failovers);
+            for r in &self.replicas {
+                let _ = writeln!(
+                    t,
+                    "    {}: {} conversations started, {} requests answered, {} failed over away",
+                    r.url, r.conversations, r.requests, r.failovers
+                );
+            }
         }
         let _ = writeln!(
             t,

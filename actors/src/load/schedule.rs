@@ -73,6 +73,8 @@ pub struct Totals {
     pub checkpoint_bytes: u64,
     /// Node executions counted by a server during the run.
     pub remote_node_executions: Option<u64>,
+    /// Each replica's share, with `--target` (one or more).
+    pub replicas: Vec<super::replicas::ReplicaShare>,
 }
 
 /// One entry of the mix.
@@ -402,7 +404,18 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
         if let Some(n) = t.remote_node_executions {
             r.node_executions += n;
         }
+        for share in t.replicas {
+            match r.replicas.iter_mut().find(|x| x.url == share.url) {
+                Some(x) => {
+                    x.conversations += share.conversations;
+                    x.requests += share.requests;
+                    x.failovers += share.failovers;
+                }
+                None => r.replicas.push(share),
+            }
+        }
     }
+    r.failovers = r.replicas.iter().map(|x| x.failovers).sum();
     let secs = wall.as_secs_f64().max(1e-9);
     r.wall_ms = secs * 1000.0;
     let ended = r.completed + r.failed + r.abandoned + r.interrupted_left + r.cut_off;
