@@ -75,14 +75,19 @@ pub struct NodeContext {
     pub(crate) context: Option<RunContext>,
     /// The engine's store (`EngineBuilder::store`).
     pub(crate) store: Option<Arc<dyn Store>>,
-    /// Where a command node's `goto` is left for the supervisor (`None` for other nodes).
-    pub(crate) goto: Option<Arc<GotoSlot>>,
-    /// A subgraph task's child thread (`None` for other nodes; see `runtime::subgraph`).
-    pub(crate) child_thread: Option<crate::ids::ThreadId>,
+    /// What command and subgraph nodes' tasks carry besides (`None` for other nodes: one
+    /// pointer in every context, nothing allocated).
+    pub(crate) special: Option<Arc<SpecialTask>>,
 }
 
-/// Where a command node's task leaves its `Command::goto` for the supervisor to route by.
-pub(crate) type GotoSlot = std::sync::Mutex<Option<crate::graph::Route>>;
+/// What a task of a command node or a subgraph node needs that other tasks do not.
+#[derive(Debug, Default)]
+pub(crate) struct SpecialTask {
+    /// Where a command node's task leaves its `Command::goto` for the supervisor to route by.
+    pub goto: std::sync::Mutex<Option<crate::graph::Route>>,
+    /// A subgraph task's child thread (see `runtime::subgraph`).
+    pub child_thread: Option<crate::ids::ThreadId>,
+}
 
 /// The answers a task's `interrupt` calls get, and how many calls the attempt made.
 #[derive(Debug, Default)]
@@ -133,8 +138,7 @@ impl NodeContext {
             memos: Arc::default(),
             context: None,
             store: None,
-            goto: None,
-            child_thread: None,
+            special: None,
         }
     }
 
@@ -169,8 +173,8 @@ impl NodeContext {
 
     /// Leaves a command node's `goto` for the supervisor (a detached context drops it).
     pub(crate) fn set_goto(&self, goto: Option<crate::graph::Route>) {
-        if let Some(slot) = &self.goto {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = goto;
+        if let Some(special) = &self.special {
+            *special.goto.lock().unwrap_or_else(|p| p.into_inner()) = goto;
         }
     }
 

@@ -170,8 +170,9 @@ impl<S: State, C: State> Node<S> for SubgraphNode<S, C> {
                 NodeError::Fatal("subgraph used outside an engine (not attached)".into())
             })?;
             let thread = ctx
-                .child_thread
-                .clone()
+                .special
+                .as_ref()
+                .and_then(|s| s.child_thread.clone())
                 .ok_or_else(|| NodeError::Fatal("subgraph task has no child thread".into()))?;
             let run = ChildRun {
                 engine: &engine,

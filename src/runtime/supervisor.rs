@@ -88,7 +88,7 @@ pub(crate) struct Run<S: State> {
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
-    goto_slots: Vec<Option<Arc<crate::node::GotoSlot>>>,
+    goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
     cancel: CancellationToken,
     outcome: Option<oneshot::Sender<Result<RunOutcome<S>, RunError>>>,
@@ -216,13 +216,23 @@ impl<S: State> Run<S> {
         });
         self.memo_stores[i] = Some(memos.clone());
         let graph_node = self.sh.graph.node(spec.node_id);
-        let child_thread = graph_node.subgraph.is_some().then(|| {
-            super::subgraph::child_thread(&self.thread, &spec.node, self.saved.head, spec.id.index)
-        });
-        let goto = graph_node.command.is_some().then(|| {
-            let slot = Arc::new(crate::node::GotoSlot::default());
-            self.goto_slots[i] = Some(slot.clone());
-            slot
+        let special = (graph_node.command.is_some() || graph_node.subgraph.is_some()).then(|| {
+            let child_thread = graph_node.subgraph.is_some().then(|| {
+                super::subgraph::child_thread(
+                    &self.thread,
+                    &spec.node,
+                    self.saved.head,
+                    spec.id.index,
+                )
+            });
+            let special = Arc::new(crate::node::SpecialTask {
+                goto: Default::default(),
+                child_thread,
+            });
+            if graph_node.command.is_some() {
+                self.goto_slots[i] = Some(special.clone());
+            }
+            special
         });
         let ctx = NodeContext {
             task: spec.id,
@@ -236,8 +246,7 @@ impl<S: State> Run<S> {
             memos,
             context: self.per_run.context.clone(),
             store: self.sh.store.clone(),
-            goto,
-            child_thread,
+            special,
         };
         let me = self
             .me
@@ -306,7 +315,7 @@ impl<S: State> Run<S> {
                     .goto_slots
                     .get_mut(i)
                     .and_then(Option::take)
-                    .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+                    .and_then(|s| s.goto.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
                     let mut writes = vec![persist::update_write::<S>(&spec, &update)?];
                     if let Some(g) = &goto {
