@@ -161,3 +161,32 @@ fn the_readme_shows_the_brief_the_planner_writes() {
         "README.md's brief is stale"
     );
 }
+
+#[test]
+fn a_comparison_without_figures_says_so_and_invents_no_gap() {
+    let out = planwright()
+        .args([
+            "research",
+            "--json",
+            "--goal",
+            "Should our support team adopt retrieval-augmented generation for customer support?",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = v["final_report"].as_str().unwrap();
+    let comparison = &report[report.find("## Comparison").unwrap()..];
+    let comparison = &comparison[..comparison[3..]
+        .find("\n## ")
+        .map_or(comparison.len(), |i| i + 3)];
+    // Every dimension heading has a line under it, even when no source gives a figure.
+    for block in comparison.split("\n\n").filter(|b| b.starts_with("**")) {
+        assert!(block.lines().count() >= 2, "an empty dimension: {block:?}");
+    }
+    let gaps = v["knowledge_gaps"].as_array().unwrap();
+    assert!(
+        gaps.iter()
+            .all(|g| !g.as_str().unwrap_or_default().contains("No figure")),
+        "the brief's own note about silent sources is not an unsupported claim: {gaps:?}"
+    );
+}

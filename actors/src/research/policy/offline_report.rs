@@ -164,11 +164,13 @@ fn compare_lines<'a>(section: &'a SectionInput, title_of: &dyn Fn(&str) -> &'a s
             lines.push(format!("- No gathered source speaks to {name}."));
             continue;
         }
+        // Sources without a figure on the dimension are named bare, not cited: "gives no figure"
+        // is the brief's statement about the source, not a claim the source must support.
         let mut silent = Vec::new();
         for f in &found {
             let title = title_of(&f.note_id);
             if f.figures.is_empty() {
-                silent.push(format!("[{}]", f.note_id));
+                silent.push(f.note_id.clone());
                 continue;
             }
             let shown: Vec<String> = f.figures.iter().map(Figure::human).collect();
@@ -180,8 +182,13 @@ fn compare_lines<'a>(section: &'a SectionInput, title_of: &dyn Fn(&str) -> &'a s
             ));
         }
         lines.extend(verdicts(name, &found));
-        if !silent.is_empty() {
-            lines.push(format!("- No figure on {name} in {}.", silent.join(", ")));
+        if silent.len() == found.len() {
+            lines.push(format!(
+                "- None of the sources on {name} gives a figure ({}): see the section above for what they say.",
+                silent.join(", ")
+            ));
+        } else if !silent.is_empty() {
+            lines.push(format!("- No figure on {name} from {}.", silent.join(", ")));
         }
     }
     lines
