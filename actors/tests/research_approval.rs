@@ -158,7 +158,7 @@ async fn the_runner_reports_a_paused_thread_without_running_it_again() {
     let run = runner::run(
         &e,
         t.clone(),
-        Start::Input(Box::new(initial_update(req).unwrap())),
+        Start::Input(Some(Box::new(initial_update(req).unwrap()))),
         |_| {},
     )
     .await

@@ -200,6 +200,15 @@ fn approval_pauses_across_invocations_and_a_finished_thread_prints_its_stored_re
         stored["execution_history"], done["execution_history"],
         "printed, not run again"
     );
+    // The thread alone, without its goal, shows it too.
+    let reopened = research(&["--checkpoint", &url, "--thread", "a1", "--json"]);
+    assert_eq!(reopened.status.code(), Some(0));
+    assert_eq!(json_of(&reopened)["final_report"], done["final_report"]);
+    // A thread that has no run needs a goal: exit 2, naming the thread.
+    let unknown = research(&["--checkpoint", &url, "--thread", "nobody"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("`nobody` has no run"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

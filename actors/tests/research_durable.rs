@@ -40,9 +40,14 @@ async fn an_interrupted_process_is_continued_to_the_same_result() {
     // The unbroken run.
     let reference = {
         let e = durable_engine(Arc::new(MemoryCheckpointer::new())).await;
-        let r = runner::run(&e, ThreadId::new("ref"), Start::Input(update()), |_| {})
-            .await
-            .unwrap();
+        let r = runner::run(
+            &e,
+            ThreadId::new("ref"),
+            Start::Input(Some(update())),
+            |_| {},
+        )
+        .await
+        .unwrap();
         e.shutdown().await;
         r.state
     };
@@ -68,7 +73,7 @@ async fn an_interrupted_process_is_continued_to_the_same_result() {
 
     // A new process with the same storage: the same command continues the thread.
     let second = durable_engine(cp).await;
-    let r = runner::run(&second, t, Start::Input(update()), |_| {})
+    let r = runner::run(&second, t, Start::Input(Some(update())), |_| {})
         .await
         .unwrap();
     assert_eq!(r.action, "continued");

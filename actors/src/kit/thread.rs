@@ -18,6 +18,9 @@ pub enum RunnerError {
     /// Resume or continue was asked for an unknown thread.
     #[error("thread `{0}` does not exist")]
     UnknownThread(ThreadId),
+    /// A thread was named without input, and it has no run to show or continue.
+    #[error("thread `{0}` has no run to show or continue: give the input to start one")]
+    NoRun(ThreadId),
     /// The run was cancelled or suspended.
     #[error("the run stopped early ({0:?}); run the same command again to continue it")]
     Stopped(RunStatus),
@@ -36,7 +39,7 @@ impl RunnerError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            Self::BadResume(_) | Self::NotPaused(_) | Self::UnknownThread(_)
+            Self::BadResume(_) | Self::NotPaused(_) | Self::UnknownThread(_) | Self::NoRun(_)
         )
     }
 }

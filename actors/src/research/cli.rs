@@ -70,6 +70,13 @@ fn prepare(args: &ResearchArgs) -> Result<Prepared, String> {
             serde_json::from_str(raw).map_err(|e| format!("--resume is not JSON: {e}"))?;
         parse_review(&value).map_err(|e| e.to_string())?;
         Start::Resume(value)
+    } else if args.goal.is_none()
+        && args.thread.is_some()
+        && args.constraints.is_none()
+        && args.notes.is_none()
+    {
+        // `--thread T` alone: show the thread's brief, its pending question, or continue it.
+        Start::Input(None)
     } else {
         let goal = args.goal.clone().unwrap_or_default();
         let constraints = match &args.constraints {
@@ -90,7 +97,7 @@ fn prepare(args: &ResearchArgs) -> Result<Prepared, String> {
             source_notes,
         })
         .map_err(|e| e.to_string())?;
-        Start::Input(Box::new(update))
+        Start::Input(Some(Box::new(update)))
     };
     Ok(Prepared { start, policy })
 }

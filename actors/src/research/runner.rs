@@ -31,8 +31,10 @@ pub struct ResearchRun {
 pub use crate::kit::RunnerError;
 
 /// What to do on a thread: start with an input (or continue or report the thread), or answer
-/// its approval interrupt.
-pub type Start = kit::Start<Box<ResearchUpdate>, Value>;
+/// its approval interrupt. An input of `None` only reopens a thread: it shows a finished or paused
+/// one and continues an unfinished one, and is refused (`RunnerError::NoRun`) for a thread with
+/// no run.
+pub type Start = kit::Start<Option<Box<ResearchUpdate>>, Value>;
 
 fn finished(
     thread: ThreadId,
@@ -101,7 +103,12 @@ pub async fn run(
             let out = kit::drive(handle, &mut on_event).await?;
             finished(thread, out, "resumed")
         }
-        Decision::Start { input: update, .. } => {
+        // A thread named without a goal is shown or continued, never started.
+        Decision::Start { input: None, .. } => Err(RunnerError::NoRun(thread)),
+        Decision::Start {
+            input: Some(update),
+            ..
+        } => {
             let handle = engine
                 .start(thread.clone(), *update, RunOptions::streaming())
                 .await?;
