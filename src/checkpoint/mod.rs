@@ -222,6 +222,15 @@ pub struct ThreadSummary {
 /// Errors from checkpoint storage.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// The writer's fencing token is stale: another process took the thread over
+    /// ([`Checkpointer::fence`]); nothing was written.
+    #[error("thread `{thread}` was taken over by another process: fencing token {token} is stale")]
+    Fenced {
+        /// The thread.
+        thread: ThreadId,
+        /// The stale token.
+        token: u64,
+    },
     /// The conditional write failed: another writer moved the thread's head.
     #[error(
         "thread `{thread}` was written concurrently: expected head {expected:?}, found {found:?}"
@@ -414,6 +423,16 @@ pub trait Checkpointer: Send + Sync + 'static {
         to: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
     ) -> Result<u64, CheckpointError>;
+
+    /// Takes the thread over with fencing `token` (from a run's lease,
+    /// [`RunStore::claim`](crate::runs::RunStore::claim)): from now on the database refuses this
+    /// thread's checkpoints and task writes from any process holding a smaller token
+    /// ([`CheckpointError::Fenced`]), and this checkpointer writes the thread with `token`.
+    /// Returns false, changing nothing, when a token at least as large was given already (this
+    /// process lost the race). Backends that only one process writes keep no fences: true.
+    async fn fence(&self, _thread: &ThreadId, _token: u64) -> Result<bool, CheckpointError> {
+        Ok(true)
+    }
 
     /// Whether `sync` runs going together should commit their checkpoints in shared batches
     /// (`put_many`) rather than each on its own. True where one batch costs less than its records

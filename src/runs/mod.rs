@@ -144,6 +144,55 @@ pub trait RunStore: Send + Sync + 'static {
         keep: Option<usize>,
         batch: usize,
     ) -> Result<u64, RunStoreError>;
+
+    /// Whether this store keeps **leases**, so that several processes (replicas) share its runs:
+    /// each running run is held by one replica, which renews its lease while it runs; a run whose
+    /// lease expired is taken over by another, with a higher fencing token. Stores that only one
+    /// process uses (memory, SQLite) keep none, and the calls below grant everything.
+    fn leases(&self) -> bool {
+        false
+    }
+
+    /// Claims `run_id` for `owner` until `now_ms + ttl_ms` if nobody holds it (no lease, its own,
+    /// or an expired one), and returns the run's new fencing token — greater than every token
+    /// given before — or `None` when another owner's lease is still live.
+    async fn claim(
+        &self,
+        _run_id: &str,
+        _owner: &str,
+        _now_ms: u64,
+        _ttl_ms: u64,
+    ) -> Result<Option<u64>, RunStoreError> {
+        Ok(Some(0))
+    }
+
+    /// Extends every live lease `owner` holds on a running run to `now_ms + ttl_ms`, and returns
+    /// those runs' ids: a running run of this owner that is missing was taken over.
+    async fn renew(
+        &self,
+        _owner: &str,
+        _now_ms: u64,
+        _ttl_ms: u64,
+    ) -> Result<Vec<String>, RunStoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Gives up `owner`'s lease on `run_id` at once (a replica that stops hands its runs over
+    /// without making the others wait for the lease to expire).
+    async fn release(&self, _run_id: &str, _owner: &str) -> Result<(), RunStoreError> {
+        Ok(())
+    }
+
+    /// Gives up every lease `owner` holds (a replica stopping after it checkpointed its runs).
+    async fn release_all(&self, _owner: &str) -> Result<(), RunStoreError> {
+        Ok(())
+    }
+
+    /// Running records whose lease expired before `now_ms` (their replica is gone), oldest
+    /// first, at most `limit`.
+    async fn expired(&self, _now_ms: u64, _limit: usize) -> Result<Vec<RunRecord>, RunStoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// Milliseconds since the Unix epoch, now.

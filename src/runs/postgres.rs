@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS planwright_runs (
 CREATE INDEX IF NOT EXISTS planwright_runs_thread ON planwright_runs (thread_id, seq);
 CREATE INDEX IF NOT EXISTS planwright_runs_unfinished ON planwright_runs (seq)
     WHERE status IN ('pending', 'running');
+ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS lease_owner TEXT;
+ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS lease_until BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
+CREATE SEQUENCE IF NOT EXISTS planwright_fence_seq;
 ";
 
 /// Serialises the schema's creation across processes starting together.
@@ -269,6 +273,113 @@ impl RunStore for PostgresRuns {
                  WHERE status IN ('pending', 'running') ORDER BY seq LIMIT $1"
             ),
             vec![Box::new(big(limit))],
+        )
+        .await
+    }
+
+    fn leases(&self) -> bool {
+        true
+    }
+
+    async fn claim(
+        &self,
+        run_id: &str,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Option<u64>, RunStoreError> {
+        let pool = &self.pool;
+        let (now, until) = (now_ms as i64, now_ms.saturating_add(ttl_ms) as i64);
+        let row = self
+            .retry("claim run", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_opt(
+                        "UPDATE planwright_runs
+                         SET lease_owner = $2, lease_until = $4, fence = nextval('planwright_fence_seq')
+                         WHERE run_id = $1
+                           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $3)
+                         RETURNING fence",
+                        &[&run_id, &owner, &now, &until],
+                    )
+                    .await?)
+            })
+            .await
+            .map_err(be("claim run"))?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    async fn renew(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Vec<String>, RunStoreError> {
+        let pool = &self.pool;
+        let (now, until) = (now_ms as i64, now_ms.saturating_add(ttl_ms) as i64);
+        let rows = self
+            .retry("renew leases", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query(
+                        "UPDATE planwright_runs SET lease_until = $3
+                         WHERE lease_owner = $1 AND status = 'running' AND lease_until >= $2
+                         RETURNING run_id",
+                        &[&owner, &now, &until],
+                    )
+                    .await?)
+            })
+            .await
+            .map_err(be("renew leases"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn release(&self, run_id: &str, owner: &str) -> Result<(), RunStoreError> {
+        let pool = &self.pool;
+        self.retry("release lease", |_| async move {
+            pool.get()
+                .await?
+                .execute(
+                    "UPDATE planwright_runs SET lease_until = 0
+                     WHERE run_id = $1 AND lease_owner = $2",
+                    &[&run_id, &owner],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .map_err(be("release lease"))
+    }
+
+    async fn release_all(&self, owner: &str) -> Result<(), RunStoreError> {
+        let pool = &self.pool;
+        self.retry("release leases", |_| async move {
+            pool.get()
+                .await?
+                .execute(
+                    "UPDATE planwright_runs SET lease_until = 0
+                     WHERE lease_owner = $1 AND status = 'running'",
+                    &[&owner],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .map_err(be("release leases"))
+    }
+
+    async fn expired(&self, now_ms: u64, limit: usize) -> Result<Vec<RunRecord>, RunStoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.rows(
+            "expired leases",
+            format!(
+                "SELECT {COLUMNS} FROM planwright_runs
+                 WHERE status = 'running' AND lease_owner IS NOT NULL AND lease_until < $1
+                 ORDER BY seq LIMIT $2"
+            ),
+            vec![Box::new(now_ms as i64), Box::new(limit)],
         )
         .await
     }

@@ -32,6 +32,9 @@ pub struct LiveRuns {
     by_thread: DashMap<String, String>,
     /// Runs cancelled between their record saying `running` and their engine run starting.
     cancel_asked: DashSet<String>,
+    /// Runs this process stopped because another replica took them over: their end here is
+    /// not theirs to record.
+    abandoned: DashSet<String>,
 }
 
 impl LiveRuns {
@@ -120,6 +123,20 @@ pub async fn launch(
             "run `{}` was cancelled before it started",
             rec.run_id
         )));
+    }
+    // With replicas, the run is this replica's from here: its lease, and the thread fenced.
+    match super::replica::claim(state, rec).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(ApiError::conflict(format!(
+                "run `{}` is held by another replica",
+                rec.run_id
+            )))
+        }
+        Err(e) => {
+            end(state, rec, S::Error, Some(e.clone())).await;
+            return Err(ApiError::internal(e));
+        }
     }
     match start_run(state, &rec.thread_id, body, stream).await {
         Ok((t, a, h)) => {
@@ -241,10 +258,23 @@ pub async fn finished(
     rec: &RunRecord,
     result: &Result<assistants::Outcome, planwright::RunError>,
 ) -> S {
+    let fenced = matches!(
+        result,
+        Err(planwright::RunError::Checkpoint(
+            planwright::checkpoint::CheckpointError::Fenced { .. }
+        ))
+    );
+    if state.live.abandoned.remove(&rec.run_id).is_some() || fenced {
+        // Another replica took the run over: its record is that replica's to end.
+        forget(state, &rec.run_id, &rec.thread_id, S::Running);
+        return S::Running;
+    }
     let status = status_of(result);
     if status == S::Running {
-        // The server is stopping and checkpointed the run: it stays running for the next start.
+        // The server is stopping and checkpointed the run: it stays running for the next start
+        // (of this process, or of another replica at once: the lease is released).
         forget(state, &rec.run_id, &rec.thread_id, S::Running);
+        super::replica::release(state, rec).await;
         return status;
     }
     let error = result.as_ref().err().map(|e| e.to_string());
@@ -486,6 +516,15 @@ pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
                 super::queue::submit(state, rec);
             }
             _ => {
+                // With replicas, a running run whose lease is live is another replica's.
+                match super::replica::claim(state, &rec).await {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::error!(run = rec.run_id, error = %e, "a running run could not be claimed; left for later");
+                        continue;
+                    }
+                }
                 continued.insert(rec.thread_id.clone());
                 if let Err(e) = resume_running(state, &rec).await {
                     tracing::error!(run = rec.run_id, error = %e.1, "a running run could not be picked up");
@@ -497,7 +536,28 @@ pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
     Ok(n)
 }
 
-async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<(), ApiError> {
+/// The runs this process is executing, as (thread, run id).
+pub fn local_runs(state: &AppState) -> Vec<(String, String)> {
+    state
+        .live
+        .by_thread
+        .iter()
+        .map(|e| (e.key().clone(), e.value().clone()))
+        .collect()
+}
+
+/// Stops this process's execution of `rec`, which another replica took over, leaving its record
+/// alone.
+pub async fn abandon(state: &AppState, rec: &RunRecord) {
+    state.live.abandoned.insert(rec.run_id.clone());
+    let thread = ThreadId::new(&rec.thread_id);
+    if let Ok(Some(trec)) = state.checkpointer.thread_metadata(&thread).await {
+        assistants::cancel(state, assistants::of(state, &thread, &trec), &thread);
+    }
+}
+
+/// Continues a `running` run whose process stopped (a restart, or a replica that is gone).
+pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<(), ApiError> {
     let thread = ThreadId::new(&rec.thread_id);
     let Some(trec) = state
         .checkpointer

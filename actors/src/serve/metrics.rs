@@ -50,6 +50,20 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             c.load(Ordering::Relaxed)
         );
     }
+    if let Some(r) = &state.replica {
+        let _ = writeln!(
+            t,
+            "# HELP planwright_replica_runs_held Runs this replica holds a lease on and executes.\n# TYPE planwright_replica_runs_held gauge\nplanwright_replica_runs_held{{owner=\"{}\"}} {}",
+            r.owner,
+            super::lifecycle::local_runs(&state).len()
+        );
+        let _ = writeln!(
+            t,
+            "# HELP planwright_replica_runs_taken_over_total Runs taken over from replicas that were gone.\n# TYPE planwright_replica_runs_taken_over_total counter\nplanwright_replica_runs_taken_over_total{{owner=\"{}\"}} {}",
+            r.owner,
+            r.taken_over.load(Ordering::Relaxed)
+        );
+    }
     let _ = writeln!(t, "# TYPE planwright_node_executions_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_work_seconds_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_queue_seconds_total counter");

@@ -16,6 +16,7 @@ pub mod listen;
 mod messages;
 mod metrics;
 mod queue;
+pub mod replica;
 mod runs;
 pub mod store;
 mod stream;
@@ -83,6 +84,10 @@ pub struct ServeArgs {
     /// Requests one client address may have in progress at once; more are answered 429.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests_per_client: u32,
+    /// With PostgreSQL, how long a replica's hold on a run lasts without renewal: a replica
+    /// that dies has its runs taken over by another this long after its last renewal.
+    #[arg(long, default_value = "5s", value_parser = listen::parse_duration)]
+    pub lease_ttl: std::time::Duration,
 }
 
 impl Default for ServeArgs {
@@ -103,6 +108,7 @@ impl Default for ServeArgs {
             max_requests_per_client: limits.max_requests_per_client as u32,
             store: None,
             retention: None,
+            lease_ttl: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -144,6 +150,8 @@ pub struct AppState {
     pub queues: queue::RunQueues,
     /// False while a starting server picks up the threads a stopped one left mid-run.
     pub recovered: std::sync::atomic::AtomicBool,
+    /// This process as one replica of several, when the run store keeps leases (PostgreSQL).
+    pub replica: Option<replica::Replica>,
 }
 
 /// Why the server could not start.
@@ -184,6 +192,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     .map_err(ServeError::Usage)?;
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let run_store = planwright::runs::connect(&args.checkpoint).await?;
+    let run_store_leases = run_store.leases();
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
         .await
         .map_err(|e| match e {
@@ -218,6 +227,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         live: lifecycle::LiveRuns::default(),
         queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
+        replica: run_store_leases.then(|| replica::Replica::new(args.lease_ttl)),
     }))
 }
 
@@ -328,6 +338,8 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         });
     }
     let sweeper = store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY);
+    // With replicas: leases renewed, and runs of a replica that is gone taken over.
+    let keeper = replica::spawn_keeper(state.clone());
     // Retention runs beside the server (small batches, never blocking writes); dropping the
     // handle at the end stops it.
     let _retention = args
@@ -349,7 +361,11 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         tokio::spawn(async move {
             stop_signal().await;
             eprintln!("planwright serve: stopping; running nodes finish, threads are checkpointed");
+            if let Some(r) = &state.replica {
+                r.stopping.store(true, std::sync::atomic::Ordering::Release);
+            }
             tokio::join!(state.research.shutdown(), state.acquire.shutdown());
+            replica::release_all(&state).await;
             stopped.notify_one();
         });
     }
@@ -367,6 +383,9 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         source,
     })?;
     sweeper.abort();
+    if let Some(k) = keeper {
+        k.abort();
+    }
     eprintln!("planwright serve: stopped; every thread is checkpointed");
     Ok(())
 }

@@ -61,6 +61,10 @@ pub struct PgConfig {
     pub op_timeout: Duration,
     /// Run a round trip before reusing a pooled connection.
     pub verified_recycle: bool,
+    /// The server aborts a transaction left idle this long (`idle_in_transaction_session_timeout`):
+    /// a process frozen in the middle of a write (SIGSTOP, a VM paused) must not hold the rows
+    /// it locked — a thread another replica takes over — for ever.
+    pub idle_tx_timeout: Duration,
     /// TLS.
     pub sslmode: SslMode,
     /// Extra trusted root certificates (PEM file).
@@ -79,6 +83,7 @@ impl PgConfig {
             pool_size: 16,
             pool_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            idle_tx_timeout: Duration::from_secs(10),
             retry_for: Duration::from_secs(30),
             op_timeout: Duration::from_secs(60),
             verified_recycle: true,
@@ -104,6 +109,7 @@ impl PgConfig {
                 }
                 "pool_timeout" => cfg.pool_timeout = dur()?,
                 "connect_timeout" => cfg.connect_timeout = dur()?,
+                "idle_tx_timeout" => cfg.idle_tx_timeout = dur()?,
                 "retry_for" => cfg.retry_for = dur()?,
                 "op_timeout" => cfg.op_timeout = dur()?.max(Duration::from_millis(1)),
                 "recycle" => {
@@ -170,6 +176,15 @@ impl PgConfig {
             cfg.sslmode = SslMode::Disable;
         }
         cfg.pg.connect_timeout(cfg.connect_timeout);
+        let idle = format!(
+            "-c idle_in_transaction_session_timeout={}",
+            cfg.idle_tx_timeout.as_millis().max(1)
+        );
+        let options = match cfg.pg.get_options() {
+            Some(o) if !o.trim().is_empty() => format!("{o} {idle}"),
+            _ => idle,
+        };
+        cfg.pg.options(&options);
         cfg.pg.ssl_mode(match cfg.sslmode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
             SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,

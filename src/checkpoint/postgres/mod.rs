@@ -41,6 +41,8 @@ pub struct PostgresCheckpointer {
     pool: Pool,
     retry_for: Duration,
     op_timeout: Duration,
+    /// The fencing token this process writes each fenced thread with.
+    fences: dashmap::DashMap<ThreadId, i64>,
 }
 
 impl PostgresCheckpointer {
@@ -59,6 +61,7 @@ impl PostgresCheckpointer {
             pool,
             retry_for: cfg.retry_for,
             op_timeout: cfg.op_timeout,
+            fences: dashmap::DashMap::new(),
         };
         let pool = &me.pool;
         me.retry("migrate", |_| schema::migrate(pool)).await?;
@@ -78,6 +81,36 @@ impl PostgresCheckpointer {
     {
         with_retry_bounded(what, self.retry_for, self.op_timeout, op).await
     }
+
+    /// The token this process writes `thread` with (`None`: it never fenced the thread).
+    fn token(&self, thread: &ThreadId) -> Option<i64> {
+        self.fences.get(thread).map(|t| *t)
+    }
+}
+
+/// Refuses, inside the transaction, a write to a thread fenced with a larger token than the
+/// writer's. The row lock (`FOR SHARE`) orders it against a takeover's `fence`: a takeover that
+/// commits first is seen; one that comes after waits for this write, which it then loads.
+async fn check_fence(
+    tx: &impl GenericClient,
+    thread: &ThreadId,
+    token: Option<i64>,
+) -> Result<(), Attempt> {
+    let Some(token) = token else { return Ok(()) };
+    let fence: Option<i64> = tx
+        .query_opt(
+            "SELECT fence FROM planwright_threads WHERE thread_id = $1 FOR SHARE",
+            &[&thread.as_str()],
+        )
+        .await?
+        .map(|row| row.get(0));
+    if fence.is_some_and(|f| f > token) {
+        return Err(Attempt::Fail(CheckpointError::Fenced {
+            thread: thread.clone(),
+            token: token as u64,
+        }));
+    }
+    Ok(())
 }
 
 /// The conditional write of one record inside an open transaction. With `retrying` (an earlier
@@ -226,9 +259,11 @@ impl Checkpointer for PostgresCheckpointer {
     async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
         let sum = checksum(&record)?;
         let (r, sum, pool) = (&record, sum.as_str(), &self.pool);
+        let token = self.token(&record.thread_id);
         self.retry("put", |n| async move {
             let mut c = pool.get().await?;
             let tx = c.transaction().await?;
+            check_fence(&tx, &r.thread_id, token).await?;
             put_in(&tx, r, sum, n > 0).await?;
             tx.commit().await?;
             Ok(())
@@ -250,11 +285,16 @@ impl Checkpointer for PostgresCheckpointer {
                 let mut results = Vec::with_capacity(records_ref.len());
                 for (r, sum) in records_ref.iter().zip(sums) {
                     // A conflict writes nothing and raises no SQL error, so the batch goes on.
-                    match put_in(&tx, r, sum, n > 0).await {
+                    let fenced = check_fence(&tx, &r.thread_id, self.token(&r.thread_id));
+                    let put = async {
+                        fenced.await?;
+                        put_in(&tx, r, sum, n > 0).await
+                    };
+                    match put.await {
                         Ok(()) => results.push(Ok(())),
-                        Err(Attempt::Fail(e @ CheckpointError::Conflict { .. })) => {
-                            results.push(Err(e))
-                        }
+                        Err(Attempt::Fail(
+                            e @ (CheckpointError::Conflict { .. } | CheckpointError::Fenced { .. }),
+                        )) => results.push(Err(e)),
                         Err(Attempt::Retry(e)) => return Err(Attempt::Retry(e)),
                         Err(Attempt::Fail(e)) => {
                             // An SQL error aborted the transaction: nothing of the batch is stored.
@@ -273,6 +313,45 @@ impl Checkpointer for PostgresCheckpointer {
         }
     }
 
+    async fn fence(&self, thread: &ThreadId, token: u64) -> Result<bool, CheckpointError> {
+        let t = i64::try_from(token).map_err(|_| {
+            CheckpointError::Backend(format!("fencing token {token} is out of range"))
+        })?;
+        let pool = &self.pool;
+        let taken = self
+            .retry("fence", |_| async move {
+                let c = pool.get().await?;
+                let n = c
+                    .execute(
+                        "INSERT INTO planwright_threads (thread_id, head, metadata, fence)
+                         VALUES ($1, NULL, NULL, $2)
+                         ON CONFLICT (thread_id) DO UPDATE SET fence = $2
+                         WHERE planwright_threads.fence < $2",
+                        &[&thread.as_str(), &t],
+                    )
+                    .await?;
+                if n > 0 {
+                    return Ok(true);
+                }
+                // Tokens are given once each: the fence equal to ours is an earlier attempt's
+                // commit whose answer was lost.
+                let fence: Option<i64> = c
+                    .query_opt(
+                        "SELECT fence FROM planwright_threads WHERE thread_id = $1",
+                        &[&thread.as_str()],
+                    )
+                    .await?
+                    .map(|row| row.get(0));
+                Ok(fence == Some(t))
+            })
+            .await?;
+        if !taken {
+            return Ok(false);
+        }
+        self.fences.insert(thread.clone(), t);
+        Ok(true)
+    }
+
     async fn put_writes(
         &self,
         thread: &ThreadId,
@@ -281,9 +360,11 @@ impl Checkpointer for PostgresCheckpointer {
     ) -> Result<(), CheckpointError> {
         let cp = id_to_sql(checkpoint)?;
         let (writes, pool) = (&writes, &self.pool);
+        let token = self.token(thread);
         self.retry("put_writes", |_| async move {
             let mut c = pool.get().await?;
             let tx = c.transaction().await?;
+            check_fence(&tx, thread, token).await?;
             insert_writes(&tx, thread.as_str(), cp, writes).await?;
             tx.commit().await?;
             Ok(())

@@ -9,7 +9,7 @@ use deadpool_postgres::Pool;
 /// Advisory lock key serialising migrations across processes.
 const MIGRATION_LOCK: i64 = 0x706c_616e_7772;
 
-static MIGRATIONS: [Migration; 2] = [
+static MIGRATIONS: [Migration; 3] = [
     Migration {
         version: 1,
         name: "threads, checkpoints and task writes",
@@ -48,6 +48,12 @@ static MIGRATIONS: [Migration; 2] = [
         name: "checkpoint checksums",
         // Rows of version 1 keep a NULL checksum: readable, links still verified.
         sql: "ALTER TABLE planwright_checkpoints ADD COLUMN IF NOT EXISTS checksum TEXT;",
+    },
+    Migration {
+        version: 3,
+        name: "fencing tokens",
+        // 0: no process has fenced the thread; every writer may write it (as before).
+        sql: "ALTER TABLE planwright_threads ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;",
     },
 ];
 

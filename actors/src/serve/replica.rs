@@ -1,0 +1,172 @@
+//! Replicas: several `serve` processes on one PostgreSQL database form one service.
+//!
+//! Each process is a replica with a random owner id. A run it executes is held by a **lease** in
+//! the run's record (`RunStore::claim`), renewed every third of `--lease-ttl` while it runs; the
+//! claim gives a **fencing token** that grows with every claim, and the thread is fenced with it
+//! (`Checkpointer::fence`) before the engine starts, so the database refuses the thread's
+//! checkpoints and task writes from any replica holding an older token. A replica that dies (or
+//! freezes) stops renewing; once its leases expire, another replica claims the runs — a higher
+//! token — and continues each thread from its last checkpoint and pending writes, so finished
+//! tasks of the interrupted superstep are not run again. A frozen replica that wakes up finds its
+//! writes refused, and its lease gone at its next renewal: it cancels the run locally. On SIGTERM
+//! a replica checkpoints its runs and releases their leases, so the others take them over at once.
+//!
+//! Stores without leases (SQLite, memory: one process) grant every claim: nothing here runs.
+
+use super::lifecycle;
+use super::AppState;
+use planwright::runs::{now_ms, RunRecord};
+use planwright::ThreadId;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// This process as a replica.
+pub struct Replica {
+    /// Its owner id in run leases.
+    pub owner: String,
+    /// How long a lease lasts without renewal.
+    pub ttl: Duration,
+    /// Runs taken over from other replicas since the start.
+    pub taken_over: std::sync::atomic::AtomicU64,
+    /// Set when the process stops: it renews what it still runs but takes nothing over.
+    pub stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Replica {
+    /// A replica with a fresh owner id.
+    pub fn new(ttl: Duration) -> Self {
+        let n: u64 = rand::random();
+        Self {
+            owner: format!("replica-{}-{n:016x}", std::process::id()),
+            ttl,
+            taken_over: Default::default(),
+            stopping: Default::default(),
+        }
+    }
+}
+
+/// Takes `rec` for this replica: claims its lease and fences its thread with the new token.
+/// False when another replica holds it (its lease is live, or it fenced the thread with a newer
+/// token). True at once for a store without leases.
+pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
+    let Some(r) = &state.replica else {
+        return Ok(true);
+    };
+    let ttl = r.ttl.as_millis() as u64;
+    let token = state
+        .run_store
+        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(token) = token else {
+        return Ok(false);
+    };
+    state
+        .checkpointer
+        .fence(&ThreadId::new(&rec.thread_id), token)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Gives up this replica's lease on `rec` (a run it stopped at a superstep boundary), so another
+/// replica takes it over without waiting for the lease to expire.
+pub async fn release(state: &AppState, rec: &RunRecord) {
+    if let Some(r) = &state.replica {
+        if let Err(e) = state.run_store.release(&rec.run_id, &r.owner).await {
+            tracing::warn!(run = rec.run_id, error = %e, "a lease could not be released; it expires");
+        }
+    }
+}
+
+/// Gives up every lease of this replica: called once its runs are checkpointed on SIGTERM, so
+/// the other replicas continue them at their next look instead of when the leases expire.
+pub async fn release_all(state: &AppState) {
+    if let Some(r) = &state.replica {
+        if let Err(e) = state.run_store.release_all(&r.owner).await {
+            tracing::warn!(error = %e, "leases could not be released; they expire");
+        }
+    }
+}
+
+/// Renews this replica's leases and takes over runs whose replica is gone, every third of the
+/// lease's life and at least every second, until the process ends.
+pub fn spawn_keeper(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
+    let ttl = state.replica.as_ref()?.ttl;
+    let every = (ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = keep(&state).await {
+                tracing::error!(error = %e, "leases: renewal or takeover failed; trying again");
+            }
+        }
+    }))
+}
+
+async fn keep(state: &Arc<AppState>) -> Result<(), String> {
+    let Some(r) = &state.replica else {
+        return Ok(());
+    };
+    let ttl = r.ttl.as_millis() as u64;
+    let held = state
+        .run_store
+        .renew(&r.owner, now_ms(), ttl)
+        .await
+        .map_err(|e| e.to_string())?;
+    // A run this process executes whose lease it no longer holds was taken over while this
+    // process could not renew (frozen, cut off): stop it here; the database refuses its writes.
+    for (thread, run_id) in lifecycle::local_runs(state) {
+        if !held.contains(&run_id) {
+            if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
+                if rec.status == planwright::runs::RunRecordStatus::Running {
+                    tracing::warn!(
+                        run = run_id,
+                        thread,
+                        "lease lost to another replica; stopping here"
+                    );
+                    lifecycle::abandon(state, &rec).await;
+                }
+            }
+        }
+    }
+    if !state.recovered.load(std::sync::atomic::Ordering::Acquire)
+        || r.stopping.load(std::sync::atomic::Ordering::Acquire)
+    {
+        return Ok(());
+    }
+    let expired = state
+        .run_store
+        .expired(now_ms(), 16)
+        .await
+        .map_err(|e| e.to_string())?;
+    for rec in expired {
+        if lifecycle::local_runs(state)
+            .iter()
+            .any(|(_, id)| *id == rec.run_id)
+        {
+            continue;
+        }
+        if claim(state, &rec).await? {
+            tracing::info!(
+                run = rec.run_id,
+                thread = rec.thread_id,
+                "taking over a run whose replica is gone"
+            );
+            r.taken_over
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = lifecycle::resume_running(state, &rec).await {
+                tracing::error!(run = rec.run_id, error = %e.1, "a run taken over could not be continued");
+                lifecycle::end(
+                    state,
+                    &rec,
+                    planwright::runs::RunRecordStatus::Error,
+                    Some(e.1),
+                )
+                .await;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,265 @@
+//! Replicas of `serve` on one PostgreSQL database: a replica frozen (SIGSTOP) past its lease has
+//! its run taken over by another, which finishes it from the last checkpoint; when the frozen one
+//! wakes (SIGCONT) its late writes are refused, it gives the run up, and the thread's history
+//! shows one linear chain. A replica stopped with SIGTERM hands its run over at once.
+
+#[path = "../../tests/support/backends.rs"]
+mod backends;
+
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = signal(&self.0, "CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(child: &Child, sig: &str) -> std::io::Result<std::process::ExitStatus> {
+    Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+}
+
+async fn serve(lease_ttl: &str, model: &str) -> (Server, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server(
+        Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .args([
+                "serve",
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+                "--checkpoint",
+                &backends::pg_url(),
+                "--model",
+                model,
+                "--lease-ttl",
+                lease_ttl,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..300 {
+        if let Ok(r) = reqwest::get(format!("{base}/ok")).await {
+            if r.status().is_success() {
+                return (server, base);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("serve did not come up");
+}
+
+async fn get(url: &str) -> Value {
+    reqwest::Client::new()
+        .get(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn post(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A background research run on a new thread of replica `base`: (thread, run).
+async fn start_run(base: &str) -> (String, String) {
+    let thread = post(&format!("{base}/threads"), json!({})).await["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run = post(
+        &format!("{base}/threads/{thread}/runs"),
+        json!({"assistant_id": "research",
+               "input": {"input": "Should our support team adopt retrieval-augmented generation for customer support?"}}),
+    )
+    .await;
+    (thread, run["run_id"].as_str().expect("a run").to_string())
+}
+
+async fn checkpoints(base: &str, thread: &str) -> Vec<Value> {
+    post(
+        &format!("{base}/threads/{thread}/history"),
+        json!({"limit": 1000}),
+    )
+    .await
+    .as_array()
+    .cloned()
+    .unwrap_or_default()
+}
+
+/// Waits until the thread has `n` checkpoints (the run is under way).
+async fn progressed(base: &str, thread: &str, n: usize) {
+    let t0 = Instant::now();
+    while checkpoints(base, thread).await.len() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn ended(base: &str, thread: &str, run: &str, within: Duration) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let r = get(&format!("{base}/threads/{thread}/runs/{run}")).await;
+        if !matches!(r["status"].as_str(), Some("pending" | "running")) {
+            return r;
+        }
+        assert!(
+            t0.elapsed() < within,
+            "the run did not end in {within:?}: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Each checkpoint's parent is the one before it: one writer, one chain.
+fn assert_linear(history: &[Value]) {
+    let ids: Vec<u64> = history
+        .iter()
+        .map(|c| {
+            c["checkpoint"]["checkpoint_id"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    for pair in history.windows(2) {
+        assert_eq!(
+            pair[0]["parent_checkpoint"]["checkpoint_id"], pair[1]["checkpoint"]["checkpoint_id"],
+            "history is not one chain: {ids:?}"
+        );
+    }
+}
+
+fn metric(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One test, two scenarios one after the other: any live replica on the database may take a
+/// run over, so the scenarios must not overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused().await;
+    a_replica_stopped_with_sigterm_hands_its_run_over_at_once().await;
+}
+
+async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
+    let (a, a_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=5").await;
+    let (_b, b_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=5").await;
+    let (thread, run) = start_run(&a_url).await;
+    progressed(&a_url, &thread, 2).await;
+    signal(&a.0, "STOP").unwrap();
+    // B takes the run over once A's lease has expired, and finishes it.
+    let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
+    assert_eq!(rec["status"], "success", "{rec}");
+    let b_metrics = reqwest::get(format!("{b_url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metric(&b_metrics, "planwright_replica_runs_taken_over_total") >= 1,
+        "{b_metrics}"
+    );
+    // A wakes: whatever it still writes is refused; it gives the run up.
+    signal(&a.0, "CONT").unwrap();
+    let t0 = Instant::now();
+    loop {
+        let page = reqwest::get(format!("{a_url}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metric(&page, "planwright_replica_runs_held") == 0 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "A still holds the run: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rec = get(&format!("{b_url}/threads/{thread}/runs/{run}")).await;
+    assert_eq!(
+        rec["status"], "success",
+        "A did not overwrite the record: {rec}"
+    );
+    let history = checkpoints(&b_url, &thread).await;
+    assert_linear(&history);
+    let state = get(&format!("{b_url}/threads/{thread}/state")).await;
+    assert_eq!(state["values"]["status"], "ok", "{state}");
+    // No plan step ran twice: each appears once among the executed steps.
+    let mut steps: Vec<String> = state["values"]["execution_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "step_executed")
+        .map(|e| e["step_id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let n = steps.len();
+    steps.sort();
+    steps.dedup();
+    assert_eq!(steps.len(), n, "a step ran twice: {state}");
+    assert!(n >= 2, "{state}");
+}
+
+async fn a_replica_stopped_with_sigterm_hands_its_run_over_at_once() {
+    // Leases of a minute: the run moves only because A releases it.
+    let (a, a_url) = serve("60s", "sim:p50=1s,p99=1500ms,seed=5").await;
+    let (_b, b_url) = serve("60s", "sim:p50=1s,p99=1500ms,seed=5").await;
+    let (thread, run) = start_run(&a_url).await;
+    progressed(&a_url, &thread, 2).await;
+    signal(&a.0, "TERM").unwrap();
+    let rec = ended(&b_url, &thread, &run, Duration::from_secs(40)).await;
+    assert_eq!(rec["status"], "success", "{rec}");
+    let b_metrics = reqwest::get(format!("{b_url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&b_metrics, "planwright_replica_runs_taken_over_total"),
+        1,
+        "B finished A's run: {b_metrics}"
+    );
+    assert_linear(&checkpoints(&b_url, &thread).await);
+}

@@ -1,0 +1,176 @@
+//! What replicas rely on in PostgreSQL: run leases (claim, renew, expiry, release, tokens that
+//! only grow) and fencing (a thread taken over refuses the old owner's checkpoints and task
+//! writes). Times are passed in, so no test sleeps; two checkpointer instances on one database
+//! stand for two processes.
+
+#[path = "support/backends.rs"]
+mod backends;
+
+use planwright::checkpoint::{
+    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource, TaskWrite,
+    WriteKind,
+};
+use planwright::runs::{PostgresRuns, RunChange, RunRecord, RunRecordStatus, RunStore};
+use planwright::{CheckpointId, TaskId, ThreadId};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_are_claimed_renewed_expired_and_released() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let s = PostgresRuns::connect(&backends::pg_url()).await.unwrap();
+    assert!(s.leases());
+    let p = format!("lease{}", backends::unique());
+    let (run, thread) = (format!("{p}-r"), format!("{p}-t"));
+    s.insert(RunRecord::pending(&run, &thread, "research", 1))
+        .await
+        .unwrap();
+    assert!(s
+        .transition(
+            &run,
+            &[RunRecordStatus::Pending],
+            RunRecordStatus::Running,
+            RunChange::at(2)
+        )
+        .await
+        .unwrap());
+    let now = 1_000_000;
+    let a = s
+        .claim(&run, "A", now, 1_000)
+        .await
+        .unwrap()
+        .expect("free: A claims it");
+    assert_eq!(
+        s.claim(&run, "B", now + 500, 1_000).await.unwrap(),
+        None,
+        "A's lease is live"
+    );
+    assert_eq!(
+        s.renew("A", now + 900, 1_000).await.unwrap(),
+        vec![run.clone()]
+    );
+    assert_eq!(
+        s.claim(&run, "B", now + 1_500, 1_000).await.unwrap(),
+        None,
+        "renewed to now + 1900"
+    );
+    assert!(s
+        .expired(now + 1_500, 10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|r| r.run_id != run));
+    // A stops renewing: at now + 2000 the lease has expired and B takes over, with a newer token.
+    let expired = s.expired(now + 2_000, 1000).await.unwrap();
+    assert!(expired.iter().any(|r| r.run_id == run), "listed as expired");
+    let b = s
+        .claim(&run, "B", now + 2_000, 1_000)
+        .await
+        .unwrap()
+        .expect("expired: B claims it");
+    assert!(b > a, "tokens only grow: {a} then {b}");
+    assert!(
+        s.renew("A", now + 2_100, 1_000).await.unwrap().is_empty(),
+        "A's renewal tells it the run is gone"
+    );
+    // B stops and hands over at once.
+    s.release(&run, "B").await.unwrap();
+    let c = s
+        .claim(&run, "C", now + 2_200, 1_000)
+        .await
+        .unwrap()
+        .expect("released");
+    assert!(c > b);
+    // An ended run is neither renewed nor listed.
+    assert!(s
+        .transition(
+            &run,
+            &[RunRecordStatus::Running],
+            RunRecordStatus::Success,
+            RunChange::at(3)
+        )
+        .await
+        .unwrap());
+    assert!(s.renew("C", now + 2_300, 1_000).await.unwrap().is_empty());
+    assert!(s
+        .expired(u64::MAX / 2, 100_000)
+        .await
+        .unwrap()
+        .iter()
+        .all(|r| r.run_id != run));
+}
+
+fn record(thread: &ThreadId, id: u64) -> CheckpointRecord {
+    CheckpointRecord {
+        thread_id: thread.clone(),
+        id: CheckpointId(id),
+        parent: (id > 1).then(|| CheckpointId(id - 1)),
+        graph_fingerprint: "fp".into(),
+        kind: BodyKind::Snapshot,
+        body: b"{}".to_vec(),
+        next_tasks: b"[]".to_vec(),
+        metadata: CheckpointMetadata {
+            step: id,
+            source: CheckpointSource::Loop,
+            nodes: vec![],
+            created_at_ms: 0,
+            extra: serde_json::Value::Null,
+            pause: None,
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_taken_over_refuses_the_old_owners_writes() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let url = backends::pg_url();
+    let a = planwright::checkpoint::connect(&url).await.unwrap();
+    let b = planwright::checkpoint::connect(&url).await.unwrap();
+    let t = ThreadId::new(format!("fence{}", backends::unique()));
+    assert!(a.fence(&t, 10).await.unwrap(), "A takes the thread");
+    a.put(record(&t, 1)).await.unwrap();
+    a.put(record(&t, 2)).await.unwrap();
+    assert!(
+        !b.fence(&t, 9).await.unwrap(),
+        "an older token does not take it"
+    );
+    assert!(b.fence(&t, 11).await.unwrap(), "B takes it over");
+    let err = a.put(record(&t, 3)).await.unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::Fenced { token: 10, .. }),
+        "{err}"
+    );
+    let write = TaskWrite {
+        task: TaskId { step: 2, index: 0 },
+        node: "n".into(),
+        kind: WriteKind::Update,
+        key: String::new(),
+        payload: b"{}".to_vec(),
+    };
+    let err = a
+        .put_writes(&t, CheckpointId(2), vec![write.clone()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CheckpointError::Fenced { .. }), "{err}");
+    assert!(
+        a.get_writes(&t, CheckpointId(2)).await.unwrap().is_empty(),
+        "nothing written"
+    );
+    // The new owner writes on; the chain stays linear.
+    b.put_writes(&t, CheckpointId(2), vec![write])
+        .await
+        .unwrap();
+    b.put(record(&t, 3)).await.unwrap();
+    assert_eq!(b.head(&t).await.unwrap(), Some(CheckpointId(3)));
+    let batch = a.put_many(vec![record(&t, 4)]).await;
+    assert!(
+        matches!(batch[0], Err(CheckpointError::Fenced { .. })),
+        "{batch:?}"
+    );
+    // A process that never fenced the thread (one process, no replicas) still writes it as before.
+    let c = planwright::checkpoint::connect(&url).await.unwrap();
+    c.put(record(&t, 4)).await.unwrap();
+    b.delete_thread(&t).await.unwrap();
+}
