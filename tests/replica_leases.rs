@@ -47,7 +47,13 @@ async fn leases_are_claimed_renewed_expired_and_released() {
     );
     assert_eq!(
         s.renew("A", now + 900, 1_000).await.unwrap(),
-        vec![run.clone()]
+        vec![(run.clone(), false)]
+    );
+    // A cancel asked on another replica reaches the holder at its next renewal.
+    assert!(s.request_cancel(&run).await.unwrap());
+    assert_eq!(
+        s.renew("A", now + 900, 1_000).await.unwrap(),
+        vec![(run.clone(), true)]
     );
     assert_eq!(
         s.claim(&run, "B", now + 1_500, 1_000).await.unwrap(),

@@ -176,6 +176,7 @@ async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
     }
     a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused().await;
     a_replica_stopped_with_sigterm_hands_its_run_over_at_once().await;
+    a_cancel_sent_to_one_replica_stops_the_run_on_another().await;
 }
 
 async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
@@ -261,5 +262,36 @@ async fn a_replica_stopped_with_sigterm_hands_its_run_over_at_once() {
         1,
         "B finished A's run: {b_metrics}"
     );
+    assert_linear(&checkpoints(&b_url, &thread).await);
+}
+
+async fn a_cancel_sent_to_one_replica_stops_the_run_on_another() {
+    let (_a, a_url) = serve("5s", "sim:p50=2s,p99=3s,seed=5").await;
+    let (_b, b_url) = serve("5s", "sim:p50=2s,p99=3s,seed=5").await;
+    let (thread, run) = start_run(&a_url).await;
+    progressed(&a_url, &thread, 2).await;
+    let status = reqwest::Client::new()
+        .post(format!(
+            "{b_url}/threads/{thread}/runs/{run}/cancel?wait=true"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 204);
+    let rec = get(&format!("{b_url}/threads/{thread}/runs/{run}")).await;
+    assert_eq!(rec["status"], "interrupted", "{rec}");
+    let page = reqwest::get(format!("{a_url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&page, "planwright_replica_runs_held"),
+        0,
+        "A stopped it: {page}"
+    );
+    // A later run on the thread starts from where the cancelled one stopped, on either replica.
     assert_linear(&checkpoints(&b_url, &thread).await);
 }

@@ -167,14 +167,21 @@ pub trait RunStore: Send + Sync + 'static {
     }
 
     /// Extends every live lease `owner` holds on a running run to `now_ms + ttl_ms`, and returns
-    /// those runs' ids: a running run of this owner that is missing was taken over.
+    /// those runs as (run id, whether a cancel was asked for it on another replica): a running run
+    /// of this owner that is missing was taken over.
     async fn renew(
         &self,
         _owner: &str,
         _now_ms: u64,
         _ttl_ms: u64,
-    ) -> Result<Vec<String>, RunStoreError> {
+    ) -> Result<Vec<(String, bool)>, RunStoreError> {
         Ok(Vec::new())
+    }
+
+    /// Asks whichever replica holds the running run `run_id` to cancel it (it sees the request
+    /// at its next renewal). Returns whether the run was running.
+    async fn request_cancel(&self, _run_id: &str) -> Result<bool, RunStoreError> {
+        Ok(false)
     }
 
     /// Gives up `owner`'s lease on `run_id` at once (a replica that stops hands its runs over

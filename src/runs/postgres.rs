@@ -39,6 +39,7 @@ CREATE INDEX IF NOT EXISTS planwright_runs_unfinished ON planwright_runs (seq)
 ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS lease_owner TEXT;
 ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS lease_until BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS cancel_asked BOOLEAN NOT NULL DEFAULT false;
 CREATE SEQUENCE IF NOT EXISTS planwright_fence_seq;
 ";
 
@@ -315,7 +316,7 @@ impl RunStore for PostgresRuns {
         owner: &str,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<Vec<String>, RunStoreError> {
+    ) -> Result<Vec<(String, bool)>, RunStoreError> {
         let pool = &self.pool;
         let (now, until) = (now_ms as i64, now_ms.saturating_add(ttl_ms) as i64);
         let rows = self
@@ -326,14 +327,33 @@ impl RunStore for PostgresRuns {
                     .query(
                         "UPDATE planwright_runs SET lease_until = $3
                          WHERE lease_owner = $1 AND status = 'running' AND lease_until >= $2
-                         RETURNING run_id",
+                         RETURNING run_id, cancel_asked",
                         &[&owner, &now, &until],
                     )
                     .await?)
             })
             .await
             .map_err(be("renew leases"))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<bool, RunStoreError> {
+        let pool = &self.pool;
+        let n = self
+            .retry("request cancel", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .execute(
+                        "UPDATE planwright_runs SET cancel_asked = true
+                         WHERE run_id = $1 AND status = 'running'",
+                        &[&run_id],
+                    )
+                    .await?)
+            })
+            .await
+            .map_err(be("request cancel"))?;
+        Ok(n > 0)
     }
 
     async fn release(&self, run_id: &str, owner: &str) -> Result<(), RunStoreError> {

@@ -405,6 +405,12 @@ pub async fn cancel(
                 }
                 _ => {
                     state.live.cancel_asked.insert(rec.run_id.clone());
+                    // Another replica may be running it: it stops at its next renewal.
+                    state
+                        .run_store
+                        .request_cancel(&rec.run_id)
+                        .await
+                        .map_err(ApiError::internal)?;
                 }
             }
             if wait || rollback {
@@ -544,6 +550,14 @@ pub fn local_runs(state: &AppState) -> Vec<(String, String)> {
         .iter()
         .map(|e| (e.key().clone(), e.value().clone()))
         .collect()
+}
+
+/// Cancels this process's execution of `rec` (asked on another replica): the run ends as a
+/// local cancel ends it, and its record says so.
+pub fn cancel_local(state: &AppState, rec: &RunRecord) {
+    if let Ok(a) = Assistant::parse(&rec.assistant_id) {
+        assistants::cancel(state, a, &ThreadId::new(&rec.thread_id));
+    }
 }
 
 /// Stops this process's execution of `rec`, which another replica took over, leaving its record

@@ -118,7 +118,15 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
     // A run this process executes whose lease it no longer holds was taken over while this
     // process could not renew (frozen, cut off): stop it here; the database refuses its writes.
     for (thread, run_id) in lifecycle::local_runs(state) {
-        if !held.contains(&run_id) {
+        if held.iter().any(|(id, cancel)| *id == run_id && *cancel) {
+            // Cancelled through another replica: stop it here, as a local cancel would.
+            if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
+                tracing::info!(run = run_id, thread, "cancel asked on another replica");
+                lifecycle::cancel_local(state, &rec);
+            }
+            continue;
+        }
+        if !held.iter().any(|(id, _)| *id == run_id) {
             if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
                 if rec.status == planwright::runs::RunRecordStatus::Running {
                     tracing::warn!(
