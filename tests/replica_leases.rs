@@ -61,13 +61,13 @@ async fn leases_are_claimed_renewed_expired_and_released() {
         "renewed to now + 1900"
     );
     assert!(s
-        .expired(now + 1_500, 10)
+        .expired(now + 1_500, 1_000, 10)
         .await
         .unwrap()
         .iter()
         .all(|r| r.run_id != run));
     // A stops renewing: at now + 2000 the lease has expired and B takes over, with a newer token.
-    let expired = s.expired(now + 2_000, 1000).await.unwrap();
+    let expired = s.expired(now + 2_000, 1_000, 1000).await.unwrap();
     assert!(expired.iter().any(|r| r.run_id == run), "listed as expired");
     let b = s
         .claim(&run, "B", now + 2_000, 1_000)
@@ -99,7 +99,7 @@ async fn leases_are_claimed_renewed_expired_and_released() {
         .unwrap());
     assert!(s.renew("C", now + 2_300, 1_000).await.unwrap().is_empty());
     assert!(s
-        .expired(u64::MAX / 2, 100_000)
+        .expired(u64::MAX / 2, 1_000, 100_000)
         .await
         .unwrap()
         .iter()

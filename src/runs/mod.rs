@@ -166,9 +166,9 @@ pub trait RunStore: Send + Sync + 'static {
         Ok(Some(0))
     }
 
-    /// Extends every live lease `owner` holds on a running run to `now_ms + ttl_ms`, and returns
-    /// those runs as (run id, whether a cancel was asked for it on another replica): a running run
-    /// of this owner that is missing was taken over.
+    /// Extends every live lease `owner` holds on a pending or running run to `now_ms + ttl_ms`,
+    /// and returns those runs as (run id, whether a cancel was asked for it on another replica): a
+    /// run of this owner that is missing was taken over.
     async fn renew(
         &self,
         _owner: &str,
@@ -195,9 +195,15 @@ pub trait RunStore: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Running records whose lease expired before `now_ms` (their replica is gone), oldest
-    /// first, at most `limit`.
-    async fn expired(&self, _now_ms: u64, _limit: usize) -> Result<Vec<RunRecord>, RunStoreError> {
+    /// Pending and running records no live replica holds, oldest first, at most `limit`: their
+    /// lease expired before `now_ms`, or they were never claimed and were last updated more than
+    /// `grace_ms` ago (their replica went away between recording the run and claiming it).
+    async fn expired(
+        &self,
+        _now_ms: u64,
+        _grace_ms: u64,
+        _limit: usize,
+    ) -> Result<Vec<RunRecord>, RunStoreError> {
         Ok(Vec::new())
     }
 }

@@ -326,7 +326,8 @@ impl RunStore for PostgresRuns {
                     .await?
                     .query(
                         "UPDATE planwright_runs SET lease_until = $3
-                         WHERE lease_owner = $1 AND status = 'running' AND lease_until >= $2
+                         WHERE lease_owner = $1 AND status IN ('pending', 'running')
+                           AND lease_until >= $2
                          RETURNING run_id, cancel_asked",
                         &[&owner, &now, &until],
                     )
@@ -390,16 +391,24 @@ impl RunStore for PostgresRuns {
         .map_err(be("release leases"))
     }
 
-    async fn expired(&self, now_ms: u64, limit: usize) -> Result<Vec<RunRecord>, RunStoreError> {
+    async fn expired(
+        &self,
+        now_ms: u64,
+        grace_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, RunStoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let stale = now_ms.saturating_sub(grace_ms) as i64;
         self.rows(
             "expired leases",
             format!(
                 "SELECT {COLUMNS} FROM planwright_runs
-                 WHERE status = 'running' AND lease_owner IS NOT NULL AND lease_until < $1
-                 ORDER BY seq LIMIT $2"
+                 WHERE status IN ('pending', 'running')
+                   AND ((lease_owner IS NOT NULL AND lease_until < $1)
+                        OR (lease_owner IS NULL AND updated_at < $2))
+                 ORDER BY seq LIMIT $3"
             ),
-            vec![Box::new(now_ms as i64), Box::new(limit)],
+            vec![Box::new(now_ms as i64), Box::new(stale), Box::new(limit)],
         )
         .await
     }

@@ -105,6 +105,11 @@ pub struct LoadArgs {
     /// Bearer token for `--target`.
     #[arg(long)]
     pub token: Option<String>,
+    /// With `--target`: conversation `i` runs on thread `{prefix}-{i}` (default
+    /// `load-{pid}-{time}`), created with `if_exists: do_nothing` so a creation that fails over
+    /// never makes a second thread; search them with `POST /threads/search {"prefix": …}`.
+    #[arg(long)]
+    pub thread_prefix: Option<String>,
     /// The server's process id, to sample its memory and CPU from `/proc` (with `--target`).
     #[arg(long)]
     pub server_pid: Option<u32>,
@@ -252,6 +257,8 @@ pub struct Resolved {
     pub target: Vec<String>,
     /// Its token.
     pub token: Option<String>,
+    /// `--thread-prefix`.
+    pub thread_prefix: Option<String>,
 }
 
 fn usage(e: impl std::fmt::Display) -> LoadError {
@@ -528,6 +535,7 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
         checkpoint: a.checkpoint.clone().or(f.checkpoint),
         target,
         token: a.token.clone().or(f.token),
+        thread_prefix: a.thread_prefix.clone(),
     })
 }
 

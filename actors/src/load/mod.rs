@@ -107,7 +107,7 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
             .unwrap_or(0)
     );
     if !r.target.is_empty() {
-        for e in &r.mix {
+        for (k, e) in r.mix.iter().enumerate() {
             let conversation = match e.graph.as_str() {
                 "research" => research_remote(load_goals(e.goals.as_deref())?),
                 "acquire" => acquire_remote(acquire_scenarios(e)?),
@@ -123,6 +123,12 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
                     &r.target,
                     r.token.clone(),
                     conversation,
+                    format!(
+                        "{}-{k}",
+                        r.thread_prefix
+                            .clone()
+                            .unwrap_or_else(|| format!("load-{tag}"))
+                    ),
                 )
                 .await?,
             });

@@ -84,6 +84,8 @@ pub struct RemoteConversations {
     token: Option<String>,
     c: Conversation,
     executions0: u64,
+    /// Conversation `i` runs on thread `{threads}-{i}`.
+    threads: String,
 }
 
 impl RemoteConversations {
@@ -93,6 +95,7 @@ impl RemoteConversations {
         bases: &[String],
         token: Option<String>,
         c: Conversation,
+        threads: String,
     ) -> Result<Arc<Self>, LoadError> {
         let client = reqwest::Client::builder()
             .build()
@@ -103,6 +106,7 @@ impl RemoteConversations {
             token,
             c,
             executions0: 0,
+            threads,
         };
         r.executions0 = r.metrics().await.map_or(0, |m| m.node_executions);
         Ok(Arc::new(r))
@@ -248,7 +252,15 @@ impl RemoteConversations {
     ) -> Outcome {
         let r: Result<(), String> = async {
             let mut at = self.replicas.home(c.i);
-            let thread = self.call(&mut at, false, "/threads", json!({})).await?;
+            // A thread of its own name, created at most once wherever the request lands.
+            let thread = self
+                .call(
+                    &mut at,
+                    false,
+                    "/threads",
+                    json!({"thread_id": format!("{}-{}", self.threads, c.i), "if_exists": "do_nothing"}),
+                )
+                .await?;
             let id = thread["thread_id"].as_str().unwrap_or_default().to_string();
             *tid.lock().unwrap_or_else(|p| p.into_inner()) = Some((id.clone(), at));
             let mut runs = 0;
@@ -288,6 +300,7 @@ impl RemoteConversations {
             match v["status"].as_str() {
                 Some("failed") | Some("error") => Err("run failed".into()),
                 Some("aborted") => Err("run aborted".into()),
+                None | Some("") => Err(format!("the run left no result: {v}")),
                 _ => Ok(()),
             }
         }

@@ -651,7 +651,9 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let (rec, _, _, handle) = super::lifecycle::begin(&state, &id, body, false).await?;
+    let (rec, thread, assistant, handle) =
+        super::lifecycle::begin(&state, &id, body, false).await?;
+    let run_id = rec.run_id.clone();
     // The run's end is recorded by a task of its own: a client that hangs up does not leave the
     // record `running` for ever.
     let st = state.clone();
@@ -663,6 +665,31 @@ pub async fn run_wait(
     let result = ended
         .await
         .map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+    if matches!(
+        result,
+        Err(RunError::Checkpoint(
+            planwright::checkpoint::CheckpointError::Fenced { .. }
+        ))
+    ) {
+        // Another replica took the run over (this one was too slow to renew its lease): the
+        // answer is the run's, wherever it finishes.
+        super::lifecycle::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
+        let view = assistants::view(&state, assistant, &thread)
+            .await
+            .map_err(ApiError::internal)?;
+        return Ok(Json(view.map_or(Value::Null, |v| {
+            let mut values = v.values;
+            if !v.interrupts.is_empty() {
+                values["__interrupt__"] = json!(v
+                    .interrupts
+                    .iter()
+                    .map(|i| json!({"value": i.value, "id": i.id.0}))
+                    .collect::<Vec<_>>());
+                values["status"] = json!("interrupted");
+            }
+            values
+        })));
+    }
     match result {
         Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,

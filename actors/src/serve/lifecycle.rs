@@ -82,7 +82,21 @@ pub async fn accept(
         .live
         .ends
         .insert(r.run_id.clone(), watch::channel(None).0);
+    // With replicas, this replica holds it from now on: were it to go away before starting the
+    // run, another replica would start it.
+    super::replica::hold(state, &r)
+        .await
+        .map_err(ApiError::internal)?;
     Ok(r)
+}
+
+/// Queues a pending run here (one a replica that went away had accepted).
+pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
+    state
+        .live
+        .ends
+        .insert(rec.run_id.clone(), watch::channel(None).0);
+    super::queue::submit(state, rec);
 }
 
 /// A run asked for by a request: checks it, makes room on the thread as its strategy says,
@@ -585,6 +599,32 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
     if trec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null()) {
         // Cancelled by a person: never resumed behind their back.
         end(state, rec, S::Interrupted, None).await;
+        return Ok(());
+    }
+    // A run with new input whose process stopped before it stored the input has not begun:
+    // its thread is where the run found it. It starts again from its request.
+    let head = state
+        .checkpointer
+        .head(&thread)
+        .await
+        .map_err(ApiError::internal)?;
+    let new_input = !rec.kwargs["input"].is_null();
+    if new_input && head == rec.start_checkpoint {
+        let requeued = state
+            .run_store
+            .transition(
+                &rec.run_id,
+                &[S::Running],
+                S::Pending,
+                RunChange::at(now_ms()),
+            )
+            .await
+            .map_err(ApiError::internal)?;
+        if requeued {
+            let mut pending = rec.clone();
+            pending.status = S::Pending;
+            requeue(state, pending);
+        }
         return Ok(());
     }
     let a = assistants::of(state, &thread, &trec);

@@ -45,9 +45,24 @@ impl Replica {
     }
 }
 
-/// Takes `rec` for this replica: claims its lease and fences its thread with the new token.
-/// False when another replica holds it (its lease is live, or it fenced the thread with a newer
-/// token). True at once for a store without leases.
+/// Holds `rec` (a pending run this replica queues) with a lease, without fencing its thread
+/// (a run before it may still be writing there). False when another replica holds it.
+pub async fn hold(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
+    let Some(r) = &state.replica else {
+        return Ok(true);
+    };
+    let ttl = r.ttl.as_millis() as u64;
+    Ok(state
+        .run_store
+        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some())
+}
+
+/// Takes `rec` for this replica to run: claims its lease and fences its thread with the new
+/// token. False when another replica holds it (its lease is live, or it fenced the thread with a
+/// newer token). True at once for a store without leases.
 pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(r) = &state.replica else {
         return Ok(true);
@@ -146,7 +161,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
     }
     let expired = state
         .run_store
-        .expired(now_ms(), 16)
+        .expired(now_ms(), ttl, 16)
         .await
         .map_err(|e| e.to_string())?;
     for rec in expired {
@@ -154,6 +169,19 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
             .iter()
             .any(|(_, id)| *id == rec.run_id)
         {
+            continue;
+        }
+        if rec.status == planwright::runs::RunRecordStatus::Pending {
+            // Accepted by a replica that went away before starting it: queue it here.
+            if hold(state, &rec).await? {
+                tracing::info!(
+                    run = rec.run_id,
+                    "taking over a queued run whose replica is gone"
+                );
+                r.taken_over
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                lifecycle::requeue(state, rec);
+            }
             continue;
         }
         if claim(state, &rec).await? {
