@@ -198,6 +198,10 @@ async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
         metric(&b_metrics, "planwright_replica_runs_taken_over_total") >= 1,
         "{b_metrics}"
     );
+    assert!(
+        metric(&b_metrics, "planwright_replica_runs_claimed_total") >= 1,
+        "{b_metrics}"
+    );
     // A wakes: whatever it still writes is refused; it gives the run up.
     signal(&a.0, "CONT").unwrap();
     let t0 = Instant::now();

@@ -63,6 +63,12 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             r.owner,
             r.taken_over.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            t,
+            "# HELP planwright_replica_runs_claimed_total Run leases claimed (runs started, continued or taken over here).\n# TYPE planwright_replica_runs_claimed_total counter\nplanwright_replica_runs_claimed_total{{owner=\"{}\"}} {}",
+            r.owner,
+            r.claimed.load(Ordering::Relaxed)
+        );
     }
     let _ = writeln!(t, "# TYPE planwright_node_executions_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_work_seconds_total counter");

@@ -28,6 +28,8 @@ pub struct Replica {
     pub ttl: Duration,
     /// Runs taken over from other replicas since the start.
     pub taken_over: std::sync::atomic::AtomicU64,
+    /// Leases claimed since the start (runs started, continued or taken over here).
+    pub claimed: std::sync::atomic::AtomicU64,
     /// Set when the process stops: it renews what it still runs but takes nothing over.
     pub stopping: std::sync::atomic::AtomicBool,
 }
@@ -40,6 +42,7 @@ impl Replica {
             owner: format!("replica-{}-{n:016x}", std::process::id()),
             ttl,
             taken_over: Default::default(),
+            claimed: Default::default(),
             stopping: Default::default(),
         }
     }
@@ -76,6 +79,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(token) = token else {
         return Ok(false);
     };
+    r.claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     state
         .checkpointer
         .fence(&ThreadId::new(&rec.thread_id), token)
