@@ -177,6 +177,7 @@ async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
     a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused().await;
     a_replica_stopped_with_sigterm_hands_its_run_over_at_once().await;
     a_cancel_sent_to_one_replica_stops_the_run_on_another().await;
+    multitask_strategies_see_runs_on_other_replicas().await;
 }
 
 async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
@@ -297,5 +298,42 @@ async fn a_cancel_sent_to_one_replica_stops_the_run_on_another() {
         "A stopped it: {page}"
     );
     // A later run on the thread starts from where the cancelled one stopped, on either replica.
+    assert_linear(&checkpoints(&b_url, &thread).await);
+}
+
+async fn multitask_strategies_see_runs_on_other_replicas() {
+    let (_a, a_url) = serve("5s", "sim:p50=2s,p99=3s,seed=5").await;
+    let (_b, b_url) = serve("5s", "sim:p50=2s,p99=3s,seed=5").await;
+    let (thread, first) = start_run(&a_url).await;
+    progressed(&a_url, &thread, 2).await;
+    let input = json!({"input": "Should our support team adopt retrieval-augmented generation for customer support?"});
+    // reject (the default): the thread is busy on A, so B refuses.
+    let resp = reqwest::Client::new()
+        .post(format!("{b_url}/threads/{thread}/runs"))
+        .json(&json!({"assistant_id": "research", "input": input}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 409);
+    let detail = resp.json::<Value>().await.unwrap();
+    assert!(
+        detail["detail"]
+            .as_str()
+            .unwrap()
+            .contains("another replica"),
+        "{detail}"
+    );
+    // interrupt: B stops A's run, then runs the new one.
+    let second = post(
+        &format!("{b_url}/threads/{thread}/runs/wait"),
+        json!({"assistant_id": "research", "input": input, "multitask_strategy": "interrupt"}),
+    )
+    .await;
+    assert!(
+        matches!(second["status"].as_str(), Some("ok" | "needs_review")),
+        "{second}"
+    );
+    let first = get(&format!("{b_url}/threads/{thread}/runs/{first}")).await;
+    assert_eq!(first["status"], "interrupted", "{first}");
     assert_linear(&checkpoints(&b_url, &thread).await);
 }

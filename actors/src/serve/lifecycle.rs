@@ -481,9 +481,26 @@ pub async fn make_room(
     let action = match strategy {
         "interrupt" => CancelAction::Interrupt,
         "rollback" => CancelAction::Rollback,
-        _ => return Ok(()),
+        "enqueue" => {
+            // Its turn comes when a run another replica executes on the thread has ended.
+            wait_elsewhere(state, thread).await?;
+            return Ok(());
+        }
+        _ => {
+            return match running_elsewhere(state, thread).await? {
+                Some(other) => Err(ApiError::conflict(format!(
+                    "thread `{thread}` has a run in progress on another replica (`{}`; multitask_strategy reject)",
+                    other.run_id
+                ))),
+                None => Ok(()),
+            }
+        }
     };
     let Some(run_id) = state.live.running_on(thread.as_str()) else {
+        // A run another replica executes is cancelled there (through its record).
+        if let Some(other) = running_elsewhere(state, thread).await? {
+            cancel(state, &other, action, true).await?;
+        }
         return Ok(());
     };
     if let Some(rec) = state
@@ -495,6 +512,33 @@ pub async fn make_room(
         if !rec.status.is_ended() {
             cancel(state, &rec, action, true).await?;
         }
+    }
+    Ok(())
+}
+
+/// With replicas: the thread's running run that another replica executes, if any.
+pub async fn running_elsewhere(
+    state: &AppState,
+    thread: &ThreadId,
+) -> Result<Option<RunRecord>, ApiError> {
+    if state.replica.is_none() {
+        return Ok(None);
+    }
+    let local = state.live.running_on(thread.as_str());
+    let recent = state
+        .run_store
+        .list_thread(thread.as_str(), 8, 0)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(recent
+        .into_iter()
+        .find(|r| r.status == S::Running && local.as_deref() != Some(r.run_id.as_str())))
+}
+
+/// Waits until no other replica executes a run on `thread`.
+pub async fn wait_elsewhere(state: &AppState, thread: &ThreadId) -> Result<(), ApiError> {
+    while let Some(other) = running_elsewhere(state, thread).await? {
+        wait_end(state, &other.run_id, Duration::from_secs(86_400)).await?;
     }
     Ok(())
 }

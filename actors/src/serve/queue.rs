@@ -69,8 +69,13 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
     };
     // Its turn: it waits for the thread's current run (one recovered after a restart, say)
     // before its record says `running`, so a thread has one running record at a time.
+    let thread = planwright::ThreadId::new(&rec.thread_id);
     if let Ok(a) = Assistant::parse(body.assistant()) {
-        assistants::wait_idle(state, a, &planwright::ThreadId::new(&rec.thread_id)).await;
+        assistants::wait_idle(state, a, &thread).await;
+    }
+    // And for a run another replica executes on the thread.
+    if let Err(e) = lifecycle::wait_elsewhere(state, &thread).await {
+        tracing::warn!(thread = rec.thread_id, why = %e.1, "could not see the thread's other runs");
     }
     body.wait_for_thread();
     match lifecycle::launch(state, &rec, body, false, OnRefusal::Record).await {

@@ -41,7 +41,11 @@ pub async fn create(
                 assistant.as_str()
             )));
         }
-        if super::queue::busy(&state, bound, &thread) {
+        if super::queue::busy(&state, bound, &thread)
+            || lifecycle::running_elsewhere(&state, &thread)
+                .await?
+                .is_some()
+        {
             let rec = lifecycle::accept(&state, &thread, &trec, &body).await?;
             super::queue::submit(&state, rec.clone());
             return Ok(Json(record_json(&rec)));
