@@ -676,7 +676,8 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .await
         .map_err(ApiError::internal)?;
     let status = match &view {
-        Some(v) if !v.next.is_empty() && v.interrupts.is_empty() => None,
+        // Work left (perhaps behind an interrupt its answer already reached): the engine decides.
+        Some(v) if !v.next.is_empty() => None,
         Some(v) if !v.interrupts.is_empty() => Some(S::Interrupted),
         Some(v) if v.failed => Some(S::Error),
         _ => Some(S::Success),
@@ -690,9 +691,18 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .live
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
-    let handle = assistants::start_continue(state, a, thread.clone())
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let handle = match assistants::start_continue(state, a, thread.clone()).await {
+        Ok(h) => h,
+        // Paused on a question nobody has answered: the run ended there.
+        Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
+            end(state, rec, S::Interrupted, None).await;
+            return Ok(());
+        }
+        Err(e) => {
+            state.live.ends.remove(&rec.run_id);
+            return Err(ApiError::internal(e.to_string()));
+        }
+    };
     state
         .live
         .by_thread
