@@ -436,9 +436,8 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Whether `sync` runs going together should commit their checkpoints in shared batches
     /// (`put_many`) rather than each on its own. True where one batch costs less than its records
-    /// one by one: SQLite (one writer at a time, one `fsync` per commit). PostgreSQL's `put_many`
-    /// runs its records one statement after another on one connection, which loses to several
-    /// pooled connections writing in parallel (measured: docs/PERFORMANCE.md, "Group commit").
+    /// one by one: SQLite (one writer at a time, one `fsync` per commit) and PostgreSQL (a batch's
+    /// statements pipelined on one connection, one commit; measured: docs/PERFORMANCE.md).
     fn prefers_group_commit(&self) -> bool {
         false
     }
