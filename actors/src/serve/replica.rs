@@ -168,11 +168,9 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         .expired(now_ms(), ttl, 16)
         .await
         .map_err(|e| e.to_string())?;
+    let local = lifecycle::local_runs(state);
     for rec in expired {
-        if lifecycle::local_runs(state)
-            .iter()
-            .any(|(_, id)| *id == rec.run_id)
-        {
+        if local.iter().any(|(_, id)| *id == rec.run_id) {
             continue;
         }
         if rec.status == planwright::runs::RunRecordStatus::Pending {

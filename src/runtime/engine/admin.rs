@@ -162,19 +162,40 @@ impl<S: State> Engine<S> {
         at: CheckpointId,
         new_thread: &ThreadId,
     ) -> Result<CheckpointId, RunError> {
+        let extra = serde_json::json!({ "forked_from": { "thread": thread, "checkpoint": at } });
+        let (rec, _) = self
+            .copy_of(thread, at, new_thread, None, CheckpointSource::Fork, extra)
+            .await?;
+        let id = rec.id;
+        self.put(rec).await?;
+        Ok(id)
+    }
+
+    /// The record that copies checkpoint `at` of `thread` — its state as a snapshot, its pending
+    /// tasks and its pause — as the checkpoint after `parent` on `into` (fork and branch), with
+    /// the fingerprint `at` was written with.
+    async fn copy_of(
+        &self,
+        thread: &ThreadId,
+        at: CheckpointId,
+        into: &ThreadId,
+        parent: Option<CheckpointId>,
+        source: CheckpointSource,
+        extra: serde_json::Value,
+    ) -> Result<(crate::checkpoint::CheckpointRecord, String), RunError> {
         let cp = self.storage()?;
         let src = cp.get(thread, at).await?;
-        let mut loaded = persist::load(&**cp, &self.sh.graph, thread, Some(at))
+        let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(at))
             .await?
             .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
-        loaded.saved.head = None;
-        let tasks = loaded.saved.stored_tasks();
-        let extra = serde_json::json!({ "forked_from": { "thread": thread, "checkpoint": at } });
+        let mut saved = loaded.saved;
+        saved.head = parent;
+        let tasks = saved.stored_tasks();
         let mut rec = persist::step_record(
             &self.sh.graph,
-            new_thread,
-            &mut loaded.saved,
-            CheckpointSource::Fork,
+            into,
+            &mut saved,
+            source,
             src.metadata.nodes.clone(),
             None,
             &tasks,
@@ -182,9 +203,7 @@ impl<S: State> Engine<S> {
             src.metadata.pause.clone(),
         )?;
         rec.next_tasks = src.next_tasks;
-        let id = rec.id;
-        self.put(rec).await?;
-        Ok(id)
+        Ok((rec, loaded.fingerprint))
     }
 
     /// Time travel on the same thread: takes the thread back to checkpoint `at`. A new head
@@ -209,33 +228,24 @@ impl<S: State> Engine<S> {
             if head == at {
                 return Ok(head);
             }
-            let src = cp.get(thread, at).await?;
-            let loaded = persist::load(&*cp, &self.sh.graph, thread, Some(at))
-                .await?
-                .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
-            if loaded.fingerprint != self.sh.graph.fingerprint() {
+            let extra = serde_json::json!({ "branched_from": at });
+            let (rec, fingerprint) = self
+                .copy_of(
+                    thread,
+                    at,
+                    thread,
+                    Some(head),
+                    CheckpointSource::Branch,
+                    extra,
+                )
+                .await?;
+            if fingerprint != self.sh.graph.fingerprint() {
                 return Err(RunError::FingerprintMismatch {
                     thread: thread.clone(),
                     expected: self.sh.graph.fingerprint().to_string(),
-                    found: loaded.fingerprint,
+                    found: fingerprint,
                 });
             }
-            let mut past = loaded.saved;
-            past.head = Some(head);
-            let tasks = past.stored_tasks();
-            let extra = serde_json::json!({ "branched_from": at });
-            let mut rec = persist::step_record(
-                &self.sh.graph,
-                thread,
-                &mut past,
-                CheckpointSource::Branch,
-                src.metadata.nodes.clone(),
-                None,
-                &tasks,
-                extra,
-                src.metadata.pause.clone(),
-            )?;
-            rec.next_tasks = src.next_tasks;
             let id = rec.id;
             self.put(rec).await?;
             Ok(id)
