@@ -7,6 +7,7 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+mod serve_support;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -14,53 +15,11 @@ use axum::http::{Method, StatusCode, Uri};
 use planwright_actors::load::{self, LoadArgs};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn serve(checkpoint: &str) -> (Server, String) {
-    let port = free_port();
-    let server = Server(
-        Command::new(env!("CARGO_BIN_EXE_planwright"))
-            .args([
-                "serve",
-                "--addr",
-                &format!("127.0.0.1:{port}"),
-                "--checkpoint",
-                checkpoint,
-                "--model",
-                "sim:p50=2ms,p99=5ms",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..300 {
-        if reqwest::get(format!("{base}/ok")).await.is_ok() {
-            return (server, base);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("serve did not come up");
+async fn serve(checkpoint: &str) -> (serve_support::Server, String) {
+    serve_support::serve_on(checkpoint, "sim:p50=2ms,p99=5ms", &[]).await
 }
 
 /// The replica behind the proxy, and the threads whose first run request the proxy lost.
@@ -144,7 +103,7 @@ async fn conversations_spread_over_replicas_and_fail_over_without_running_twice(
         let _ = axum::serve(listener, app).await;
     });
     // A third replica that is down for the whole run.
-    let down = format!("http://127.0.0.1:{}", free_port());
+    let down = format!("http://127.0.0.1:{}", serve_support::free_port());
 
     let args = LoadArgs {
         target: vec![lost_url.clone(), b.clone(), down.clone()],

@@ -5,62 +5,10 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+mod serve_support;
 
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = signal(&self.0, "CONT");
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn signal(child: &Child, sig: &str) -> std::io::Result<std::process::ExitStatus> {
-    Command::new("kill")
-        .args([&format!("-{sig}"), &child.id().to_string()])
-        .status()
-}
-
-async fn serve(lease_ttl: &str, model: &str) -> (Server, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Server(
-        Command::new(env!("CARGO_BIN_EXE_planwright"))
-            .args([
-                "serve",
-                "--addr",
-                &format!("127.0.0.1:{port}"),
-                "--checkpoint",
-                &backends::pg_url(),
-                "--model",
-                model,
-                "--lease-ttl",
-                lease_ttl,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..300 {
-        if let Ok(r) = reqwest::get(format!("{base}/ok")).await {
-            if r.status().is_success() {
-                return (server, base);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("serve did not come up");
-}
 
 async fn get(url: &str) -> Value {
     reqwest::Client::new()
@@ -185,7 +133,7 @@ async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
     let (_b, b_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=5").await;
     let (thread, run) = start_run(&a_url).await;
     progressed(&a_url, &thread, 2).await;
-    signal(&a.0, "STOP").unwrap();
+    a.signal("STOP");
     // B takes the run over once A's lease has expired, and finishes it.
     let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
     assert_eq!(rec["status"], "success", "{rec}");
@@ -204,7 +152,7 @@ async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
         "{b_metrics}"
     );
     // A wakes: whatever it still writes is refused; it gives the run up.
-    signal(&a.0, "CONT").unwrap();
+    a.signal("CONT");
     let t0 = Instant::now();
     loop {
         let page = reqwest::get(format!("{a_url}/metrics"))
@@ -253,7 +201,7 @@ async fn a_replica_stopped_with_sigterm_hands_its_run_over_at_once() {
     let (_b, b_url) = serve("60s", "sim:p50=1s,p99=1500ms,seed=5").await;
     let (thread, run) = start_run(&a_url).await;
     progressed(&a_url, &thread, 2).await;
-    signal(&a.0, "TERM").unwrap();
+    a.signal("TERM");
     let rec = ended(&b_url, &thread, &run, Duration::from_secs(40)).await;
     assert_eq!(rec["status"], "success", "{rec}");
     let b_metrics = reqwest::get(format!("{b_url}/metrics"))
@@ -336,4 +284,9 @@ async fn multitask_strategies_see_runs_on_other_replicas() {
     let first = get(&format!("{b_url}/threads/{thread}/runs/{first}")).await;
     assert_eq!(first["status"], "interrupted", "{first}");
     assert_linear(&checkpoints(&b_url, &thread).await);
+}
+
+/// A replica on the test database with lease `lease_ttl` and `model`.
+async fn serve(lease_ttl: &str, model: &str) -> (serve_support::Server, String) {
+    serve_support::serve_on(&backends::pg_url(), model, &["--lease-ttl", lease_ttl]).await
 }

@@ -5,56 +5,11 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+mod serve_support;
 
 use planwright_actors::load::{self, LoadArgs};
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn serve() -> (Server, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Server(
-        Command::new(env!("CARGO_BIN_EXE_planwright"))
-            .args([
-                "serve",
-                "--addr",
-                &format!("127.0.0.1:{port}"),
-                "--checkpoint",
-                &backends::pg_url(),
-                "--model",
-                "sim:p50=5ms,p99=20ms,seed=9",
-                "--lease-ttl",
-                "2s",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..300 {
-        if let Ok(r) = reqwest::get(format!("{base}/ok")).await {
-            if r.status().is_success() {
-                return (server, base);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("serve did not come up");
-}
 
 /// Runs that ended on replica `base` (its `/metrics`).
 async fn finished_runs(base: &str) -> u64 {
@@ -100,8 +55,7 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        server.0.kill().unwrap();
-        let _ = server.0.wait();
+        server.kill();
     }
     let report = driver.await.unwrap().unwrap();
     let text = report.to_text();
@@ -164,4 +118,14 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
             t.thread_id
         );
     }
+}
+
+/// A replica on the test database (leases of 2 s, a fast simulated model).
+async fn serve() -> (serve_support::Server, String) {
+    serve_support::serve_on(
+        &backends::pg_url(),
+        "sim:p50=5ms,p99=20ms,seed=9",
+        &["--lease-ttl", "2s"],
+    )
+    .await
 }

@@ -1,5 +1,5 @@
-//! The real `planwright serve` binary for HTTP tests: started on a free port and a SQLite file,
-//! ready once `/ok` answers 200, killed (SIGKILL) when dropped.
+//! The real `planwright serve` binary for HTTP tests: started on a free port and a SQLite file
+//! (or any checkpoint URL), ready once `/ok` answers 200, killed (SIGKILL) when dropped.
 
 #![allow(dead_code)]
 
@@ -13,6 +13,23 @@ pub struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Server {
+    /// Sends the process a signal by name (`STOP`, `CONT`, `TERM`).
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.0.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Kills the process now (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -37,10 +54,24 @@ pub fn free_port() -> u16 {
 
 /// Starts `serve` on `port` over the SQLite file `db` with `model`, and waits until it is ready.
 pub async fn serve(db: &Path, port: u16, model: &str) -> Server {
+    serve_with(port, &format!("sqlite:{}", db.display()), model, &[]).await
+}
+
+/// Starts `serve` on a free port over `checkpoint` with `model` and `extra` flags, waits until it
+/// is ready, and returns it with its base URL.
+pub async fn serve_on(checkpoint: &str, model: &str, extra: &[&str]) -> (Server, String) {
+    let port = free_port();
+    let server = serve_with(port, checkpoint, model, extra).await;
+    (server, format!("http://127.0.0.1:{port}"))
+}
+
+/// Starts `serve` on `port` over `checkpoint` with `model` and `extra` flags, and waits until it
+/// is ready.
+pub async fn serve_with(port: u16, checkpoint: &str, model: &str, extra: &[&str]) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
         .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .args(["--model", model, "--checkpoint"])
-        .arg(format!("sqlite:{}", db.display()))
+        .args(["--model", model, "--checkpoint", checkpoint])
+        .args(extra)
         .stdout(Stdio::null())
         // `PLANWRIGHT_TEST_SERVER_LOG=1` shows the server's log, for debugging a test.
         .stderr(
