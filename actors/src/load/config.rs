@@ -535,7 +535,21 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
         checkpoint: a.checkpoint.clone().or(f.checkpoint),
         target,
         token: a.token.clone().or(f.token),
-        thread_prefix: a.thread_prefix.clone(),
+        thread_prefix: match &a.thread_prefix {
+            // The server's thread ids: A-Z a-z 0-9 . _ : - (room left for `-{entry}-{i}`).
+            Some(p)
+                if p.is_empty()
+                    || p.len() > 100
+                    || !p.chars().all(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
+                    }) =>
+            {
+                return Err(usage(format!(
+                    "--thread-prefix `{p}`: use 1 to 100 characters of A-Z a-z 0-9 . _ : -"
+                )))
+            }
+            p => p.clone(),
+        },
     })
 }
 
@@ -761,6 +775,14 @@ weight = 30
                     ..LoadArgs::default()
                 },
                 "the server runs the tools",
+            ),
+            (
+                LoadArgs {
+                    target: vec!["http://x".into()],
+                    thread_prefix: Some("runs/today".into()),
+                    ..LoadArgs::default()
+                },
+                "--thread-prefix `runs/today`",
             ),
             (
                 LoadArgs {
