@@ -21,23 +21,29 @@
 //!
 //! Times are given by the caller (milliseconds since the Unix epoch), so the stores keep no clock.
 
+pub mod events;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_events;
 mod record;
 mod retention;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod url;
 
+pub use events::{MemoryRunEvents, RunEventLog, StreamEvent};
 pub use memory::MemoryRuns;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRuns;
+#[cfg(feature = "postgres")]
+pub use postgres_events::PostgresRunEvents;
 pub use record::{RunChange, RunRecord, RunRecordStatus};
 pub use retention::{spawn_sweeper, sweep, SweeperHandle};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRuns;
-pub use url::connect;
+pub use url::{connect, connect_events};
 
 use async_trait::async_trait;
 
@@ -59,6 +65,14 @@ pub enum RunStoreError {
         run_id: String,
         /// The thread that has it.
         thread_id: String,
+    },
+    /// An append to a run's event log was refused: another writer holds the run, or appended.
+    #[error("events of run `{run_id}` were not appended: {reason}")]
+    AppendRefused {
+        /// The run.
+        run_id: String,
+        /// Why.
+        reason: String,
     },
     /// A stored row does not decode (corrupt data is an error, never a default).
     #[error("stored run `{run_id}` is corrupt: {reason}")]

@@ -41,6 +41,13 @@ ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS lease_until BIGINT NOT NULL
 ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE planwright_runs ADD COLUMN IF NOT EXISTS cancel_asked BOOLEAN NOT NULL DEFAULT false;
 CREATE SEQUENCE IF NOT EXISTS planwright_fence_seq;
+CREATE TABLE IF NOT EXISTS planwright_run_events (
+    run_id TEXT NOT NULL REFERENCES planwright_runs (run_id) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    event TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
 ";
 
 /// Serialises the schema's creation across processes starting together.

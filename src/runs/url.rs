@@ -1,7 +1,7 @@
 //! The run store named by a URL: the same URLs as the checkpointer and the store
 //! ([`crate::checkpoint::backend`] reads them).
 
-use super::{MemoryRuns, RunStore, RunStoreError};
+use super::{MemoryRunEvents, MemoryRuns, RunEventLog, RunStore, RunStoreError};
 use crate::checkpoint::Backend;
 use std::sync::Arc;
 
@@ -23,5 +23,19 @@ pub async fn connect(url: &str) -> Result<Arc<dyn RunStore>, RunStoreError> {
         // `backend` already refuses a backend that is compiled out.
         #[allow(unreachable_patterns)]
         _ => Err(bad("this backend is not compiled in".into())),
+    }
+}
+
+/// Opens the run event log for a server on `url`: in PostgreSQL beside the run records (so every
+/// replica follows every run), in memory for a server of one process (`memory:`, `sqlite:PATH`).
+pub async fn connect_events(url: &str) -> Result<Arc<dyn RunEventLog>, RunStoreError> {
+    let bad = |reason: String| RunStoreError::BadUrl {
+        url: url.to_string(),
+        reason,
+    };
+    match crate::checkpoint::backend(url).map_err(bad)? {
+        #[cfg(feature = "postgres")]
+        Backend::Postgres(url) => Ok(Arc::new(super::PostgresRunEvents::connect(url).await?)),
+        _ => Ok(Arc::new(MemoryRunEvents::default())),
     }
 }

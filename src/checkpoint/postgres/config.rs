@@ -197,7 +197,7 @@ impl PgConfig {
     }
 
     /// The TLS connector `sslmode` asks for.
-    fn tls(&self) -> Result<postgres_native_tls::MakeTlsConnector, CheckpointError> {
+    pub(crate) fn tls(&self) -> Result<postgres_native_tls::MakeTlsConnector, CheckpointError> {
         let mut b = native_tls::TlsConnector::builder();
         match self.sslmode {
             SslMode::Disable | SslMode::Prefer | SslMode::Require => {

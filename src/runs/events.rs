@@ -1,0 +1,231 @@
+//! Run event logs: the events a run streams, kept in order so that a client can follow a run from
+//! any process that shares the log and, after losing its connection, rejoin where it left off.
+//!
+//! A server streams a run by appending its events here and serving clients from here — never
+//! straight from the run — so what a client has seen is always a prefix of the log: an event's
+//! `seq` (sent as the SSE `id`) says exactly where to rejoin (`Last-Event-ID`), on this process or
+//! on another replica, and no event is sent twice or skipped. One writer appends to a run's log
+//! at a time: the replica holding the run's lease, checked by the log itself where replicas share
+//! it ([`RunEventLog::append`] with a `writer`), so a replica presumed dead cannot add to the
+//! stream of a run another replica took over.
+//!
+//! Backends: [`MemoryRunEvents`] (one process: memory and SQLite servers) and
+//! `PostgresRunEvents` (feature `postgres`: a table beside the run records, `LISTEN/NOTIFY` to
+//! wake followers on every replica). Both are held to one conformance suite
+//! (`tests/run_event_log.rs`).
+
+use super::RunStoreError;
+use async_trait::async_trait;
+use dashmap::DashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use tokio::sync::watch;
+
+/// One event of a run's stream, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamEvent {
+    /// Its place in the run's log: 1, 2, 3, … with no gaps.
+    pub seq: u64,
+    /// The SSE event name (`metadata`, `values`, `updates`, …).
+    pub event: String,
+    /// The SSE data (JSON text).
+    pub data: String,
+}
+
+/// Wakes the followers of one run's log when it may have grown.
+pub type LogWatch = watch::Receiver<u64>;
+
+/// An ordered, shared log of each run's stream events. See the module docs.
+#[async_trait]
+pub trait RunEventLog: Send + Sync + 'static {
+    /// A short name for reports (`memory`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Appends `events` (name, JSON data) to the run's log, numbered `after + 1`, `after + 2`, …,
+    /// and returns the `seq` of the last one; every follower of the run is woken. `after` is the
+    /// seq the writer last appended (0 for a new stream, [`RunEventLog::last_seq`] for a writer
+    /// taking a run over). Refused ([`RunStoreError::AppendRefused`]) when the log does not end
+    /// at `after` (another writer appended), or, with `writer`, unless `writer` holds the run's
+    /// lease: a replica that lost its run cannot add to its stream. Appending a batch that is
+    /// already stored right after `after` (a retry whose first attempt committed) succeeds.
+    async fn append(
+        &self,
+        run_id: &str,
+        writer: Option<&str>,
+        after: u64,
+        events: Vec<(String, String)>,
+    ) -> Result<u64, RunStoreError>;
+
+    /// The seq of the run's last event (0 when it has none).
+    async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError> {
+        let mut last = 0;
+        loop {
+            let batch = self.read(run_id, last, 1024).await?;
+            match batch.last() {
+                Some(e) => last = e.seq,
+                None => return Ok(last),
+            }
+        }
+    }
+
+    /// The run's events after `after`, oldest first, at most `limit`.
+    async fn read(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StreamEvent>, RunStoreError>;
+
+    /// A receiver that changes whenever the run's log may have grown (subscribe before reading,
+    /// so nothing appended in between is missed).
+    fn watch(&self, run_id: &str) -> LogWatch;
+}
+
+/// The followers of each run: a counter per run, bumped when its log may have grown.
+#[derive(Default)]
+pub struct Watchers {
+    runs: DashMap<String, watch::Sender<u64>>,
+}
+
+impl Watchers {
+    /// A receiver for `run_id`'s wake-ups.
+    pub fn watch(&self, run_id: &str) -> LogWatch {
+        if self.runs.len() > 1024 {
+            self.runs.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        self.runs
+            .entry(run_id.to_string())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Wakes `run_id`'s followers.
+    pub fn wake(&self, run_id: &str) {
+        let gone = match self.runs.get(run_id) {
+            Some(tx) => {
+                tx.send_modify(|n| *n += 1);
+                tx.receiver_count() == 0
+            }
+            None => false,
+        };
+        if gone {
+            self.runs.remove_if(run_id, |_, tx| tx.receiver_count() == 0);
+        }
+    }
+
+    /// Wakes every follower (after a lost notification channel came back: they read again).
+    pub fn wake_all(&self) {
+        for tx in self.runs.iter() {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// The logs of one process, in memory. Keeps the logs of the last `max_runs` runs that streamed
+/// (oldest forgotten first): a client may rejoin a recent run; a server of one process keeps no
+/// stream for ever.
+pub struct MemoryRunEvents {
+    logs: Mutex<Logs>,
+    watchers: Watchers,
+    max_runs: usize,
+}
+
+#[derive(Default)]
+struct Logs {
+    by_run: HashMap<String, Vec<StreamEvent>>,
+    order: VecDeque<String>,
+}
+
+impl MemoryRunEvents {
+    /// Logs of at most `max_runs` runs.
+    pub fn new(max_runs: usize) -> Self {
+        Self {
+            logs: Mutex::new(Logs::default()),
+            watchers: Watchers::default(),
+            max_runs: max_runs.max(1),
+        }
+    }
+}
+
+impl Default for MemoryRunEvents {
+    fn default() -> Self {
+        Self::new(4096)
+    }
+}
+
+#[async_trait]
+impl RunEventLog for MemoryRunEvents {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn append(
+        &self,
+        run_id: &str,
+        _writer: Option<&str>,
+        after: u64,
+        events: Vec<(String, String)>,
+    ) -> Result<u64, RunStoreError> {
+        let last = {
+            let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+            let log = logs.by_run.get(run_id).map_or(&[][..], |l| l.as_slice());
+            let have = log.len() as u64;
+            let retried = have == after + events.len() as u64
+                && log[after as usize..]
+                    .iter()
+                    .zip(&events)
+                    .all(|(e, (n, d))| e.event == *n && e.data == *d);
+            if retried {
+                return Ok(have);
+            }
+            if have != after {
+                return Err(RunStoreError::AppendRefused {
+                    run_id: run_id.to_string(),
+                    reason: format!(
+                        "the writer appends after event {after} but the stream ends at {have}"
+                    ),
+                });
+            }
+            if !logs.by_run.contains_key(run_id) {
+                logs.order.push_back(run_id.to_string());
+                while logs.order.len() > self.max_runs {
+                    if let Some(old) = logs.order.pop_front() {
+                        logs.by_run.remove(&old);
+                    }
+                }
+            }
+            let log = logs.by_run.entry(run_id.to_string()).or_default();
+            for (event, data) in events {
+                let seq = log.len() as u64 + 1;
+                log.push(StreamEvent { seq, event, data });
+            }
+            log.len() as u64
+        };
+        self.watchers.wake(run_id);
+        Ok(last)
+    }
+
+    async fn read(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StreamEvent>, RunStoreError> {
+        let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(logs
+            .by_run
+            .get(run_id)
+            .map(|log| {
+                log.iter()
+                    .skip(usize::try_from(after).unwrap_or(usize::MAX))
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn watch(&self, run_id: &str) -> LogWatch {
+        self.watchers.watch(run_id)
+    }
+}

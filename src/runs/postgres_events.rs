@@ -1,0 +1,287 @@
+//! Run event logs in PostgreSQL: `planwright_run_events`, one row per event, keyed by
+//! (run, seq), deleted with the run's record (`ON DELETE CASCADE`, so the run sweeper cleans the
+//! streams too). An append is one transaction: it locks the run's record `FOR SHARE` (so a
+//! takeover's claim waits for it, and an append from a replica that lost the lease is refused),
+//! numbers the events after the run's last one, inserts them in one statement, and sends
+//! `NOTIFY planwright_run_events` with the run id — delivered at commit, to every replica.
+//!
+//! Each process keeps one extra connection that `LISTEN`s and wakes the run's local followers.
+//! If that connection drops it is opened again (with backoff) and every follower is woken to
+//! read again; followers also read on a timer, so a lost notification only delays an event.
+
+use super::events::{LogWatch, RunEventLog, StreamEvent, Watchers};
+use super::RunStoreError;
+use crate::checkpoint::postgres::retry::with_retry_bounded;
+use crate::checkpoint::postgres::{PgConfig, SslMode};
+use crate::checkpoint::CheckpointError;
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The channel appends notify on.
+const CHANNEL: &str = "planwright_run_events";
+
+/// Run event logs in a PostgreSQL database, beside the run records.
+pub struct PostgresRunEvents {
+    pool: Pool,
+    retry_for: Duration,
+    op_timeout: Duration,
+    watchers: Arc<Watchers>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PostgresRunEvents {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+fn be(op: &'static str) -> impl Fn(CheckpointError) -> RunStoreError {
+    move |e| RunStoreError::backend(op, e)
+}
+
+impl PostgresRunEvents {
+    /// Connects with the checkpointer's URL options, creates the tables if needed (the run
+    /// records' too: events belong to runs), and starts listening for appends.
+    pub async fn connect(url: &str) -> Result<Self, RunStoreError> {
+        // The run table and this one are one schema, created together.
+        super::PostgresRuns::connect(url).await?;
+        let cfg = PgConfig::from_url(url).map_err(be("connect"))?;
+        let watchers = Arc::new(Watchers::default());
+        let listener = tokio::spawn(listen(cfg.clone(), watchers.clone()));
+        Ok(Self {
+            pool: cfg.pool().map_err(be("build pool"))?,
+            retry_for: cfg.retry_for,
+            op_timeout: cfg.op_timeout,
+            watchers,
+            listener,
+        })
+    }
+}
+
+#[async_trait]
+impl RunEventLog for PostgresRunEvents {
+    fn backend_name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn append(
+        &self,
+        run_id: &str,
+        writer: Option<&str>,
+        after: u64,
+        events: Vec<(String, String)>,
+    ) -> Result<u64, RunStoreError> {
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
+        let (pool, names, data) = (&self.pool, &names, &data);
+        let (after_i, last_i) = (after as i64, (after + events.len() as u64) as i64);
+        let outcome = with_retry_bounded(
+            "append run events",
+            self.retry_for,
+            self.op_timeout,
+            |_| async move {
+                let mut client = pool.get().await?;
+                let tx = client.transaction().await?;
+                let holder = tx
+                    .query_opt(
+                        "SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE",
+                        &[&run_id],
+                    )
+                    .await?;
+                let Some(holder) = holder else {
+                    return Ok(Err("the run has no record".to_string()));
+                };
+                if let Some(w) = writer {
+                    let owner: Option<String> = holder.get(0);
+                    if owner.as_deref() != Some(w) {
+                        return Ok(Err(format!(
+                            "its lease is held by {}, not by this writer",
+                            owner.as_deref().unwrap_or("nobody")
+                        )));
+                    }
+                }
+                let last: i64 = tx
+                    .query_one(
+                        "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = $1",
+                        &[&run_id],
+                    )
+                    .await?
+                    .get(0);
+                if last != after_i {
+                    // An earlier attempt whose commit was not acknowledged may have stored
+                    // exactly this batch: then it is done.
+                    let stored = tx
+                        .query(
+                            "SELECT event, data FROM planwright_run_events
+                             WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                            &[&run_id, &after_i],
+                        )
+                        .await?;
+                    let same = last == last_i
+                        && stored.len() == names.len()
+                        && stored.iter().zip(names.iter().zip(data.iter())).all(|(r, (n, d))| {
+                            r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
+                        });
+                    return Ok(if same {
+                        Ok(last as u64)
+                    } else {
+                        Err(format!(
+                            "the writer appends after event {after_i} but the stream ends at {last}"
+                        ))
+                    });
+                }
+                tx.execute(
+                    "INSERT INTO planwright_run_events (run_id, seq, event, data)
+                     SELECT $1, $2 + u.ord, u.event, u.data
+                     FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(event, data, ord)",
+                    &[&run_id, &after_i, names, data],
+                )
+                .await?;
+                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
+                    .await?;
+                tx.commit().await?;
+                Ok(Ok(last_i as u64))
+            },
+        )
+        .await
+        .map_err(be("append run events"))?;
+        outcome.map_err(|reason| RunStoreError::AppendRefused {
+            run_id: run_id.to_string(),
+            reason,
+        })
+    }
+
+    async fn read(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StreamEvent>, RunStoreError> {
+        let pool = &self.pool;
+        let (after, limit) = (after as i64, i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows = with_retry_bounded(
+            "read run events",
+            self.retry_for,
+            self.op_timeout,
+            |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query(
+                        "SELECT seq, event, data FROM planwright_run_events
+                         WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                        &[&run_id, &after, &limit],
+                    )
+                    .await?)
+            },
+        )
+        .await
+        .map_err(be("read run events"))?;
+        Ok(rows
+            .iter()
+            .map(|r| StreamEvent {
+                seq: r.get::<_, i64>(0) as u64,
+                event: r.get(1),
+                data: r.get(2),
+            })
+            .collect())
+    }
+
+    async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError> {
+        let pool = &self.pool;
+        let row = with_retry_bounded(
+            "read run events",
+            self.retry_for,
+            self.op_timeout,
+            |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_one(
+                        "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = $1",
+                        &[&run_id],
+                    )
+                    .await?)
+            },
+        )
+        .await
+        .map_err(be("read run events"))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn watch(&self, run_id: &str) -> LogWatch {
+        self.watchers.watch(run_id)
+    }
+}
+
+/// Keeps a `LISTEN` connection open for as long as the log lives, waking followers.
+async fn listen(cfg: PgConfig, watchers: Arc<Watchers>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match listen_once(&cfg, &watchers).await {
+            Ok(()) => backoff = Duration::from_millis(50),
+            Err(e) => {
+                tracing::warn!(error = %e, "run events: the LISTEN connection failed; reopening");
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+        // Whatever was notified while no connection listened is read now.
+        watchers.wake_all();
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+/// One `LISTEN` connection, until it drops.
+async fn listen_once(cfg: &PgConfig, watchers: &Watchers) -> Result<(), String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let client = if cfg.sslmode == SslMode::Disable {
+        let (client, conn) = cfg
+            .pg
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(forward(conn, tx));
+        client
+    } else {
+        let tls = cfg.tls().map_err(|e| e.to_string())?;
+        let (client, conn) = cfg.pg.connect(tls).await.map_err(|e| e.to_string())?;
+        tokio::spawn(forward(conn, tx));
+        client
+    };
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    watchers.wake_all();
+    while let Some(run_id) = rx.recv().await {
+        watchers.wake(&run_id);
+    }
+    Err("the connection closed".into())
+}
+
+/// Drives a connection, sending each notification's payload (a run id) to `tx`.
+async fn forward<S, T>(mut conn: tokio_postgres::Connection<S, T>, tx: mpsc::UnboundedSender<String>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+    while let Some(m) = messages.next().await {
+        match m {
+            Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                if tx.send(n.payload().to_string()).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "run events: the LISTEN connection broke");
+                return;
+            }
+        }
+    }
+}

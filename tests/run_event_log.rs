@@ -1,0 +1,122 @@
+//! One conformance suite for every run event log (memory, PostgreSQL): events are numbered in
+//! order without gaps, read from any point, appended only after the seq the writer last saw (a
+//! retried batch that already committed succeeds, anything else is refused), and followers are
+//! woken on appends — on PostgreSQL across two log instances standing for two replicas
+//! (`LISTEN/NOTIFY`), with appends refused to a writer that does not hold the run's lease.
+
+#[path = "support/backends.rs"]
+mod backends;
+
+use planwright::runs::{
+    MemoryRunEvents, PostgresRunEvents, PostgresRuns, RunEventLog, RunRecord, RunStore,
+    RunStoreError,
+};
+use std::time::Duration;
+
+fn batch(names: &[&str]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .map(|n| (n.to_string(), format!("{{\"n\":\"{n}\"}}")))
+        .collect()
+}
+
+/// Waits (bounded, so a broken wake-up fails instead of hanging) for `w` to change.
+async fn woken(w: &mut planwright::runs::events::LogWatch) {
+    tokio::time::timeout(Duration::from_secs(10), w.changed())
+        .await
+        .expect("followers were not woken")
+        .expect("the log went away");
+}
+
+async fn conformance(log: &dyn RunEventLog, run: &str) {
+    assert_eq!(log.last_seq(run).await.unwrap(), 0);
+    assert!(log.read(run, 0, 10).await.unwrap().is_empty());
+    let mut w = log.watch(run);
+    assert_eq!(
+        log.append(run, None, 0, batch(&["metadata", "values", "updates"]))
+            .await
+            .unwrap(),
+        3
+    );
+    woken(&mut w).await;
+    let all = log.read(run, 0, 10).await.unwrap();
+    assert_eq!(
+        all.iter().map(|e| (e.seq, e.event.as_str())).collect::<Vec<_>>(),
+        [(1, "metadata"), (2, "values"), (3, "updates")]
+    );
+    assert_eq!(all[1].data, "{\"n\":\"values\"}");
+    assert_eq!(log.read(run, 2, 10).await.unwrap()[0].seq, 3);
+    assert_eq!(log.read(run, 0, 2).await.unwrap().len(), 2);
+    assert!(log.read(run, 3, 10).await.unwrap().is_empty());
+    // The same batch again after the same seq: a retry whose first attempt committed.
+    assert_eq!(
+        log.append(run, None, 0, batch(&["metadata", "values", "updates"]))
+            .await
+            .unwrap(),
+        3
+    );
+    // Anything else not after the log's end is another writer's: refused.
+    for (after, names) in [(0, &["other"][..]), (2, &["x"][..]), (7, &["y"][..])] {
+        let e = log.append(run, None, after, batch(names)).await.unwrap_err();
+        assert!(
+            matches!(&e, RunStoreError::AppendRefused { run_id, .. } if run_id == run),
+            "{e}"
+        );
+    }
+    assert_eq!(log.last_seq(run).await.unwrap(), 3);
+    assert_eq!(log.append(run, None, 3, batch(&["end"])).await.unwrap(), 4);
+    assert_eq!(log.last_seq(run).await.unwrap(), 4);
+    // Other runs' logs are their own.
+    assert!(log.read(&format!("{run}-other"), 0, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn memory_log_conforms_and_forgets_the_oldest_runs() {
+    let log = MemoryRunEvents::new(2);
+    conformance(&log, "r1").await;
+    log.append("r2", None, 0, batch(&["a"])).await.unwrap();
+    log.append("r3", None, 0, batch(&["a"])).await.unwrap();
+    assert!(log.read("r1", 0, 10).await.unwrap().is_empty(), "r1 forgotten");
+    assert_eq!(log.read("r3", 0, 10).await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_log_conforms_across_replicas_and_fences_writers() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let url = backends::pg_url();
+    let runs = PostgresRuns::connect(&url).await.unwrap();
+    let a = PostgresRunEvents::connect(&url).await.unwrap();
+    let b = PostgresRunEvents::connect(&url).await.unwrap();
+    let p = format!("ev{}", backends::unique());
+    let run = format!("{p}-r");
+    runs.insert(RunRecord::pending(&run, format!("{p}-t"), "research", 1))
+        .await
+        .unwrap();
+    conformance(&a, &run).await;
+    // A follower on the other replica is woken by an append here.
+    let mut w = b.watch(&run);
+    a.append(&run, None, 4, batch(&["values"])).await.unwrap();
+    woken(&mut w).await;
+    assert_eq!(b.read(&run, 4, 10).await.unwrap()[0].event, "values");
+    // Only the lease holder appends as a writer.
+    let e = a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap_err();
+    assert!(e.to_string().contains("nobody"), "{e}");
+    runs.claim(&run, "A", 1_000, 60_000).await.unwrap().unwrap();
+    assert_eq!(a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap(), 6);
+    // B takes the run over (A's lease expired): A's appends are refused from then on.
+    runs.claim(&run, "B", 100_000, 60_000).await.unwrap().unwrap();
+    let e = a.append(&run, Some("A"), 6, batch(&["late"])).await.unwrap_err();
+    assert!(e.to_string().contains("held by B"), "{e}");
+    assert_eq!(b.last_seq(&run).await.unwrap(), 6);
+    assert_eq!(b.append(&run, Some("B"), 6, batch(&["y"])).await.unwrap(), 7);
+    // A run without a record has no stream; deleting the record deletes its events.
+    let e = a
+        .append(&format!("{p}-none"), None, 0, batch(&["x"]))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no record"), "{e}");
+    assert!(runs.delete(&run).await.unwrap());
+    assert!(a.read(&run, 0, 100).await.unwrap().is_empty());
+}
