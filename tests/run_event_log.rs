@@ -41,7 +41,9 @@ async fn conformance(log: &dyn RunEventLog, run: &str) {
     woken(&mut w).await;
     let all = log.read(run, 0, 10).await.unwrap();
     assert_eq!(
-        all.iter().map(|e| (e.seq, e.event.as_str())).collect::<Vec<_>>(),
+        all.iter()
+            .map(|e| (e.seq, e.event.as_str()))
+            .collect::<Vec<_>>(),
         [(1, "metadata"), (2, "values"), (3, "updates")]
     );
     assert_eq!(all[1].data, "{\"n\":\"values\"}");
@@ -57,7 +59,10 @@ async fn conformance(log: &dyn RunEventLog, run: &str) {
     );
     // Anything else not after the log's end is another writer's: refused.
     for (after, names) in [(0, &["other"][..]), (2, &["x"][..]), (7, &["y"][..])] {
-        let e = log.append(run, None, after, batch(names)).await.unwrap_err();
+        let e = log
+            .append(run, None, after, batch(names))
+            .await
+            .unwrap_err();
         assert!(
             matches!(&e, RunStoreError::AppendRefused { run_id, .. } if run_id == run),
             "{e}"
@@ -67,7 +72,11 @@ async fn conformance(log: &dyn RunEventLog, run: &str) {
     assert_eq!(log.append(run, None, 3, batch(&["end"])).await.unwrap(), 4);
     assert_eq!(log.last_seq(run).await.unwrap(), 4);
     // Other runs' logs are their own.
-    assert!(log.read(&format!("{run}-other"), 0, 10).await.unwrap().is_empty());
+    assert!(log
+        .read(&format!("{run}-other"), 0, 10)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test]
@@ -76,7 +85,10 @@ async fn memory_log_conforms_and_forgets_the_oldest_runs() {
     conformance(&log, "r1").await;
     log.append("r2", None, 0, batch(&["a"])).await.unwrap();
     log.append("r3", None, 0, batch(&["a"])).await.unwrap();
-    assert!(log.read("r1", 0, 10).await.unwrap().is_empty(), "r1 forgotten");
+    assert!(
+        log.read("r1", 0, 10).await.unwrap().is_empty(),
+        "r1 forgotten"
+    );
     assert_eq!(log.read("r3", 0, 10).await.unwrap().len(), 1);
 }
 
@@ -101,16 +113,31 @@ async fn postgres_log_conforms_across_replicas_and_fences_writers() {
     woken(&mut w).await;
     assert_eq!(b.read(&run, 4, 10).await.unwrap()[0].event, "values");
     // Only the lease holder appends as a writer.
-    let e = a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap_err();
+    let e = a
+        .append(&run, Some("A"), 5, batch(&["x"]))
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("nobody"), "{e}");
     runs.claim(&run, "A", 1_000, 60_000).await.unwrap().unwrap();
-    assert_eq!(a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap(), 6);
+    assert_eq!(
+        a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap(),
+        6
+    );
     // B takes the run over (A's lease expired): A's appends are refused from then on.
-    runs.claim(&run, "B", 100_000, 60_000).await.unwrap().unwrap();
-    let e = a.append(&run, Some("A"), 6, batch(&["late"])).await.unwrap_err();
+    runs.claim(&run, "B", 100_000, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    let e = a
+        .append(&run, Some("A"), 6, batch(&["late"]))
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("held by B"), "{e}");
     assert_eq!(b.last_seq(&run).await.unwrap(), 6);
-    assert_eq!(b.append(&run, Some("B"), 6, batch(&["y"])).await.unwrap(), 7);
+    assert_eq!(
+        b.append(&run, Some("B"), 6, batch(&["y"])).await.unwrap(),
+        7
+    );
     // A run without a record has no stream; deleting the record deletes its events.
     let e = a
         .append(&format!("{p}-none"), None, 0, batch(&["x"]))

@@ -126,6 +126,7 @@ async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
     a_replica_stopped_with_sigterm_hands_its_run_over_at_once().await;
     a_cancel_sent_to_one_replica_stops_the_run_on_another().await;
     multitask_strategies_see_runs_on_other_replicas().await;
+    a_stream_crosses_replicas_and_survives_its_replica().await;
 }
 
 async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
@@ -284,6 +285,91 @@ async fn multitask_strategies_see_runs_on_other_replicas() {
     let first = get(&format!("{b_url}/threads/{thread}/runs/{first}")).await;
     assert_eq!(first["status"], "interrupted", "{first}");
     assert_linear(&checkpoints(&b_url, &thread).await);
+}
+
+/// A client streams a run from replica A while another follows it from B; A is killed
+/// mid-run; the first client rejoins on B with `Last-Event-ID`. Both see every event of the
+/// run exactly once, in order, the same events, through to the final values of the run B
+/// finished.
+async fn a_stream_crosses_replicas_and_survives_its_replica() {
+    let (mut a, a_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=7").await;
+    let (_b, b_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=7").await;
+    let thread = post(&format!("{a_url}/threads"), json!({})).await["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = reqwest::Client::new();
+    let mut first = serve_support::SseReader::open(
+        http.post(format!("{a_url}/threads/{thread}/runs/stream")).json(&json!({
+            "assistant_id": "research", "stream_mode": ["values", "updates"],
+            "input": {"input": "Should our support team adopt retrieval-augmented generation for customer support?"}
+        })),
+    )
+    .await;
+    let metadata = first.next().await.expect("a metadata event");
+    assert_eq!(metadata.event, "metadata");
+    let run = metadata.data["run_id"].as_str().unwrap().to_string();
+    // A second client follows the same run from replica B, from the start.
+    let mut second = serve_support::SseReader::open(
+        http.get(format!("{b_url}/threads/{thread}/runs/{run}/stream")),
+    )
+    .await;
+    let mut seen = vec![metadata];
+    while seen.len() < 4 {
+        seen.push(first.next().await.expect("the run streams"));
+    }
+    a.kill();
+    // The first client's connection breaks; it may have read a few more events first.
+    seen.extend(first.rest().await);
+    let last = seen.last().unwrap().id.expect("events carry ids");
+    let mut again = serve_support::SseReader::open(
+        http.get(format!("{b_url}/threads/{thread}/runs/{run}/stream"))
+            .header("Last-Event-ID", last.to_string()),
+    )
+    .await;
+    seen.extend(again.rest().await);
+    let followed = second.rest().await;
+    let ids: Vec<u64> = seen.iter().map(|e| e.id.unwrap()).collect();
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    assert_eq!(seen, followed, "both clients saw the same stream");
+    let end = seen.last().unwrap();
+    assert_eq!(end.event, "values", "{end:?}");
+    assert!(
+        matches!(end.data["status"].as_str(), Some("ok" | "needs_review")),
+        "{end:?}"
+    );
+    let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
+    assert_eq!(rec["status"], "success", "{rec}");
+    let page = reqwest::get(format!("{b_url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&page, "planwright_replica_runs_taken_over_total"),
+        1,
+        "B finished the run A streamed: {page}"
+    );
+    // A bad Last-Event-ID names the problem; a run of another thread is not found.
+    let r = http
+        .get(format!("{b_url}/threads/{thread}/runs/{run}/stream"))
+        .header("Last-Event-ID", "yesterday")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("Last-Event-ID"));
+    let r = http
+        .get(format!("{b_url}/threads/other/runs/{run}/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
 }
 
 /// A replica on the test database with lease `lease_ttl` and `model`.

@@ -109,7 +109,8 @@ impl Watchers {
             None => false,
         };
         if gone {
-            self.runs.remove_if(run_id, |_, tx| tx.receiver_count() == 0);
+            self.runs
+                .remove_if(run_id, |_, tx| tx.receiver_count() == 0);
         }
     }
 

@@ -123,9 +123,12 @@ impl RunEventLog for PostgresRunEvents {
                         .await?;
                     let same = last == last_i
                         && stored.len() == names.len()
-                        && stored.iter().zip(names.iter().zip(data.iter())).all(|(r, (n, d))| {
-                            r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
-                        });
+                        && stored
+                            .iter()
+                            .zip(names.iter().zip(data.iter()))
+                            .all(|(r, (n, d))| {
+                                r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
+                            });
                     return Ok(if same {
                         Ok(last as u64)
                     } else {
@@ -264,8 +267,10 @@ async fn listen_once(cfg: &PgConfig, watchers: &Watchers) -> Result<(), String> 
 }
 
 /// Drives a connection, sending each notification's payload (a run id) to `tx`.
-async fn forward<S, T>(mut conn: tokio_postgres::Connection<S, T>, tx: mpsc::UnboundedSender<String>)
-where
+async fn forward<S, T>(
+    mut conn: tokio_postgres::Connection<S, T>,
+    tx: mpsc::UnboundedSender<String>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {

@@ -343,19 +343,14 @@ pub async fn start_continue(
     state: &AppState,
     a: Assistant,
     thread: ThreadId,
+    stream: bool,
 ) -> Result<AnyHandle, RunError> {
+    let mut opts = RunOptions::default();
+    opts.stream_events = stream;
     Ok(match a {
-        Assistant::Research => AnyHandle::Research(
-            state
-                .research
-                .start_continue(thread, RunOptions::default())
-                .await?,
-        ),
-        Assistant::Acquire => AnyHandle::Acquire(
-            state
-                .acquire
-                .start_continue(thread, RunOptions::default())
-                .await?,
-        ),
+        Assistant::Research => {
+            AnyHandle::Research(state.research.start_continue(thread, opts).await?)
+        }
+        Assistant::Acquire => AnyHandle::Acquire(state.acquire.start_continue(thread, opts).await?),
     })
 }

@@ -311,6 +311,11 @@ pub struct RunBody {
     /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
+    /// Whether the run's events are kept in the run event log, so clients can follow it from any
+    /// replica and rejoin with `Last-Event-ID` (`GET …/runs/{run_id}/stream`). Always true for
+    /// `runs/stream`; a background run asks for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_resumable: Option<bool>,
     /// Time travel: run from this past checkpoint of the thread (the SDKs' `checkpoint_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checkpoint_id: Option<String>,
@@ -367,6 +372,11 @@ impl RunBody {
                 "checkpoint_id must be a string, not {other}"
             ))),
         }
+    }
+
+    /// Whether the run's events go to the run event log (see `stream_resumable`).
+    pub fn resumable(&self) -> bool {
+        self.stream_resumable == Some(true)
     }
 
     /// The checks a request passes before anything is recorded: a known strategy, metadata
@@ -651,16 +661,13 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let (rec, thread, assistant, handle) =
-        super::lifecycle::begin(&state, &id, body, false).await?;
+    let (rec, thread, assistant, handle) = super::lifecycle::begin(&state, &id, body).await?;
     let run_id = rec.run_id.clone();
     // The run's end is recorded by a task of its own: a client that hangs up does not leave the
     // record `running` for ever.
-    let st = state.clone();
+    let (st, t) = (state.clone(), thread.clone());
     let ended = tokio::spawn(async move {
-        let result = handle.wait().await;
-        super::lifecycle::finished(&st, &rec, &result).await;
-        result
+        super::publish::drive(&st, &rec, assistant, &t, handle, false).await
     });
     let result = ended
         .await

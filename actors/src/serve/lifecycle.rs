@@ -105,23 +105,22 @@ pub async fn begin(
     state: &AppState,
     id: &str,
     body: RunBody,
-    stream: bool,
 ) -> Result<(RunRecord, ThreadId, Assistant, AnyHandle), ApiError> {
     body.check()?;
     let (thread, trec) = handlers::existing(state, id).await?;
     make_room(state, &thread, body.strategy()).await?;
     let rec = accept(state, &thread, &trec, &body).await?;
-    let (t, a, h) = launch(state, &rec, body, stream, OnRefusal::Delete).await?;
+    let (t, a, h) = launch(state, &rec, body, OnRefusal::Delete).await?;
     Ok((rec, t, a, h))
 }
 
-/// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine.
+/// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine
+/// (with its events, when the request streams: [`super::publish::drive`] publishes them).
 /// A run cancelled while pending does not start (409).
 pub async fn launch(
     state: &AppState,
     rec: &RunRecord,
     body: RunBody,
-    stream: bool,
     on_refusal: OnRefusal,
 ) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
     let thread = ThreadId::new(&rec.thread_id);
@@ -152,6 +151,7 @@ pub async fn launch(
             return Err(ApiError::internal(e));
         }
     }
+    let stream = body.resumable();
     match start_run(state, &rec.thread_id, body, stream).await {
         Ok((t, a, h)) => {
             state
@@ -691,7 +691,8 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .live
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
-    let handle = match assistants::start_continue(state, a, thread.clone()).await {
+    let stream = rec.kwargs["stream_resumable"] == json!(true);
+    let handle = match assistants::start_continue(state, a, thread.clone(), stream).await {
         Ok(h) => h,
         // Paused on a question nobody has answered: the run ended there.
         Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
@@ -709,8 +710,7 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .insert(rec.thread_id.clone(), rec.run_id.clone());
     let (st, rec) = (state.clone(), rec.clone());
     tokio::spawn(async move {
-        let result = handle.wait().await;
-        finished(&st, &rec, &result).await;
+        let _ = super::publish::drive(&st, &rec, a, &thread, handle, true).await;
     });
     Ok(())
 }

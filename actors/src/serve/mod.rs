@@ -8,6 +8,7 @@ mod acquire;
 pub mod assistants;
 pub mod auth;
 mod errors;
+mod follow;
 mod handlers;
 mod history;
 mod inspect;
@@ -15,6 +16,7 @@ mod lifecycle;
 pub mod listen;
 mod messages;
 mod metrics;
+mod publish;
 mod queue;
 pub mod replica;
 mod runs;
@@ -152,6 +154,8 @@ pub struct AppState {
     pub recovered: std::sync::atomic::AtomicBool,
     /// This process as one replica of several, when the run store keeps leases (PostgreSQL).
     pub replica: Option<replica::Replica>,
+    /// The events of streaming runs, which clients follow (and rejoin) from any replica.
+    pub events: Arc<dyn planwright::runs::RunEventLog>,
 }
 
 /// Why the server could not start.
@@ -193,6 +197,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let run_store = planwright::runs::connect(&args.checkpoint).await?;
     let run_store_leases = run_store.leases();
+    let events = planwright::runs::connect_events(&args.checkpoint).await?;
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
         .await
         .map_err(|e| match e {
@@ -228,6 +233,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
         replica: run_store_leases.then(|| replica::Replica::new(args.lease_ttl)),
+        events,
     }))
 }
 
@@ -261,6 +267,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
         .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            get(follow::join_stream),
+        )
         .route(
             "/threads/{thread_id}/runs/{run_id}/cancel",
             post(runs::cancel),

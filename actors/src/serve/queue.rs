@@ -78,10 +78,9 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
         tracing::warn!(thread = rec.thread_id, why = %e.1, "could not see the thread's other runs");
     }
     body.wait_for_thread();
-    match lifecycle::launch(state, &rec, body, false, OnRefusal::Record).await {
-        Ok((_, _, handle)) => {
-            let result = handle.wait().await;
-            lifecycle::finished(state, &rec, &result).await;
+    match lifecycle::launch(state, &rec, body, OnRefusal::Record).await {
+        Ok((thread, assistant, handle)) => {
+            let _ = super::publish::drive(state, &rec, assistant, &thread, handle, false).await;
         }
         Err(e) => {
             tracing::info!(thread = rec.thread_id, run = rec.run_id, why = %e.1, "a queued run did not start");

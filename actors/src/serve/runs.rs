@@ -51,13 +51,12 @@ pub async fn create(
             return Ok(Json(record_json(&rec)));
         }
     }
-    let (rec, _, _, handle) = lifecycle::begin(&state, &id, body, false).await?;
+    let (rec, thread, assistant, handle) = lifecycle::begin(&state, &id, body).await?;
     let started = state.run_store.get(&rec.run_id).await.ok().flatten();
     let st = state.clone();
     let ended = rec.clone();
     tokio::spawn(async move {
-        let result = handle.wait().await;
-        lifecycle::finished(&st, &ended, &result).await;
+        let _ = super::publish::drive(&st, &ended, assistant, &thread, handle, false).await;
     });
     Ok(Json(record_json(&started.unwrap_or(rec))))
 }

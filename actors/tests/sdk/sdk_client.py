@@ -56,6 +56,19 @@ async def main(url: str) -> None:
     assert events[0] == "metadata", events
     assert "updates" in events and "values" in events, events
     assert last_values["status"] == "ok", last_values
+    # Rejoin that stream after its second event: the rest, each event once, by id.
+    parts = []
+    async for part in client.runs.stream(other["thread_id"], "research",
+                                         input={"input": GOAL}, stream_mode="updates",
+                                         stream_resumable=True):
+        parts.append(part)
+    run_id = parts[0].data["run_id"]
+    rejoined = [p async for p in client.runs.join_stream(
+        other["thread_id"], run_id, last_event_id=parts[1].id)]
+    assert [p.id for p in rejoined] == [p.id for p in parts[2:]], (parts, rejoined)
+    only = [p async for p in client.runs.join_stream(
+        other["thread_id"], run_id, stream_mode=["updates"])]
+    assert [p.event for p in only] == ["updates"] * (len(parts) - 1), only
 
     # The acquire assistant: each question is an interrupt, answered with a resume command.
     acq = (await client.threads.create())["thread_id"]

@@ -164,3 +164,69 @@ pub async fn wait_runs_ended(url: &str, thread: &str) -> Vec<String> {
     }
     panic!("runs of `{thread}` never ended: {statuses:?}");
 }
+
+/// One server-sent event: its id (when it has one), name and JSON data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SseEvent {
+    /// The `id:` field.
+    pub id: Option<u64>,
+    /// The `event:` field.
+    pub event: String,
+    /// The `data:` field, parsed.
+    pub data: Value,
+}
+
+/// Reads a `text/event-stream` response one event at a time.
+pub struct SseReader {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+impl SseReader {
+    /// Opens `req` (a `runs/stream` or join-stream request); panics unless it answers 200.
+    pub async fn open(req: reqwest::RequestBuilder) -> Self {
+        let resp = req.send().await.expect("the stream request is sent");
+        assert_eq!(resp.status(), 200, "the stream was refused");
+        Self {
+            resp,
+            buf: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped); `None` when the stream ended or broke.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim_start().to_string())
+                };
+                let Some(event) = field("event:") else {
+                    continue;
+                };
+                return Some(SseEvent {
+                    id: field("id:").and_then(|i| i.parse().ok()),
+                    event,
+                    data: serde_json::from_str(&field("data:").unwrap_or_default())
+                        .unwrap_or(Value::Null),
+                });
+            }
+            match self.resp.chunk().await {
+                Ok(Some(bytes)) => self.buf.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every event left, until the stream ends.
+    pub async fn rest(&mut self) -> Vec<SseEvent> {
+        let mut all = Vec::new();
+        while let Some(e) = self.next().await {
+            all.push(e);
+        }
+        all
+    }
+}

@@ -1,0 +1,182 @@
+//! Following a run's stream from the run event log, as server-sent events: from the start
+//! (`runs/stream`) or after the `Last-Event-ID` a client last received
+//! (`GET /threads/{thread_id}/runs/{run_id}/stream`), on whichever replica the client reaches.
+//! Each event's SSE `id` is its seq in the log, so a rejoin neither repeats nor skips an event.
+//!
+//! A follower reads what is stored, then waits to be woken by an append (`LISTEN/NOTIFY` across
+//! replicas) or for a second to pass, until it reads the stream's end marker. A run that ended
+//! without one (it never streamed, or was cancelled before it started) ends its followers once
+//! its record says it ended.
+
+use super::errors::ApiError;
+use super::publish::END;
+use super::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How many events one read takes from the log.
+const READ_BATCH: usize = 256;
+
+/// The events of `run_id` after `after` as an SSE response; with `only`, just those event names
+/// (a `messages` mode keeps its `messages/…` events).
+pub fn sse(
+    state: Arc<AppState>,
+    run_id: String,
+    after: u64,
+    only: Option<Vec<String>>,
+    cancel_on_disconnect: bool,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
+    tokio::spawn(async move {
+        match follow(&state, &run_id, after, only.as_deref(), &tx).await {
+            Ok(Followed::ClientGone) if cancel_on_disconnect => {
+                if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
+                    let action = super::lifecycle::CancelAction::Interrupt;
+                    if let Err(e) = super::lifecycle::cancel(&state, &rec, action, false).await {
+                        tracing::warn!(run = run_id, error = %e.1, "a run whose follower hung up could not be cancelled");
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let data = serde_json::json!({"error": "StreamError", "message": e});
+                let _ = tx
+                    .send(Event::default().event("error").data(data.to_string()))
+                    .await;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+fn wanted(only: Option<&[String]>, name: &str) -> bool {
+    only.is_none_or(|modes| {
+        modes
+            .iter()
+            .any(|m| name == m || (m.starts_with("messages") && name.starts_with("messages")))
+    })
+}
+
+/// How following a stream stopped.
+enum Followed {
+    /// The stream is complete (or the run ended without one).
+    Complete,
+    /// The client hung up first.
+    ClientGone,
+}
+
+/// Sends the run's events after `after` to `tx` until the stream ends or the client goes away.
+async fn follow(
+    state: &AppState,
+    run_id: &str,
+    mut after: u64,
+    only: Option<&[String]>,
+    tx: &mpsc::Sender<Event>,
+) -> Result<Followed, String> {
+    let mut woken = state.events.watch(run_id);
+    let mut ended = false;
+    loop {
+        woken.borrow_and_update();
+        let batch = state
+            .events
+            .read(run_id, after, READ_BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        for e in &batch {
+            after = e.seq;
+            if e.event == END {
+                return Ok(Followed::Complete);
+            }
+            if wanted(only, &e.event) {
+                let ev = Event::default()
+                    .id(e.seq.to_string())
+                    .event(&e.event)
+                    .data(&e.data);
+                if tx.send(ev).await.is_err() {
+                    return Ok(Followed::ClientGone);
+                }
+            }
+        }
+        if !batch.is_empty() {
+            continue;
+        }
+        if ended {
+            // The record said the run ended, and the log holds nothing more: it never will.
+            return Ok(Followed::Complete);
+        }
+        let idle = tokio::select! {
+            _ = woken.changed() => false,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => true,
+            _ = tx.closed() => return Ok(Followed::ClientGone),
+        };
+        if idle {
+            ended = match state.run_store.get(run_id).await {
+                Ok(Some(r)) => r.status.is_ended(),
+                Ok(None) => true,
+                Err(e) => return Err(e.to_string()),
+            };
+        }
+    }
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream — from the start, or
+/// after the `Last-Event-ID` header's event — on any replica. `stream_mode` (query, repeated or
+/// comma-separated, as the SDKs send it) keeps only those events; `cancel_on_disconnect=true`
+/// cancels the run if the client hangs up before the stream ends. A run that does not stream
+/// (neither `runs/stream` nor `stream_resumable`) sends nothing and ends when the run ends.
+pub async fn join_stream(
+    State(state): State<Arc<AppState>>,
+    Path((thread, run_id)): Path<(String, String)>,
+    Query(q): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let rec = state
+        .run_store
+        .get(&run_id)
+        .await
+        .map_err(ApiError::internal)?
+        .filter(|r| r.thread_id == thread)
+        .ok_or_else(|| ApiError::not_found(format!("thread `{thread}` has no run `{run_id}`")))?;
+    let after = match headers.get("last-event-id") {
+        None => 0,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "Last-Event-ID {v:?} is not an event id of this server (a non-negative integer)"
+                ))
+            })?,
+    };
+    let modes: Vec<String> = q
+        .iter()
+        .filter(|(k, _)| k == "stream_mode")
+        .flat_map(|(_, v)| v.split(','))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let cancel = match q.iter().rev().find(|(k, _)| k == "cancel_on_disconnect") {
+        None => false,
+        Some((_, v)) => match v.to_ascii_lowercase().as_str() {
+            "true" | "1" => true,
+            "false" | "0" | "" => false,
+            _ => {
+                return Err(ApiError::bad(format!(
+                    "cancel_on_disconnect `{v}` is not true or false"
+                )))
+            }
+        },
+    };
+    let only = (!modes.is_empty()).then_some(modes);
+    Ok(sse(state, rec.run_id, after, only, cancel))
+}

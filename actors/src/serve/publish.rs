@@ -1,0 +1,182 @@
+//! A run's events, into the run event log ([`planwright::runs::RunEventLog`]) while it runs.
+//!
+//! Streaming clients are served from the log, never straight from the run ([`super::follow`]),
+//! so a run can be followed from any replica and rejoined with `Last-Event-ID`. What a run
+//! publishes is the request's `stream_mode` as LangGraph sends it: a `metadata` event first, then
+//! per superstep `updates` (`{node: update}`) and `values` (the thread's values), `custom` events
+//! that nodes emit, every run event under `events`, the `messages` chunks ([`super::messages`]),
+//! and at the end the final `values` or an `error`; then a marker ([`END`]) that tells followers
+//! the stream is complete. Events of one superstep go in one append.
+//!
+//! Only the replica holding the run's lease appends (the log checks it): a run taken over is
+//! continued by its new replica after the last stored event — it first publishes the thread's
+//! values as it finds them, so a follower misses no state even if the old replica died between
+//! a checkpoint and its events.
+
+use super::assistants::{self, AnyHandle, Assistant, Outcome};
+use super::lifecycle;
+use super::messages::Messages;
+use super::AppState;
+use planwright::runs::{RunRecord, RunRecordStatus};
+use planwright::{RunError, RunEvent, ThreadId};
+use serde_json::{json, Value};
+
+/// The log's last event of a complete stream (never sent to clients).
+pub const END: &str = "__end__";
+
+/// The stream modes a request asks for (`values` when it names none).
+pub fn modes(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|m| m.as_str().map(String::from))
+            .collect(),
+        _ => vec!["values".into()],
+    }
+}
+
+/// Batches a run's events and appends them after the last one stored.
+struct Appender<'a> {
+    state: &'a AppState,
+    run_id: &'a str,
+    after: u64,
+    batch: Vec<(String, String)>,
+    /// Set when the log refused an append: another replica writes this stream now.
+    closed: bool,
+}
+
+impl<'a> Appender<'a> {
+    async fn open(state: &'a AppState, run_id: &'a str) -> Appender<'a> {
+        let after = match state.events.last_seq(run_id).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(run = run_id, error = %e, "the run's stream could not be read; it starts afresh");
+                0
+            }
+        };
+        Self {
+            state,
+            run_id,
+            after,
+            batch: Vec::new(),
+            closed: false,
+        }
+    }
+
+    fn push(&mut self, name: &str, data: &Value) {
+        self.batch.push((name.to_string(), data.to_string()));
+    }
+
+    async fn flush(&mut self) {
+        if self.batch.is_empty() || self.closed {
+            return;
+        }
+        let writer = self.state.replica.as_ref().map(|r| r.owner.as_str());
+        let batch = std::mem::take(&mut self.batch);
+        let n = batch.len();
+        match self
+            .state
+            .events
+            .append(self.run_id, writer, self.after, batch)
+            .await
+        {
+            Ok(last) => self.after = last,
+            Err(e @ planwright::runs::RunStoreError::AppendRefused { .. }) => {
+                tracing::warn!(run = self.run_id, error = %e, "the run's stream is another replica's now");
+                self.closed = true;
+            }
+            Err(e) => {
+                tracing::error!(run = self.run_id, error = %e, events = n, "stream events could not be stored; followers miss them");
+            }
+        }
+    }
+}
+
+/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`]); when the run
+/// streams (its handle has events: `stream_resumable`), publishes its events meanwhile. `resumed`
+/// says the run was continued here after its replica (or this process) stopped.
+pub async fn drive(
+    state: &AppState,
+    rec: &RunRecord,
+    assistant: Assistant,
+    thread: &ThreadId,
+    mut handle: AnyHandle,
+    resumed: bool,
+) -> Result<Outcome, RunError> {
+    let Some(mut events) = handle.take_events() else {
+        let result = handle.wait().await;
+        lifecycle::finished(state, rec, &result).await;
+        return result;
+    };
+    let modes = modes(&rec.kwargs["stream_mode"]);
+    let want = |m: &str| modes.iter().any(|x| x == m);
+    let mut out = Appender::open(state, &rec.run_id).await;
+    if out.after == 0 {
+        out.push(
+            "metadata",
+            &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
+        );
+    } else if resumed && want("values") {
+        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
+            out.push("values", &s.values);
+        }
+    }
+    out.flush().await;
+    let mut messages = Messages::new(&modes);
+    while let Some(first) = events.recv().await {
+        let mut next = Some(first);
+        while let Some(ev) = next {
+            if want("events") {
+                if let Ok(v) = serde_json::to_value(&ev) {
+                    out.push("events", &v);
+                }
+            }
+            match &ev {
+                RunEvent::StateUpdated { nodes, updates, .. } => {
+                    if want("updates") {
+                        for (n, u) in nodes.iter().zip(updates) {
+                            out.push("updates", &json!({ n.clone(): u }));
+                        }
+                    }
+                    if want("values") {
+                        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
+                            out.push("values", &s.values);
+                        }
+                    }
+                }
+                RunEvent::Custom { payload, .. } if want("custom") => out.push("custom", payload),
+                RunEvent::Message { .. } | RunEvent::NodeFinished { .. } => {
+                    for (name, data) in messages.on_event(&ev) {
+                        out.push(name, &data);
+                    }
+                }
+                _ => {}
+            }
+            next = events.try_recv().ok();
+        }
+        out.flush().await;
+    }
+    let result = handle.wait().await;
+    let fenced = matches!(
+        result,
+        Err(RunError::Checkpoint(
+            planwright::checkpoint::CheckpointError::Fenced { .. }
+        ))
+    );
+    // A run stopped by a shutdown (it continues elsewhere) or taken over has more to stream.
+    if !fenced && lifecycle::status_of(&result) != RunRecordStatus::Running {
+        match &result {
+            Ok(o) if want("values") => out.push("values", &o.values),
+            Ok(_) => {}
+            Err(e) => out.push(
+                "error",
+                &json!({"error": "RunError", "message": e.to_string()}),
+            ),
+        }
+        out.push(END, &Value::Null);
+        out.flush().await;
+    }
+    lifecycle::finished(state, rec, &result).await;
+    result
+}

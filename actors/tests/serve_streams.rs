@@ -1,0 +1,131 @@
+//! Streams that can be rejoined, on one server (SQLite, the in-memory event log): a client that
+//! drops a `runs/stream` connection rejoins with `Last-Event-ID` and gets exactly the events it
+//! missed; a background run asked to be resumable is joined from the start, whole or filtered
+//! by mode; joining a run that does not stream waits for its end. Across replicas (PostgreSQL,
+//! a replica killed mid-stream) in `serve_replicas.rs`.
+
+mod serve_support;
+
+use serde_json::json;
+use serve_support::{call, serve_on, SseReader};
+
+const GOAL: &str =
+    "Should our support team adopt retrieval-augmented generation for customer support?";
+
+async fn server() -> (serve_support::Server, String) {
+    let dir = serve_support::fresh_dir("serve-streams");
+    serve_on(
+        &format!("sqlite:{}", dir.join("s.sqlite").display()),
+        "sim:p50=30ms,p99=60ms,seed=3",
+        &[],
+    )
+    .await
+}
+
+async fn thread(base: &str) -> String {
+    let (_, t) = call("POST", &format!("{base}/threads"), Some(json!({}))).await;
+    t["thread_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_is_rejoined_with_last_event_id_and_misses_nothing() {
+    let (_s, base) = server().await;
+    let t = thread(&base).await;
+    let http = reqwest::Client::new();
+    let mut first = SseReader::open(http.post(format!("{base}/threads/{t}/runs/stream")).json(
+        &json!({"assistant_id": "research", "input": {"input": GOAL},
+                          "stream_mode": ["values", "updates"]}),
+    ))
+    .await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(first.next().await.expect("the run streams"));
+    }
+    let run = seen[0].data["run_id"].as_str().unwrap().to_string();
+    drop(first); // the client goes away; the run goes on
+    let mut again = SseReader::open(
+        http.get(format!("{base}/threads/{t}/runs/{run}/stream"))
+            .header("Last-Event-ID", "3"),
+    )
+    .await;
+    seen.extend(again.rest().await);
+    let ids: Vec<u64> = seen.iter().map(|e| e.id.unwrap()).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert!(seen.iter().any(|e| e.event == "updates"));
+    let end = seen.last().unwrap();
+    assert_eq!(end.event, "values");
+    assert!(
+        matches!(end.data["status"].as_str(), Some("ok" | "needs_review")),
+        "{end:?}"
+    );
+    let (_, rec) = call("GET", &format!("{base}/threads/{t}/runs/{run}"), None).await;
+    assert_eq!(rec["status"], "success", "{rec}");
+    // Joining the ended run again replays it whole.
+    let replay = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
+        .await
+        .rest()
+        .await;
+    assert_eq!(replay, seen);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumable_background_run_is_joined_whole_or_by_mode() {
+    let (_s, base) = server().await;
+    let t = thread(&base).await;
+    let (s, run) = call(
+        "POST",
+        &format!("{base}/threads/{t}/runs"),
+        Some(json!({"assistant_id": "research", "input": {"input": GOAL},
+                    "stream_mode": ["values", "updates"], "stream_resumable": true})),
+    )
+    .await;
+    assert_eq!(s, 200, "{run}");
+    let run = run["run_id"].as_str().unwrap().to_string();
+    let http = reqwest::Client::new();
+    let whole = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
+        .await
+        .rest()
+        .await;
+    assert_eq!(whole[0].event, "metadata");
+    assert_eq!(whole[0].data["run_id"], run.as_str());
+    assert!(whole.iter().any(|e| e.event == "updates"));
+    let updates = SseReader::open(http.get(format!(
+        "{base}/threads/{t}/runs/{run}/stream?stream_mode=updates"
+    )))
+    .await
+    .rest()
+    .await;
+    let expected: Vec<_> = whole
+        .iter()
+        .filter(|e| e.event == "updates")
+        .cloned()
+        .collect();
+    assert_eq!(updates, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_a_run_that_does_not_stream_waits_for_its_end() {
+    let (_s, base) = server().await;
+    let t = thread(&base).await;
+    let (_, run) = call(
+        "POST",
+        &format!("{base}/threads/{t}/runs"),
+        Some(json!({"assistant_id": "research", "input": {"input": GOAL}})),
+    )
+    .await;
+    let run = run["run_id"].as_str().unwrap().to_string();
+    let events = SseReader::open(
+        reqwest::Client::new().get(format!("{base}/threads/{t}/runs/{run}/stream")),
+    )
+    .await
+    .rest()
+    .await;
+    assert!(events.is_empty(), "{events:?}");
+    let (_, rec) = call("GET", &format!("{base}/threads/{t}/runs/{run}"), None).await;
+    assert_eq!(
+        rec["status"], "success",
+        "the stream ended with the run: {rec}"
+    );
+    let (s, _) = call("GET", &format!("{base}/threads/{t}/runs/nope/stream"), None).await;
+    assert_eq!(s, 404);
+}
