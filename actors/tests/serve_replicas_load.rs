@@ -1,7 +1,10 @@
 //! Three `serve` replicas on one PostgreSQL database take 1,000 research conversations from
 //! `load --target A --target B --target C`; one replica is SIGKILLed in the middle and another
-//! later. Every conversation finishes, none is lost, no plan step is recorded twice, and every
-//! thread's stored chain is linear.
+//! later. Every conversation finishes, none is lost, no plan step is recorded twice, every
+//! thread's stored chain is linear, and no finished step's model call is made again: the
+//! simulator logs every answered call (process, kind, request digest — each conversation has a
+//! goal of its own, so requests differ between conversations), and a request answered twice was
+//! answered first in a replica that was killed before the step's result was stored.
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
@@ -11,8 +14,8 @@ use planwright_actors::load::{self, LoadArgs};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// Runs that ended on replica `base` (its `/metrics`).
-async fn finished_runs(base: &str) -> u64 {
+/// The sum of the samples of metric family `name` on replica `base` (its `/metrics`).
+async fn metric(base: &str, name: &str) -> u64 {
     let page = reqwest::get(format!("{base}/metrics"))
         .await
         .unwrap()
@@ -20,23 +23,39 @@ async fn finished_runs(base: &str) -> u64 {
         .await
         .unwrap();
     page.lines()
-        .filter(|l| l.starts_with("planwright_runs_total{"))
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
+
+/// Runs that ended on replica `base`.
+async fn finished_runs(base: &str) -> u64 {
+    metric(base, "planwright_runs_total").await
+}
+
+const TAKEN_OVER: &str = "planwright_replica_runs_taken_over_total";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_conversations_survive_two_killed_replicas() {
     if backends::postgres().await.is_none() {
         return;
     }
-    let (mut a, a_url) = serve().await;
-    let (mut b, b_url) = serve().await;
-    let (_c, c_url) = serve().await;
+    let dir = serve_support::fresh_dir("replicas-load");
+    let calls = dir.join("calls.log");
+    let goals = dir.join("goals.json");
+    let distinct: Vec<String> = (0..1000)
+        .map(|i| format!("Should support team {i} adopt retrieval-augmented generation for customer support?"))
+        .collect();
+    std::fs::write(&goals, serde_json::to_string(&distinct).unwrap()).unwrap();
+    let (mut a, a_url) = serve(&calls).await;
+    let (mut b, b_url) = serve(&calls).await;
+    let (_c, c_url) = serve(&calls).await;
+    let killed = [a.pid(), b.pid()];
     let prefix = format!("rl{}", backends::unique());
     let args = LoadArgs {
         target: vec![a_url.clone(), b_url.clone(), c_url.clone()],
         graph: Some("research".into()),
+        goals: Some(goals.clone()),
         conversations: Some(1000),
         concurrency: Some(24),
         thread_prefix: Some(prefix.clone()),
@@ -46,7 +65,8 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
     let driver = tokio::spawn(async move { load::run(&args).await });
     // Kill one replica once about a third of the conversations have ended, another at about two
     // thirds (C's own count of finished runs is a third of the total while all three serve).
-    for (server, ended_on_c) in [(&mut a, 110), (&mut b, 260)] {
+    let mut taken_over = 0;
+    for (server, url, ended_on_c) in [(&mut a, &a_url, 110), (&mut b, &b_url, 260)] {
         let started = Instant::now();
         while finished_runs(&c_url).await < ended_on_c {
             assert!(
@@ -55,10 +75,13 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        taken_over += metric(url, TAKEN_OVER).await;
         server.kill();
     }
     let report = driver.await.unwrap().unwrap();
     let text = report.to_text();
+    taken_over += metric(&c_url, TAKEN_OVER).await;
+    assert_no_finished_step_called_twice(&calls, &killed, taken_over);
     assert_eq!(report.completed, 1000, "{:?}\n{text}", report.errors);
     assert_eq!(
         report.failed + report.cut_off + report.interrupted_left,
@@ -120,11 +143,57 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
     }
 }
 
-/// A replica on the test database (leases of 2 s, a fast simulated model).
-async fn serve() -> (serve_support::Server, String) {
+/// From the simulator's call log: no replica answered a request twice; a request answered
+/// twice was answered once in a killed replica (a step in flight when its replica died, run
+/// again by the replica that took the run over); and there are at most as many of those as the
+/// runs taken over could have had steps in flight (4 in parallel, the planner's default).
+fn assert_no_finished_step_called_twice(log: &std::path::Path, killed: &[u32], taken_over: u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut by_request: std::collections::HashMap<(&str, &str), Vec<u32>> = Default::default();
+    for line in text.lines() {
+        let mut f = line.split('\t');
+        let (Some(pid), Some(kind), Some(digest)) = (f.next(), f.next(), f.next()) else {
+            panic!("a malformed call log line: {line:?}");
+        };
+        by_request
+            .entry((kind, digest))
+            .or_default()
+            .push(pid.parse().unwrap());
+    }
+    assert!(
+        by_request.len() > 1000,
+        "every conversation called the model"
+    );
+    let mut repeated = 0;
+    for (request, pids) in &by_request {
+        let mut once = pids.clone();
+        once.sort_unstable();
+        once.dedup();
+        assert_eq!(
+            once.len(),
+            pids.len(),
+            "{request:?} answered twice by one replica"
+        );
+        if pids.len() > 1 {
+            repeated += 1;
+            assert!(
+                pids.iter().any(|p| killed.contains(p)),
+                "{request:?} answered twice, by replicas that were not killed: {pids:?}"
+            );
+        }
+    }
+    assert!(
+        repeated <= taken_over * 4,
+        "{repeated} requests answered again, for {taken_over} runs taken over"
+    );
+}
+
+/// A replica on the test database (leases of 2 s, a fast simulated model logging its calls to
+/// `calls`).
+async fn serve(calls: &std::path::Path) -> (serve_support::Server, String) {
     serve_support::serve_on(
         &backends::pg_url(),
-        "sim:p50=5ms,p99=20ms,seed=9",
+        &format!("sim:p50=5ms,p99=20ms,seed=9,calls={}", calls.display()),
         &["--lease-ttl", "2s"],
     )
     .await

@@ -2,6 +2,10 @@
 //! make progress, wrapped in a seeded latency distribution (lognormal, fitted to a p50 and a p99),
 //! an error rate and a malformed-output rate. Latency uses tokio's clock, so tests run it under
 //! paused time; the same seed gives the same sequence of latencies and faults.
+//!
+//! `calls=PATH` makes the simulator append one line per answered call to PATH — the process id,
+//! the call kind and a digest of the request — so a test can count model calls made inside server
+//! processes it kills (were a finished step run again, its request would be counted twice).
 
 use super::scripted::estimate_tokens;
 use super::{ChatModel, ChatReply, ChatRequest, ModelError, Responder, Usage};
@@ -24,6 +28,8 @@ pub struct SimConfig {
     pub malformed: f64,
     /// Random seed (default 1).
     pub seed: u64,
+    /// Where to log answered calls (`calls=PATH`), if anywhere.
+    pub calls: Option<std::path::PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -34,6 +40,7 @@ impl Default for SimConfig {
             errors: 0.0,
             malformed: 0.0,
             seed: 1,
+            calls: None,
         }
     }
 }
@@ -84,9 +91,10 @@ impl std::str::FromStr for SimConfig {
                         ModelError::Config(format!("`seed={v}`: expected an unsigned integer"))
                     })?
                 }
+                "calls" if !v.is_empty() => cfg.calls = Some(v.into()),
                 other => {
                     return Err(ModelError::Config(format!(
-                        "unknown simulator setting `{other}` (known: p50, p99, errors, malformed, seed)"
+                        "unknown simulator setting `{other}` (known: p50, p99, errors, malformed, seed, calls)"
                     )))
                 }
             }
@@ -109,16 +117,56 @@ pub struct SimulatedModel {
     cfg: SimConfig,
     responders: HashMap<String, Responder>,
     rng: Mutex<SmallRng>,
+    calls: Option<Mutex<std::fs::File>>,
 }
 
 impl SimulatedModel {
-    /// A simulator answering with `responders` (by call kind).
+    /// A simulator answering with `responders` (by call kind). Its call log (`calls=PATH`) is
+    /// opened by [`SimulatedModel::logging_calls`].
     pub fn new(cfg: SimConfig, responders: HashMap<String, Responder>) -> Self {
         let rng = SmallRng::seed_from_u64(cfg.seed);
         Self {
             cfg,
             responders,
             rng: Mutex::new(rng),
+            calls: None,
+        }
+    }
+
+    /// Opens the call log the settings name (`calls=PATH`), if any; an error naming the path
+    /// when it cannot be opened for appending.
+    pub fn logging_calls(mut self) -> Result<Self, ModelError> {
+        if let Some(path) = &self.cfg.calls {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| ModelError::Config(format!("calls={}: {e}", path.display())))?;
+            self.calls = Some(Mutex::new(file));
+        }
+        Ok(self)
+    }
+
+    /// Logs an answered call (`calls=PATH`): one line, written whole.
+    fn log_call(&self, req: &ChatRequest) {
+        let Some(file) = &self.calls else { return };
+        use std::hash::{Hash, Hasher};
+        use std::io::Write;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        req.call.hash(&mut h);
+        for m in &req.messages {
+            m.content.hash(&mut h);
+        }
+        req.input.to_string().hash(&mut h);
+        let line = format!(
+            "{}\t{}\t{:016x}\n",
+            std::process::id(),
+            req.call,
+            h.finish()
+        );
+        let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f.write_all(line.as_bytes()) {
+            tracing::warn!(error = %e, "the simulator could not log a call");
         }
     }
 
@@ -196,6 +244,7 @@ impl ChatModel for SimulatedModel {
             ))
         })?;
         let content = responder(req)?.to_string();
+        self.log_call(req);
         Ok(ChatReply {
             usage: Usage {
                 prompt_tokens: estimate_tokens(req),

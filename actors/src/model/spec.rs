@@ -41,7 +41,9 @@ impl ModelSpec {
     ) -> Result<Option<Arc<dyn ChatModel>>, ModelError> {
         Ok(match self {
             Self::Offline => None,
-            Self::Sim(cfg) => Some(Arc::new(SimulatedModel::new(cfg.clone(), responders))),
+            Self::Sim(cfg) => Some(Arc::new(
+                SimulatedModel::new(cfg.clone(), responders).logging_calls()?,
+            )),
             Self::OpenAi => Some(Arc::new(OpenAiModel::new(OpenAiConfig::from_env()?)?)),
         })
     }

@@ -28,6 +28,11 @@ impl Server {
         assert!(ok, "kill -{sig} failed");
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
     /// Kills the process now (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         let _ = self.0.kill();
