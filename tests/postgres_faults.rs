@@ -319,7 +319,9 @@ async fn a_write_whose_commit_answer_was_lost_is_recognised_on_retry_not_a_confl
         .unwrap();
     let t = ThreadId::new(format!("commit-{}", backends::unique()));
     write_chain(&*cp, &t, 2, |_| {}).await;
-    proxy.cut_next_commit();
+    // A checkpoint is one statement that commits on its own: cut right after it (its parameters
+    // carry the thread id).
+    proxy.cut_after_next(t.as_str().as_bytes());
     cp.put(rec_at(&t, 3, BodyKind::Delta, 3))
         .await
         .expect("the retry finds its own committed row");
@@ -329,6 +331,29 @@ async fn a_write_whose_commit_answer_was_lost_is_recognised_on_retry_not_a_confl
         "the fault happened"
     );
     all_there(&*cp, &t, 3).await;
+    // Task writes commit with a `COMMIT`: cut right after it.
+    let write = planwright::checkpoint::TaskWrite {
+        task: planwright::TaskId { step: 3, index: 0 },
+        node: "n".into(),
+        kind: planwright::checkpoint::WriteKind::Update,
+        key: String::new(),
+        payload: b"{}".to_vec(),
+    };
+    proxy.cut_next_commit();
+    cp.put_writes(&t, planwright::CheckpointId(3), vec![write.clone()])
+        .await
+        .expect("a retried task write is idempotent");
+    assert_eq!(
+        proxy.commits_cut.load(Ordering::Relaxed),
+        2,
+        "the fault happened"
+    );
+    assert_eq!(
+        cp.get_writes(&t, planwright::CheckpointId(3))
+            .await
+            .unwrap(),
+        vec![write]
+    );
     // A different record on the same parent is still a conflict.
     let mut other = rec_at(&t, 3, BodyKind::Delta, 3);
     other.body = b"[\"someone else\"]".to_vec();

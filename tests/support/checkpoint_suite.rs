@@ -61,6 +61,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     big_bodies(&*cp, prefix).await;
     concurrent_writers(cp.clone(), prefix).await;
     batches(&*cp, prefix).await;
+    batches_of_distinct_threads(&*cp, prefix).await;
     trim_keeps_from_a_snapshot(&*cp, prefix).await;
     rewind_restores_a_past_head(&*cp, prefix).await;
     retention_by_age_and_count(&*cp, prefix).await;
@@ -567,6 +568,63 @@ async fn concurrent_writers(cp: Arc<dyn Checkpointer>, prefix: &str) {
         "exactly one writer extends a parent"
     );
     assert_eq!(cp.list(&t, None, 10).await.unwrap().len(), 2);
+}
+
+/// A batch of distinct threads (PostgreSQL's one-statement path): each record stands or falls
+/// on its own, with the error a single write would give; a batch sent again after it committed
+/// (a retry) changes nothing and reports success.
+async fn batches_of_distinct_threads(cp: &dyn Checkpointer, prefix: &str) {
+    let t = |n: &str| ThreadId::new(format!("{prefix}/distinct/{n}"));
+    let (new, ext, stale, bad, meta) = (t("new"), t("ext"), t("stale"), t("bad"), t("meta"));
+    for th in [&ext, &stale] {
+        cp.put(rec(th, 1, None, BodyKind::Snapshot, "{}"))
+            .await
+            .unwrap();
+    }
+    cp.put(rec(&stale, 2, Some(1), BodyKind::Delta, "[]"))
+        .await
+        .unwrap();
+    // A thread whose row exists without a checkpoint (metadata written first).
+    cp.set_thread_metadata(&meta, serde_json::json!({"k": 1}))
+        .await
+        .unwrap();
+    let batch = vec![
+        rec(&new, 1, None, BodyKind::Snapshot, "{}"),
+        rec(&ext, 2, Some(1), BodyKind::Delta, "[]"),
+        rec(&stale, 3, Some(1), BodyKind::Delta, "[]"),
+        rec(&bad, 5, Some(5), BodyKind::Delta, "[]"),
+        rec(&meta, 1, None, BodyKind::Snapshot, "{}"),
+    ];
+    let results = cp.put_many(batch).await;
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(results[1].is_ok(), "{results:?}");
+    assert!(
+        matches!(
+            &results[2],
+            Err(CheckpointError::Conflict {
+                found: Some(CheckpointId(2)),
+                ..
+            })
+        ),
+        "{results:?}"
+    );
+    assert!(
+        matches!(&results[3], Err(CheckpointError::Conflict { .. })),
+        "{results:?}"
+    );
+    assert!(results[4].is_ok(), "{results:?}");
+    assert_eq!(cp.head(&new).await.unwrap(), Some(CheckpointId(1)));
+    assert_eq!(cp.head(&ext).await.unwrap(), Some(CheckpointId(2)));
+    assert_eq!(cp.head(&stale).await.unwrap(), Some(CheckpointId(2)));
+    assert_eq!(cp.head(&bad).await.unwrap(), None);
+    assert_eq!(cp.head(&meta).await.unwrap(), Some(CheckpointId(1)));
+    assert_eq!(
+        cp.thread_metadata(&meta).await.unwrap(),
+        Some(serde_json::json!({"k": 1})),
+        "the thread's metadata survives its first checkpoint"
+    );
+    let chain = cp.load_chain(&ext, None).await.unwrap();
+    assert_eq!(chain.last().unwrap().id, CheckpointId(2));
 }
 
 async fn batches(cp: &dyn Checkpointer, prefix: &str) {

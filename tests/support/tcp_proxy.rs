@@ -1,8 +1,8 @@
 //! A TCP proxy for fault injection between a client (the checkpointer) and a server
 //! (PostgreSQL), on loopback: it forwards bytes both ways and, on command, drops every connection,
 //! refuses new ones, stalls or delays traffic, or cuts a connection right after the server has
-//! received a `COMMIT` but before the client hears back (a commit whose outcome the client cannot
-//! know).
+//! received a given message — a `COMMIT`, or a statement that commits on its own — but before the
+//! client hears back (a commit whose outcome the client cannot know).
 
 #![allow(dead_code)]
 
@@ -33,10 +33,10 @@ pub struct TcpProxy {
     addr: SocketAddr,
     mode: watch::Sender<Mode>,
     conns: Arc<Mutex<Vec<CancellationToken>>>,
-    cut_next_commit: Arc<AtomicBool>,
+    cut_next: Arc<Mutex<Option<Vec<u8>>>>,
     /// Connections accepted so far.
     pub accepted: Arc<AtomicU64>,
-    /// Connections cut right after a `COMMIT`.
+    /// Connections cut right after the message [`TcpProxy::cut_after_next`] named.
     pub commits_cut: Arc<AtomicU64>,
     stop: CancellationToken,
 }
@@ -48,13 +48,13 @@ impl TcpProxy {
         let addr = listener.local_addr().unwrap();
         let (mode, mode_rx) = watch::channel(Mode::Pass);
         let conns: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
-        let cut_next_commit = Arc::new(AtomicBool::new(false));
+        let cut_next: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
         let accepted = Arc::new(AtomicU64::new(0));
         let commits_cut = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         let (c, cut, acc, cc, st) = (
             conns.clone(),
-            cut_next_commit.clone(),
+            cut_next.clone(),
             accepted.clone(),
             commits_cut.clone(),
             stop.clone(),
@@ -89,7 +89,7 @@ impl TcpProxy {
             addr,
             mode,
             conns,
-            cut_next_commit,
+            cut_next,
             accepted,
             commits_cut,
             stop,
@@ -116,7 +116,13 @@ impl TcpProxy {
     /// The next `COMMIT` a client sends reaches the server, then its connection is cut before the
     /// answer comes back.
     pub fn cut_next_commit(&self) {
-        self.cut_next_commit.store(true, Ordering::SeqCst);
+        self.cut_after_next(b"COMMIT\0");
+    }
+
+    /// The next client message containing `marker` (a statement's text, or a parameter of it)
+    /// reaches the server, then its connection is cut before the answer comes back.
+    pub fn cut_after_next(&self, marker: &[u8]) {
+        *self.cut_next.lock().unwrap() = Some(marker.to_vec());
     }
 }
 
@@ -151,7 +157,7 @@ fn spawn_connection(
     server: TcpStream,
     token: CancellationToken,
     mode: watch::Receiver<Mode>,
-    cut_next_commit: Arc<AtomicBool>,
+    cut_next: Arc<Mutex<Option<Vec<u8>>>>,
     commits_cut: Arc<AtomicU64>,
 ) {
     // Without this, Nagle's algorithm and delayed ACKs add ~40 ms to every round trip.
@@ -171,8 +177,17 @@ fn spawn_connection(
             };
             gate(&mut m1).await;
             let chunk = &buf[..n];
-            let is_commit = chunk.windows(7).any(|w| w == b"COMMIT\0");
-            if is_commit && cut_next_commit.swap(false, Ordering::SeqCst) {
+            let cut = {
+                let mut armed = cut_next.lock().unwrap();
+                let hit = armed
+                    .as_ref()
+                    .is_some_and(|m| chunk.windows(m.len()).any(|w| w == m.as_slice()));
+                if hit {
+                    *armed = None;
+                }
+                hit
+            };
+            if cut {
                 h1.store(true, Ordering::SeqCst);
                 let _ = sw.write_all(chunk).await;
                 // Let the server commit, then cut the connection before its answer is passed on.

@@ -14,6 +14,7 @@
 //! instead of reporting a conflict with itself. Every checkpoint carries a checksum
 //! ([`integrity`](super::integrity)), verified on load with the chain's parent links.
 
+mod batch;
 pub mod config;
 pub mod retry;
 mod schema;
@@ -251,8 +252,8 @@ impl Checkpointer for PostgresCheckpointer {
         "postgres"
     }
 
-    /// Yes: a batch's statements are pipelined on one connection in one transaction, one commit
-    /// for many supersteps (measured: docs/PERFORMANCE.md).
+    /// Yes: a batch of distinct threads is one multi-row statement (`batch`), one commit for
+    /// many supersteps (measured: docs/PERFORMANCE.md).
     fn prefers_group_commit(&self) -> bool {
         true
     }
@@ -280,6 +281,18 @@ impl Checkpointer for PostgresCheckpointer {
         let token = self.token(&record.thread_id);
         self.retry("put", |n| async move {
             let mut c = pool.get().await?;
+            // One statement when it succeeds (no BEGIN/COMMIT round trips); the transaction
+            // below says why when it does not, or finds an earlier attempt's commit.
+            if batch::eligible(r) {
+                let row = batch::Row {
+                    record: r,
+                    checksum: sum,
+                    token,
+                };
+                if !batch::put_rows(&c, &[row]).await?.is_empty() {
+                    return Ok(());
+                }
+            }
             let tx = c.transaction().await?;
             check_fence(&tx, &r.thread_id, token).await?;
             put_in(&tx, r, sum, n > 0).await?;
@@ -296,47 +309,86 @@ impl Checkpointer for PostgresCheckpointer {
             Err(e) => return records.iter().map(|_| Err(batch_error(&e))).collect(),
         };
         let (records_ref, sums, pool) = (&records, &sums, &self.pool);
+        // A thread that appears twice (a record extending the batch's own earlier one) must see
+        // its statements run one record after the other: then the batch goes one by one.
+        let distinct = {
+            let mut seen = std::collections::HashSet::new();
+            records.iter().all(|r| seen.insert(&r.thread_id))
+        };
         let r = self
             .retry("put_many", |n| async move {
                 let mut c = pool.get().await?;
+                // Fast path: every record of a distinct thread in one statement.
+                let mut stored = vec![false; records_ref.len()];
+                if distinct {
+                    let rows: Vec<batch::Row> = records_ref
+                        .iter()
+                        .zip(sums)
+                        .filter(|(r, _)| batch::eligible(r))
+                        .map(|(r, sum)| batch::Row {
+                            record: r,
+                            checksum: sum,
+                            token: self.token(&r.thread_id),
+                        })
+                        .collect();
+                    if !rows.is_empty() {
+                        let done = batch::put_rows(&c, &rows).await?;
+                        for (i, r) in records_ref.iter().enumerate() {
+                            stored[i] = done.contains(r.thread_id.as_str());
+                        }
+                    }
+                    if stored.iter().all(|s| *s) {
+                        return Ok(records_ref.iter().map(|_| Ok(())).collect());
+                    }
+                }
+                // The rest one by one, in one transaction: each says why it was not stored (or
+                // finds it was, by an earlier attempt whose commit was not acknowledged).
                 let tx = c.transaction().await?;
+                let rest = records_ref
+                    .iter()
+                    .zip(sums)
+                    .enumerate()
+                    .filter(|(i, _)| !stored[*i]);
                 // Every record's statements are sent at once: tokio-postgres pipelines requests
-                // made concurrently on one connection, so a batch costs a few round trips, not
-                // two per record. Each record's own statements stay in order.
-                // A thread that appears twice (a record extending the batch's own earlier one)
-                // must see its statements run one record after the other: then the batch goes
-                // one by one.
-                let distinct = {
-                    let mut seen = std::collections::HashSet::new();
-                    records_ref.iter().all(|r| seen.insert(&r.thread_id))
-                };
-                let attempts = if distinct {
-                    futures::future::join_all(
-                        records_ref.iter().zip(sums).map(|(r, sum)| {
-                            fenced_put(&tx, self.token(&r.thread_id), r, sum, n > 0)
-                        }),
-                    )
+                // made concurrently on one connection. Each record's own statements stay in order.
+                let txr = &tx;
+                let attempts: Vec<(usize, Result<(), Attempt>)> = if distinct {
+                    futures::future::join_all(rest.map(|(i, (r, sum))| async move {
+                        (
+                            i,
+                            fenced_put(txr, self.token(&r.thread_id), r, sum, n > 0).await,
+                        )
+                    }))
                     .await
                 } else {
                     let mut out = Vec::with_capacity(records_ref.len());
-                    for (r, sum) in records_ref.iter().zip(sums) {
-                        out.push(fenced_put(&tx, self.token(&r.thread_id), r, sum, n > 0).await);
+                    for (i, (r, sum)) in rest {
+                        out.push((
+                            i,
+                            fenced_put(&tx, self.token(&r.thread_id), r, sum, n > 0).await,
+                        ));
                     }
                     out
                 };
-                let mut results = Vec::with_capacity(records_ref.len());
-                for attempt in attempts {
+                let mut results: Vec<Result<(), CheckpointError>> =
+                    records_ref.iter().map(|_| Ok(())).collect();
+                for (i, attempt) in attempts {
                     match attempt {
-                        Ok(()) => results.push(Ok(())),
+                        Ok(()) => {}
                         // A conflict writes nothing and raises no SQL error: the batch goes on.
                         Err(Attempt::Fail(
                             e @ (CheckpointError::Conflict { .. } | CheckpointError::Fenced { .. }),
-                        )) => results.push(Err(e)),
+                        )) => results[i] = Err(e),
                         Err(Attempt::Retry(e)) => return Err(Attempt::Retry(e)),
                         Err(Attempt::Fail(e)) => {
-                            // An SQL error aborted the transaction: nothing of the batch is stored.
+                            // An SQL error aborted the transaction: nothing of it is stored.
                             let _ = tx.rollback().await;
-                            return Ok(records_ref.iter().map(|_| Err(batch_error(&e))).collect());
+                            for (j, s) in stored.iter().enumerate() {
+                                if !s {
+                                    results[j] = Err(batch_error(&e));
+                                }
+                            }
+                            return Ok(results);
                         }
                     }
                 }
