@@ -21,6 +21,19 @@ struct Counting {
     single: AtomicUsize,
     batches: AtomicUsize,
     largest: AtomicUsize,
+    /// Batches it takes at once (`max_concurrent_batches`).
+    concurrent: usize,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+}
+
+impl Counting {
+    fn taking(concurrent: usize) -> Self {
+        Self {
+            concurrent,
+            ..Self::default()
+        }
+    }
 }
 
 #[async_trait]
@@ -31,6 +44,9 @@ impl Checkpointer for Counting {
     fn prefers_group_commit(&self) -> bool {
         true
     }
+    fn max_concurrent_batches(&self) -> usize {
+        self.concurrent
+    }
     async fn put(&self, r: CheckpointRecord) -> Result<(), CheckpointError> {
         self.single.fetch_add(1, Ordering::Relaxed);
         self.inner.put(r).await
@@ -38,9 +54,13 @@ impl Checkpointer for Counting {
     async fn put_many(&self, rs: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.largest.fetch_max(rs.len(), Ordering::Relaxed);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         // Slow enough that records queue up behind a batch, as behind a real commit.
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        self.inner.put_many(rs).await
+        let out = self.inner.put_many(rs).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        out
     }
     async fn put_writes(
         &self,
@@ -131,9 +151,46 @@ impl Checkpointer for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_sync_runs_commit_together_and_each_returns_only_when_stored() {
     let cp = Arc::new(Counting::default());
+    forty_runs(&cp, Durability::Sync).await;
+    let (single, batches, largest) = (
+        cp.single.load(Ordering::Relaxed),
+        cp.batches.load(Ordering::Relaxed),
+        cp.largest.load(Ordering::Relaxed),
+    );
+    eprintln!("{single} single puts, {batches} batches, largest {largest}");
+    assert!(largest > 1, "records of several runs shared a commit");
+    assert!(
+        batches < 40 * 21,
+        "fewer commits than checkpoints ({batches})"
+    );
+    assert_eq!(
+        cp.most_in_flight.load(Ordering::SeqCst),
+        1,
+        "one batch at a time"
+    );
+}
+
+/// A backend that takes several batches at once gets them, and every thread's records still
+/// arrive in order (memory storage refuses a record whose parent is not the head), with `sync`
+/// runs waiting for their records and `async` runs not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_go_in_parallel_where_the_backend_takes_them_and_threads_stay_in_order() {
+    for durability in [Durability::Sync, Durability::Async] {
+        let cp = Arc::new(Counting::taking(3));
+        forty_runs(&cp, durability).await;
+        let most = cp.most_in_flight.load(Ordering::SeqCst);
+        assert!(
+            (2..=3).contains(&most),
+            "{durability:?}: {most} batches in flight at most"
+        );
+    }
+}
+
+/// Forty runs of 20 increments at once, each checked complete and in order when it returns.
+async fn forty_runs(cp: &Arc<Counting>, durability: Durability) {
     let e = Engine::builder(counter_graph().compile().unwrap())
         .checkpointer(cp.clone())
-        .durability(Durability::Sync)
+        .durability(durability)
         .build()
         .await;
     let runs = (0..40).map(|i| {
@@ -150,7 +207,7 @@ async fn concurrent_sync_runs_commit_together_and_each_returns_only_when_stored(
                 .await
                 .unwrap();
             assert_eq!(out.status, RunStatus::Finished);
-            // `sync`: every checkpoint is stored when the run returns (input + 20 inc + done).
+            // Every checkpoint is stored when the run returns (input + 20 inc + done).
             let chain = cp.load_chain(&t, None).await.unwrap();
             assert_eq!(chain.last().unwrap().id, CheckpointId(22), "thread g{i}");
         })
@@ -158,17 +215,6 @@ async fn concurrent_sync_runs_commit_together_and_each_returns_only_when_stored(
     for r in futures::future::join_all(runs).await {
         r.unwrap();
     }
-    let (single, batches, largest) = (
-        cp.single.load(Ordering::Relaxed),
-        cp.batches.load(Ordering::Relaxed),
-        cp.largest.load(Ordering::Relaxed),
-    );
-    eprintln!("{single} single puts, {batches} batches, largest {largest}");
-    assert!(largest > 1, "records of several runs shared a commit");
-    assert!(
-        batches < 40 * 21,
-        "fewer commits than checkpoints ({batches})"
-    );
 }
 
 #[tokio::test]

@@ -436,10 +436,18 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Whether `sync` runs going together should commit their checkpoints in shared batches
     /// (`put_many`) rather than each on its own. True where one batch costs less than its records
-    /// one by one: SQLite (one writer at a time, one `fsync` per commit) and PostgreSQL (a batch's
-    /// statements pipelined on one connection, one commit; measured: docs/PERFORMANCE.md).
+    /// one by one: SQLite (one writer at a time, one `fsync` per commit) and PostgreSQL (a batch of
+    /// distinct threads is one multi-row statement; measured: docs/PERFORMANCE.md).
     fn prefers_group_commit(&self) -> bool {
         false
+    }
+
+    /// How many `put_many` batches the engine's writer may have in flight at once (on threads
+    /// disjoint from each other). 1 where writes take turns anyway (SQLite's one writer); more
+    /// where the server works on several at a time (PostgreSQL: one backend per connection, so a
+    /// second batch uses a second core while the first waits for its commit to reach the disk).
+    fn max_concurrent_batches(&self) -> usize {
+        1
     }
 
     /// A cheap round trip to the store: `Ok` when it can serve requests now. Readiness probes

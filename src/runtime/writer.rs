@@ -5,12 +5,15 @@
 //! everything queued before them is stored. A run waits for its flush when it ends, so `async`
 //! durability never reports a run finished before its checkpoints are stored.
 //!
-//! **Group commit** (for backends that prefer it, `Checkpointer::prefers_group_commit`: SQLite).
+//! **Group commit** (for backends that prefer it, `Checkpointer::prefers_group_commit`: SQLite,
+//! PostgreSQL).
 //! A `sync` run with other runs going sends its record with a reply channel
 //! ([`AsyncWriter::put_and_wait`]) and waits for it: records of many conversations that arrive
 //! together are committed in one transaction, and each run goes on only once its own record is
 //! committed — `sync` still means what it says, with one commit (one `fsync`) per batch instead
-//! of one per superstep.
+//! of one per superstep. Backends that serve several writers at once
+//! (`Checkpointer::max_concurrent_batches`: PostgreSQL) get several batches in flight, on
+//! disjoint threads.
 
 use super::error::RunError;
 use crate::checkpoint::{CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
@@ -58,19 +61,44 @@ impl AsyncWriter {
     }
 }
 
+/// A batch being committed: its threads, and its outcome once done.
+type InFlight = futures::future::BoxFuture<'static, Vec<(ThreadId, Result<(), CheckpointError>)>>;
+
 /// The writer loop: batches the records queued at each wake-up into one `put_many`, saves task
-/// writes in order, and answers flushes after everything queued before them is stored.
+/// writes in order, and answers flushes after everything queued before them is stored. Up to
+/// `Checkpointer::max_concurrent_batches` batches are committed at once, on disjoint threads: a
+/// batch that touches a thread of a batch in flight, a task write and a flush wait until every
+/// batch in flight is done, so each thread's records still reach storage in order.
 async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMsg>) {
+    use futures::StreamExt;
+    let most = cp.max_concurrent_batches().max(1);
     let mut errors: HashMap<ThreadId, RunError> = HashMap::new();
+    let mut inflight = futures::stream::FuturesUnordered::<InFlight>::new();
+    let mut busy: std::collections::HashSet<ThreadId> = Default::default();
     let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 256).await > 0 {
+    loop {
+        tokio::select! {
+            biased;
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                settle(done, &mut busy, &mut errors);
+                continue;
+            }
+            n = rx.recv_many(&mut batch, 256), if inflight.len() < most => {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
         let mut puts = Vec::new();
         for msg in batch.drain(..) {
             match msg {
                 WriterMsg::Put(r) => puts.push((r, None)),
                 WriterMsg::PutAndWait(r, reply) => puts.push((r, Some(reply))),
                 other => {
-                    flush_puts(&*cp, &mut puts, &mut errors).await;
+                    start(&cp, &mut puts, &mut inflight, &mut busy, &mut errors).await;
+                    while let Some(done) = inflight.next().await {
+                        settle(done, &mut busy, &mut errors);
+                    }
                     match other {
                         WriterMsg::Writes(t, c, w) => {
                             if let Err(e) = cp.put_writes(&t, c, w).await {
@@ -85,7 +113,73 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                 }
             }
         }
-        flush_puts(&*cp, &mut puts, &mut errors).await;
+        start(&cp, &mut puts, &mut inflight, &mut busy, &mut errors).await;
+    }
+    while let Some(done) = inflight.next().await {
+        settle(done, &mut busy, &mut errors);
+    }
+}
+
+/// Starts committing `puts` as one batch (after the batches in flight, if it shares a thread
+/// with one of them).
+async fn start(
+    cp: &Arc<dyn Checkpointer>,
+    puts: &mut Vec<(CheckpointRecord, Reply)>,
+    inflight: &mut futures::stream::FuturesUnordered<InFlight>,
+    busy: &mut std::collections::HashSet<ThreadId>,
+    errors: &mut HashMap<ThreadId, RunError>,
+) {
+    use futures::StreamExt;
+    if puts.is_empty() {
+        return;
+    }
+    if puts.iter().any(|(r, _)| busy.contains(&r.thread_id)) {
+        while let Some(done) = inflight.next().await {
+            settle(done, busy, errors);
+        }
+    }
+    // A record whose run waits for it cannot be followed by another of its thread before its
+    // reply; a record nobody waits for can: its thread is busy until the batch is done.
+    busy.extend(
+        puts.iter()
+            .filter(|(_, reply)| reply.is_none())
+            .map(|(r, _)| r.thread_id.clone()),
+    );
+    let (records, replies): (Vec<CheckpointRecord>, Vec<Reply>) =
+        std::mem::take(puts).into_iter().unzip();
+    let cp = cp.clone();
+    inflight.push(Box::pin(async move {
+        let threads: Vec<ThreadId> = records.iter().map(|r| r.thread_id.clone()).collect();
+        let results = cp.put_many(records).await;
+        let mut outcome = Vec::with_capacity(threads.len());
+        for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
+            match reply {
+                // The waiting run gets its own record's result.
+                Some(reply) => {
+                    let _ = reply.send(r);
+                    outcome.push((t, Ok(())));
+                }
+                None => outcome.push((t, r)),
+            }
+        }
+        outcome
+    }));
+}
+
+/// Records a finished batch: its threads are free again, and a failed record without a waiting
+/// run fails that thread's next flush.
+fn settle(
+    done: Vec<(ThreadId, Result<(), CheckpointError>)>,
+    busy: &mut std::collections::HashSet<ThreadId>,
+    errors: &mut HashMap<ThreadId, RunError>,
+) {
+    for (t, r) in done {
+        if !busy.is_empty() {
+            busy.remove(&t);
+        }
+        if let Err(e) = r {
+            errors.entry(t).or_insert(e.into());
+        }
     }
 }
 
@@ -114,30 +208,3 @@ impl AsyncWriter {
 }
 
 type Reply = Option<oneshot::Sender<Result<(), CheckpointError>>>;
-
-async fn flush_puts(
-    cp: &dyn Checkpointer,
-    puts: &mut Vec<(CheckpointRecord, Reply)>,
-    errors: &mut HashMap<ThreadId, RunError>,
-) {
-    if puts.is_empty() {
-        return;
-    }
-    let (records, replies): (Vec<CheckpointRecord>, Vec<Reply>) =
-        std::mem::take(puts).into_iter().unzip();
-    let threads: Vec<ThreadId> = records.iter().map(|r| r.thread_id.clone()).collect();
-    let results = cp.put_many(records).await;
-    for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
-        match reply {
-            // The waiting run gets its own record's result.
-            Some(reply) => {
-                let _ = reply.send(r);
-            }
-            None => {
-                if let Err(e) = r {
-                    errors.entry(t).or_insert(e.into());
-                }
-            }
-        }
-    }
-}

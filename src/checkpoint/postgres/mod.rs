@@ -258,6 +258,12 @@ impl Checkpointer for PostgresCheckpointer {
         true
     }
 
+    /// Up to 4 batches, each on a connection of its own (never more than half the pool, so other
+    /// callers still find a connection).
+    fn max_concurrent_batches(&self) -> usize {
+        (self.pool.status().max_size / 2).clamp(1, 4)
+    }
+
     /// One `SELECT 1` on a pooled connection, within `op_timeout`, without retries.
     async fn ping(&self) -> Result<(), CheckpointError> {
         let attempt = async {
