@@ -1,16 +1,19 @@
-//! One conformance suite for every run event log (memory, PostgreSQL): events are numbered in
+//! One conformance suite for every run event log (memory, PostgreSQL, NATS JetStream): events are numbered in
 //! order without gaps, read from any point, appended only after the seq the writer last saw (a
 //! retried batch that already committed succeeds, anything else is refused), and followers are
-//! woken on appends — on PostgreSQL across two log instances standing for two replicas
-//! (`LISTEN/NOTIFY`), with appends refused to a writer that does not hold the run's lease.
+//! woken on appends — on PostgreSQL and NATS across two log instances standing for two replicas
+//! (`LISTEN/NOTIFY`, a NATS subscription), with appends refused to a writer that does not hold
+//! the run's lease. The NATS test runs where a NATS server with JetStream answers on
+//! 127.0.0.1:4222 (CI has one), and is skipped elsewhere, as the PostgreSQL ones are.
 
 #[path = "support/backends.rs"]
 mod backends;
 
 use planwright::runs::{
-    MemoryRunEvents, PostgresRunEvents, PostgresRuns, RunEventLog, RunRecord, RunStore,
-    RunStoreError,
+    MemoryRunEvents, NatsRunEvents, PostgresRunEvents, PostgresRuns, RunEventLog, RunRecord,
+    RunStore, RunStoreError,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 fn batch(names: &[&str]) -> Vec<(String, String)> {
@@ -101,12 +104,50 @@ async fn postgres_log_conforms_across_replicas_and_fences_writers() {
     let runs = PostgresRuns::connect(&url).await.unwrap();
     let a = PostgresRunEvents::connect(&url).await.unwrap();
     let b = PostgresRunEvents::connect(&url).await.unwrap();
+    across_replicas(&runs, &a, &b, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_log_conforms_across_replicas_and_fences_writers() {
+    const NATS: &str = "nats://127.0.0.1:4222";
+    if backends::postgres().await.is_none()
+        || tokio::net::TcpStream::connect("127.0.0.1:4222")
+            .await
+            .is_err()
+    {
+        return;
+    }
+    let runs: Arc<dyn RunStore> =
+        Arc::new(PostgresRuns::connect(&backends::pg_url()).await.unwrap());
+    let a = NatsRunEvents::connect(NATS, Some(runs.clone()))
+        .await
+        .unwrap();
+    let b = NatsRunEvents::connect(NATS, Some(runs.clone()))
+        .await
+        .unwrap();
+    across_replicas(&*runs, &a, &b, false).await;
+    // A bad address names itself.
+    let e = NatsRunEvents::connect("nats://127.0.0.1:1", None)
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nats://127.0.0.1:1"), "{e}");
+}
+
+/// The suite on log `a`, then what two replicas (`a`, `b`) sharing it see, with leases in `runs`.
+/// `cascades`: the log's events go with the run's record.
+async fn across_replicas(
+    runs: &dyn RunStore,
+    a: &dyn RunEventLog,
+    b: &dyn RunEventLog,
+    cascades: bool,
+) {
     let p = format!("ev{}", backends::unique());
     let run = format!("{p}-r");
     runs.insert(RunRecord::pending(&run, format!("{p}-t"), "research", 1))
         .await
         .unwrap();
-    conformance(&a, &run).await;
+    conformance(a, &run).await;
     // A follower on the other replica is woken by an append here.
     let mut w = b.watch(&run);
     a.append(&run, None, 4, batch(&["values"])).await.unwrap();
@@ -138,12 +179,29 @@ async fn postgres_log_conforms_across_replicas_and_fences_writers() {
         b.append(&run, Some("B"), 6, batch(&["y"])).await.unwrap(),
         7
     );
-    // A run without a record has no stream; deleting the record deletes its events.
-    let e = a
-        .append(&format!("{p}-none"), None, 0, batch(&["x"]))
+    // An append by a writer another replica does not know of, after the stream moved on.
+    let e = b
+        .append(&run, Some("B"), 6, batch(&["z"]))
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("no record"), "{e}");
-    assert!(runs.delete(&run).await.unwrap());
-    assert!(a.read(&run, 0, 100).await.unwrap().is_empty());
+    assert!(matches!(e, RunStoreError::AppendRefused { .. }), "{e}");
+    assert_eq!(
+        a.read(&run, 0, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.event.as_str())
+            .collect::<Vec<_>>(),
+        ["metadata", "values", "updates", "end", "values", "x", "y"]
+    );
+    if cascades {
+        // A run without a record has no stream; deleting the record deletes its events.
+        let e = a
+            .append(&format!("{p}-none"), None, 0, batch(&["x"]))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("no record"), "{e}");
+        assert!(runs.delete(&run).await.unwrap());
+        assert!(a.read(&run, 0, 100).await.unwrap().is_empty());
+    }
 }

@@ -126,7 +126,15 @@ async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
     a_replica_stopped_with_sigterm_hands_its_run_over_at_once().await;
     a_cancel_sent_to_one_replica_stops_the_run_on_another().await;
     multitask_strategies_see_runs_on_other_replicas().await;
-    a_stream_crosses_replicas_and_survives_its_replica().await;
+    a_stream_crosses_replicas_and_survives_its_replica(&[]).await;
+    // The same with the stream's events in NATS JetStream, where a NATS server answers.
+    if tokio::net::TcpStream::connect("127.0.0.1:4222")
+        .await
+        .is_ok()
+    {
+        a_stream_crosses_replicas_and_survives_its_replica(&["--events", "nats://127.0.0.1:4222"])
+            .await;
+    }
 }
 
 async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
@@ -288,12 +296,14 @@ async fn multitask_strategies_see_runs_on_other_replicas() {
 }
 
 /// A client streams a run from replica A while another follows it from B; A is killed
-/// mid-run; the first client rejoins on B with `Last-Event-ID`. Both see every event of the
+/// mid-run; the first client rejoins on B with `Last-Event-ID` (event log: `events`' flags). Both see every event of the
 /// run exactly once, in order, the same events, through to the final values of the run B
 /// finished.
-async fn a_stream_crosses_replicas_and_survives_its_replica() {
-    let (mut a, a_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=7").await;
-    let (_b, b_url) = serve("1s", "sim:p50=300ms,p99=500ms,seed=7").await;
+async fn a_stream_crosses_replicas_and_survives_its_replica(events: &[&str]) {
+    let model = "sim:p50=300ms,p99=500ms,seed=7";
+    let flags = [&["--lease-ttl", "1s"], events].concat();
+    let (mut a, a_url) = serve_support::serve_on(&backends::pg_url(), model, &flags).await;
+    let (_b, b_url) = serve_support::serve_on(&backends::pg_url(), model, &flags).await;
     let thread = post(&format!("{a_url}/threads"), json!({})).await["thread_id"]
         .as_str()
         .unwrap()

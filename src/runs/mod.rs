@@ -23,6 +23,8 @@
 
 pub mod events;
 mod memory;
+#[cfg(feature = "nats")]
+mod nats_events;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
@@ -35,6 +37,8 @@ mod url;
 
 pub use events::{MemoryRunEvents, RunEventLog, StreamEvent};
 pub use memory::MemoryRuns;
+#[cfg(feature = "nats")]
+pub use nats_events::NatsRunEvents;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRuns;
 #[cfg(feature = "postgres")]
@@ -190,6 +194,11 @@ pub trait RunStore: Send + Sync + 'static {
         _ttl_ms: u64,
     ) -> Result<Vec<(String, bool)>, RunStoreError> {
         Ok(Vec::new())
+    }
+
+    /// The owner holding `run_id`'s lease, if any (stores without leases: none).
+    async fn lease_holder(&self, _run_id: &str) -> Result<Option<String>, RunStoreError> {
+        Ok(None)
     }
 
     /// Asks whichever replica holds the running run `run_id` to cancel it (it sees the request

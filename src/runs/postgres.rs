@@ -345,6 +345,24 @@ impl RunStore for PostgresRuns {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
+    async fn lease_holder(&self, run_id: &str) -> Result<Option<String>, RunStoreError> {
+        let pool = &self.pool;
+        let row = self
+            .retry("read lease", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .query_opt(
+                        "SELECT lease_owner FROM planwright_runs WHERE run_id = $1",
+                        &[&run_id],
+                    )
+                    .await?)
+            })
+            .await
+            .map_err(be("read lease"))?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
     async fn request_cancel(&self, run_id: &str) -> Result<bool, RunStoreError> {
         let pool = &self.pool;
         let n = self

@@ -26,9 +26,26 @@ pub async fn connect(url: &str) -> Result<Arc<dyn RunStore>, RunStoreError> {
     }
 }
 
-/// Opens the run event log for a server on `url`: in PostgreSQL beside the run records (so every
-/// replica follows every run), in memory for a server of one process (`memory:`, `sqlite:PATH`).
-pub async fn connect_events(url: &str) -> Result<Arc<dyn RunEventLog>, RunStoreError> {
+/// Opens the run event log at `url` for a server whose run records are `runs`: `nats://…`
+/// (NATS JetStream; appends checked against the leases in `runs`), `postgres://…` (a table
+/// beside the run records, so every replica follows every run), or in memory for a server of
+/// one process (`memory:`, `sqlite:PATH`).
+pub async fn connect_events(
+    url: &str,
+    runs: Arc<dyn RunStore>,
+) -> Result<Arc<dyn RunEventLog>, RunStoreError> {
+    if url.starts_with("nats://") || url.starts_with("tls://") {
+        #[cfg(feature = "nats")]
+        return Ok(Arc::new(
+            super::NatsRunEvents::connect(url, Some(runs)).await?,
+        ));
+        #[cfg(not(feature = "nats"))]
+        return Err(RunStoreError::BadUrl {
+            url: url.to_string(),
+            reason: "NATS support is not compiled in (cargo feature `nats`)".into(),
+        });
+    }
+    let _ = runs;
     let bad = |reason: String| RunStoreError::BadUrl {
         url: url.to_string(),
         reason,

@@ -345,8 +345,10 @@ pub async fn start_continue(
     thread: ThreadId,
     stream: bool,
 ) -> Result<AnyHandle, RunError> {
-    let mut opts = RunOptions::default();
-    opts.stream_events = stream;
+    let opts = RunOptions {
+        stream_events: stream,
+        ..Default::default()
+    };
     Ok(match a {
         Assistant::Research => {
             AnyHandle::Research(state.research.start_continue(thread, opts).await?)

@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// that dies has its runs taken over by another this long after its last renewal.
     #[arg(long, default_value = "5s", value_parser = listen::parse_duration)]
     pub lease_ttl: std::time::Duration,
+    /// Where streaming runs' events go, for clients to follow and rejoin from any replica:
+    /// `nats://host:port` (NATS JetStream). Default: beside the run records (a PostgreSQL table
+    /// with `LISTEN/NOTIFY`; in memory for SQLite and memory servers).
+    #[arg(long)]
+    pub events: Option<String>,
 }
 
 impl Default for ServeArgs {
@@ -111,6 +116,7 @@ impl Default for ServeArgs {
             store: None,
             retention: None,
             lease_ttl: std::time::Duration::from_secs(5),
+            events: None,
         }
     }
 }
@@ -197,7 +203,15 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let run_store = planwright::runs::connect(&args.checkpoint).await?;
     let run_store_leases = run_store.leases();
-    let events = planwright::runs::connect_events(&args.checkpoint).await?;
+    let events = planwright::runs::connect_events(
+        args.events.as_deref().unwrap_or(&args.checkpoint),
+        run_store.clone(),
+    )
+    .await
+    .map_err(|e| match e {
+        e @ planwright::runs::RunStoreError::BadUrl { .. } => ServeError::Usage(e.to_string()),
+        e => e.into(),
+    })?;
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
         .await
         .map_err(|e| match e {
