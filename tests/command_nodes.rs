@@ -6,7 +6,6 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
 use planwright::graph::{GraphError, Route, Send, StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{
@@ -217,15 +216,7 @@ fn route_and_ask(route_runs: Arc<AtomicU32>) -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_command_tasks_goto_survives_a_restart() {
-    let u = backends::unique();
-    let mut stores: Vec<(Arc<dyn Checkpointer>, String)> = vec![
-        (Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")),
-        (backends::sqlite("command").await, format!("sqlite-{u}")),
-    ];
-    if let Some(pg) = backends::postgres().await {
-        stores.push((pg, format!("pg-{u}")));
-    }
-    for (cp, p) in stores {
+    for (cp, p) in backends::every("command").await {
         let runs = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/command"));
         {

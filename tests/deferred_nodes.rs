@@ -6,12 +6,10 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
 use planwright::graph::{StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{Engine, NodeContext, RunOptions, RunStatus, ThreadId};
 use serde_json::json;
-use std::sync::Arc;
 use support::*;
 
 fn step(
@@ -79,15 +77,7 @@ async fn a_deferred_join_runs_once_after_the_longest_branch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_deferred_task_survives_a_pause_and_a_restart() {
-    let u = backends::unique();
-    let mut stores: Vec<(Arc<dyn Checkpointer>, String)> = vec![
-        (Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")),
-        (backends::sqlite("deferred").await, format!("sqlite-{u}")),
-    ];
-    if let Some(pg) = backends::postgres().await {
-        stores.push((pg, format!("pg-{u}")));
-    }
-    for (cp, p) in stores {
+    for (cp, p) in backends::every("deferred").await {
         let graph = || {
             branches(true)
                 .interrupt_before(["long3"])

@@ -6,7 +6,7 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
+use planwright::checkpoint::Checkpointer;
 use planwright::graph::{Route, Send, StateGraph, END, START};
 use planwright::runtime::{Durability, Resume};
 use planwright::{Engine, NodeContext, RunError, RunOptions, RunStatus, ThreadId};
@@ -21,11 +21,8 @@ where
     F: Fn(Arc<dyn Checkpointer>, String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let u = backends::unique();
-    check(Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")).await;
-    check(backends::sqlite("durable").await, format!("sqlite-{u}")).await;
-    if let Some(pg) = backends::postgres().await {
-        check(pg, format!("pg-{u}")).await;
+    for (cp, prefix) in backends::every("durable").await {
+        check(cp, prefix).await;
     }
 }
 

@@ -7,7 +7,6 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
 use planwright::graph::{StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{CompiledGraph, Engine, NodeContext, RunEvent, RunOptions, RunStatus, ThreadId};
@@ -149,15 +148,7 @@ async fn a_subgraphs_events_stream_under_its_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupts_inside_a_subgraph_pause_the_parent_and_resume_into_it_across_restarts() {
-    let u = backends::unique();
-    let mut stores: Vec<(Arc<dyn Checkpointer>, String)> = vec![
-        (Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")),
-        (backends::sqlite("subgraph").await, format!("sqlite-{u}")),
-    ];
-    if let Some(pg) = backends::postgres().await {
-        stores.push((pg, format!("pg-{u}")));
-    }
-    for (cp, p) in stores {
+    for (cp, p) in backends::every("subgraph").await {
         let drafts = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/sub"));
         let engine = || async {

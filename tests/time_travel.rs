@@ -6,7 +6,7 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{CheckpointSource, Checkpointer, MemoryCheckpointer};
+use planwright::checkpoint::{CheckpointSource, Checkpointer};
 use planwright::graph::StateGraph;
 use planwright::runtime::Resume;
 use planwright::{CheckpointId, Engine, RunError, RunOptions, RunStatus, ThreadId};
@@ -19,11 +19,8 @@ where
     F: Fn(Arc<dyn Checkpointer>, String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let u = backends::unique();
-    check(Arc::new(MemoryCheckpointer::new()), format!("mem-{u}")).await;
-    check(backends::sqlite("travel").await, format!("sqlite-{u}")).await;
-    if let Some(pg) = backends::postgres().await {
-        check(pg, format!("pg-{u}")).await;
+    for (cp, prefix) in backends::every("travel").await {
+        check(cp, prefix).await;
     }
 }
 

@@ -60,3 +60,20 @@ pub async fn sqlite(name: &str) -> Arc<dyn Checkpointer> {
         .await
         .expect("sqlite opens")
 }
+
+/// Every backend to run a durable test on — memory, a fresh SQLite file named after `name`, and
+/// PostgreSQL where it answers — each with a thread prefix of its own.
+pub async fn every(name: &str) -> Vec<(Arc<dyn Checkpointer>, String)> {
+    let u = unique();
+    let mut all: Vec<(Arc<dyn Checkpointer>, String)> = vec![
+        (
+            Arc::new(planwright::checkpoint::MemoryCheckpointer::new()),
+            format!("mem-{u}"),
+        ),
+        (sqlite(name).await, format!("sqlite-{u}")),
+    ];
+    if let Some(pg) = postgres().await {
+        all.push((pg, format!("pg-{u}")));
+    }
+    all
+}
