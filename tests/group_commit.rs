@@ -179,8 +179,15 @@ async fn batches_go_in_parallel_where_the_backend_takes_them_and_threads_stay_in
         let cp = Arc::new(Counting::taking(3));
         forty_runs(&cp, durability).await;
         let most = cp.most_in_flight.load(Ordering::SeqCst);
+        // `sync` runs each wait for their record, so batches of disjoint threads overlap; `async`
+        // runs queue many records of each thread at once, which keeps their batches in turn as
+        // often as not: there, only the bound and the order are certain.
+        let expected = match durability {
+            Durability::Sync => 2..=3,
+            _ => 1..=3,
+        };
         assert!(
-            (2..=3).contains(&most),
+            expected.contains(&most),
             "{durability:?}: {most} batches in flight at most"
         );
     }
