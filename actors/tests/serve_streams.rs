@@ -1,7 +1,8 @@
 //! Streams that can be rejoined, on one server (SQLite, the in-memory event log): a client that
 //! drops a `runs/stream` connection rejoins with `Last-Event-ID` and gets exactly the events it
 //! missed; a background run asked to be resumable is joined from the start, whole or filtered
-//! by mode; joining a run that does not stream waits for its end. Across replicas (PostgreSQL,
+//! by mode; joining a run that does not stream waits for its end; `on_disconnect: "cancel"`
+//! cancels a streamed or waited-for run whose client hangs up. Across replicas (PostgreSQL,
 //! a replica killed mid-stream) in `serve_replicas.rs`.
 
 mod serve_support;
@@ -13,13 +14,24 @@ const GOAL: &str =
     "Should our support team adopt retrieval-augmented generation for customer support?";
 
 async fn server() -> (serve_support::Server, String) {
+    server_with("sim:p50=30ms,p99=60ms,seed=3").await
+}
+
+async fn server_with(model: &str) -> (serve_support::Server, String) {
     let dir = serve_support::fresh_dir("serve-streams");
     serve_on(
         &format!("sqlite:{}", dir.join("s.sqlite").display()),
-        "sim:p50=30ms,p99=60ms,seed=3",
+        model,
         &[],
     )
     .await
+}
+
+/// The status of the thread's only run, once it has ended.
+async fn ended_run(base: &str, t: &str) -> String {
+    let statuses = serve_support::wait_runs_ended(base, t).await;
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    statuses[0].clone()
 }
 
 async fn thread(base: &str) -> String {
@@ -128,4 +140,54 @@ async fn joining_a_run_that_does_not_stream_waits_for_its_end() {
     );
     let (s, _) = call("GET", &format!("{base}/threads/{t}/runs/nope/stream"), None).await;
     assert_eq!(s, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_disconnect_cancel_stops_the_run_when_its_client_hangs_up() {
+    let (_s, base) = server_with("sim:p50=200ms,p99=300ms,seed=3").await;
+    let http = reqwest::Client::new();
+    // A stream whose client leaves after two events.
+    let t = thread(&base).await;
+    let mut stream = SseReader::open(http.post(format!("{base}/threads/{t}/runs/stream")).json(
+        &json!({"assistant_id": "research", "input": {"input": GOAL},
+                          "stream_mode": "updates", "on_disconnect": "cancel"}),
+    ))
+    .await;
+    stream.next().await.expect("metadata");
+    stream.next().await.expect("an update");
+    drop(stream);
+    assert_eq!(ended_run(&base, &t).await, "interrupted");
+    // A runs/wait whose client gives up after a moment.
+    let t = thread(&base).await;
+    let gave_up = http
+        .post(format!("{base}/threads/{t}/runs/wait"))
+        .timeout(std::time::Duration::from_millis(300))
+        .json(
+            &json!({"assistant_id": "research", "input": {"input": GOAL},
+                      "on_disconnect": "cancel"}),
+        )
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the run outlasts the client's patience");
+    assert_eq!(ended_run(&base, &t).await, "interrupted");
+    // Without it, the run goes on and succeeds.
+    let t = thread(&base).await;
+    let _ = http
+        .post(format!("{base}/threads/{t}/runs/wait"))
+        .timeout(std::time::Duration::from_millis(300))
+        .json(&json!({"assistant_id": "research", "input": {"input": GOAL}}))
+        .send()
+        .await;
+    assert_eq!(ended_run(&base, &t).await, "success");
+    // A mode that does not exist names itself.
+    let (s, e) = call(
+        "POST",
+        &format!("{base}/threads/{t}/runs/wait"),
+        Some(
+            json!({"assistant_id": "research", "input": {"input": GOAL}, "on_disconnect": "later"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 400, "{e}");
+    assert!(e.to_string().contains("on_disconnect"), "{e}");
 }

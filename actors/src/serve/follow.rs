@@ -35,14 +35,7 @@ pub fn sse(
     let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
     tokio::spawn(async move {
         match follow(&state, &run_id, after, only.as_deref(), &tx).await {
-            Ok(Followed::ClientGone) if cancel_on_disconnect => {
-                if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
-                    let action = super::lifecycle::CancelAction::Interrupt;
-                    if let Err(e) = super::lifecycle::cancel(&state, &rec, action, false).await {
-                        tracing::warn!(run = run_id, error = %e.1, "a run whose follower hung up could not be cancelled");
-                    }
-                }
-            }
+            Ok(Followed::ClientGone) if cancel_on_disconnect => cancel_run(&state, &run_id).await,
             Ok(_) => {}
             Err(e) => {
                 let data = serde_json::json!({"error": "StreamError", "message": e});
@@ -56,6 +49,53 @@ pub fn sse(
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// Cancels `run_id` (interrupt) because its client hung up.
+async fn cancel_run(state: &AppState, run_id: &str) {
+    if let Ok(Some(rec)) = state.run_store.get(run_id).await {
+        let action = super::lifecycle::CancelAction::Interrupt;
+        match super::lifecycle::cancel(state, &rec, action, false).await {
+            Ok(()) => tracing::info!(
+                run = run_id,
+                "client hung up: run cancelled (on_disconnect)"
+            ),
+            Err(e) => {
+                tracing::warn!(run = run_id, error = %e.1, "a run whose client hung up could not be cancelled")
+            }
+        }
+    }
+}
+
+/// Cancels a run when dropped armed: held by a request handler (`runs/wait` with
+/// `on_disconnect: "cancel"`) whose future is dropped when its client hangs up.
+pub struct CancelOnDrop {
+    state: Option<Arc<AppState>>,
+    run_id: String,
+}
+
+impl CancelOnDrop {
+    /// Armed for `rec`.
+    pub fn new(state: &Arc<AppState>, rec: &planwright::runs::RunRecord) -> Self {
+        Self {
+            state: Some(state.clone()),
+            run_id: rec.run_id.clone(),
+        }
+    }
+
+    /// The request finished: nothing to cancel.
+    pub fn disarm(mut self) {
+        self.state = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            let run_id = std::mem::take(&mut self.run_id);
+            tokio::spawn(async move { cancel_run(&state, &run_id).await });
+        }
+    }
 }
 
 fn wanted(only: Option<&[String]>, name: &str) -> bool {

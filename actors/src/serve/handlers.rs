@@ -316,6 +316,10 @@ pub struct RunBody {
     /// `runs/stream`; a background run asks for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_resumable: Option<bool>,
+    /// `runs/stream` and `runs/wait`: what happens to the run when the client hangs up before it
+    /// ends — `continue` (the default: it runs on, and can be joined) or `cancel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_disconnect: Option<String>,
     /// Time travel: run from this past checkpoint of the thread (the SDKs' `checkpoint_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checkpoint_id: Option<String>,
@@ -374,6 +378,17 @@ impl RunBody {
         }
     }
 
+    /// Whether the run is cancelled when its client hangs up (`on_disconnect: "cancel"`).
+    pub fn cancel_on_disconnect(&self) -> Result<bool, ApiError> {
+        match self.on_disconnect.as_deref() {
+            None | Some("continue") => Ok(false),
+            Some("cancel") => Ok(true),
+            Some(other) => Err(ApiError::bad(format!(
+                "on_disconnect `{other}`: use cancel or continue"
+            ))),
+        }
+    }
+
     /// Whether the run's events go to the run event log (see `stream_resumable`).
     pub fn resumable(&self) -> bool {
         self.stream_resumable == Some(true)
@@ -383,6 +398,7 @@ impl RunBody {
     /// that is an object, a well-formed checkpoint.
     pub fn check(&self) -> Result<(), ApiError> {
         self.checkpoint()?;
+        self.cancel_on_disconnect()?;
         if !STRATEGIES.contains(&self.strategy()) {
             return Err(ApiError::bad(format!(
                 "multitask_strategy `{}`: use one of {}",
@@ -661,8 +677,11 @@ pub async fn run_wait(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
+    let cancel_on_disconnect = body.cancel_on_disconnect()?;
     let (rec, thread, assistant, handle) = super::lifecycle::begin(&state, &id, body).await?;
     let run_id = rec.run_id.clone();
+    // Dropped with this handler's future when the client hangs up first: then it cancels the run.
+    let hang_up = cancel_on_disconnect.then(|| super::follow::CancelOnDrop::new(&state, &rec));
     // The run's end is recorded by a task of its own: a client that hangs up does not leave the
     // record `running` for ever.
     let (st, t) = (state.clone(), thread.clone());
@@ -672,6 +691,9 @@ pub async fn run_wait(
     let result = ended
         .await
         .map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+    if let Some(g) = hang_up {
+        g.disarm();
+    }
     if matches!(
         result,
         Err(RunError::Checkpoint(

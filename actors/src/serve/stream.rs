@@ -2,7 +2,8 @@
 //! run publishes its events into the run event log ([`super::publish`]) and the response follows
 //! the log ([`super::follow`]): every event carries its `id`, so a client that loses the
 //! connection (or its replica) rejoins with `GET /threads/{thread_id}/runs/{run_id}/stream` and
-//! `Last-Event-ID` on any replica and misses nothing.
+//! `Last-Event-ID` on any replica and misses nothing. The run goes on when the client hangs up,
+//! unless the request says `on_disconnect: "cancel"`.
 
 use super::errors::ApiError;
 use super::handlers::RunBody;
@@ -23,11 +24,18 @@ pub async fn run_stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(mut body) = body?;
     body.stream_resumable = Some(true);
+    let cancel_on_disconnect = body.cancel_on_disconnect()?;
     let (rec, thread, assistant, handle) = super::lifecycle::begin(&state, &id, body).await?;
     let run_id = rec.run_id.clone();
     let st = state.clone();
     tokio::spawn(async move {
         let _ = super::publish::drive(&st, &rec, assistant, &thread, handle, false).await;
     });
-    Ok(super::follow::sse(state, run_id, 0, None, false))
+    Ok(super::follow::sse(
+        state,
+        run_id,
+        0,
+        None,
+        cancel_on_disconnect,
+    ))
 }
