@@ -82,8 +82,8 @@ pub struct CheckpointMetadata {
     pub nodes: Vec<String>,
     /// Wall-clock creation time, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
-    /// Free-form extras (fork origin, run id, ...).
-    #[serde(default)]
+    /// Free-form extras (fork origin, run id, ...); not stored when there are none.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub extra: serde_json::Value,
     /// The pause the run made at this checkpoint, if it paused before the next tasks ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]

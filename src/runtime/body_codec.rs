@@ -1,5 +1,5 @@
-//! How checkpoint bodies are stored: JSON, compressed with zstd once they are large enough to
-//! gain from it.
+//! How checkpoint bodies (and task updates, and a checkpoint's next tasks) are stored: JSON,
+//! compressed with zstd once they are large enough to gain from it.
 //!
 //! State snapshots are text — the same keys and phrases over and over — so a 10 KB snapshot
 //! stores in about a third of that. Bodies under 256 bytes stay plain JSON: compressing them

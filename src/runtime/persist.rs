@@ -89,7 +89,7 @@ pub(crate) fn step_record<S: State>(
         graph_fingerprint: graph.fingerprint().to_string(),
         kind,
         body,
-        next_tasks: serde_json::to_vec(next)?,
+        next_tasks: body_codec::encode(serde_json::to_vec(next)?),
         metadata: CheckpointMetadata {
             step: saved.step,
             source,
@@ -284,7 +284,9 @@ pub(crate) async fn load<S: State>(
     }
     let fingerprint = head.graph_fingerprint.clone();
     if fingerprint == graph.fingerprint() {
-        let mut tasks: Vec<TaskSpec> = serde_json::from_slice(&head.next_tasks)
+        let stored = body_codec::decode(&head.next_tasks)
+            .map_err(|e| corrupt(thread, format!("next tasks of {}: {e}", head.id)))?;
+        let mut tasks: Vec<TaskSpec> = serde_json::from_slice(&stored)
             .map_err(|e| corrupt(thread, format!("next tasks of {}: {e}", head.id)))?;
         for t in &mut tasks {
             t.node_id = graph.node_id(&t.node).ok_or_else(|| {
