@@ -3,7 +3,11 @@
 //! For each dimension, up to [`PER_DIMENSION`] of the notes the dependencies used that name it,
 //! each with its best sentence on it (one stating a figure when it has one) and every figure its
 //! sentences on the dimension state, so the brief can put the sources side by side: what each
-//! gives, where they agree, where they conflict, and which give nothing.
+//! gives, where they agree, where they conflict, and which give nothing. A note *filed under* the
+//! dimension (a tag or its title names it) is about it throughout: when none of its sentences
+//! names the dimension with a figure, the figures of its other sentences are the dimension's (a
+//! note tagged `rag` that says "cost fell from 4.10 EUR to 0.90 EUR with retrieval-augmented
+//! generation" gives a figure on `rag`, though no sentence says "rag").
 
 use super::search::best_sentence;
 use super::{ToolInput, ToolOutcome};
@@ -36,10 +40,25 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             if cells.len() >= PER_DIMENSION {
                 break;
             }
-            let on_dim: Vec<String> = text::sentences(&note.text)
+            let has_figure = |s: &String| figures::extract(s).iter().any(|f| !f.unit.is_empty());
+            let mut on_dim: Vec<String> = text::sentences(&note.text)
                 .into_iter()
                 .filter(|s| text::mentions_term(std::iter::once(s.as_str()), dim))
                 .collect();
+            let filed_under = text::mentions_term(
+                note.tags
+                    .iter()
+                    .map(String::as_str)
+                    .chain(std::iter::once(note.title.as_str())),
+                dim,
+            );
+            if filed_under && !on_dim.iter().any(has_figure) {
+                for s in text::sentences(&note.text) {
+                    if has_figure(&s) && !on_dim.contains(&s) {
+                        on_dim.push(s);
+                    }
+                }
+            }
             let figures: Vec<Figure> = on_dim
                 .iter()
                 .flat_map(|s| figures::extract(s))
@@ -47,7 +66,7 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
                 .collect();
             let sentence = on_dim
                 .iter()
-                .find(|s| figures::extract(s).iter().any(|f| !f.unit.is_empty()))
+                .find(|s| has_figure(s))
                 .cloned()
                 .unwrap_or_else(|| best_sentence(&note.text, &terms));
             let shown: Vec<String> = figures.iter().map(Figure::human).collect();
@@ -75,4 +94,71 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
     }
     out.output = lines.join("\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::research::corpus::Corpus;
+    use crate::research::notes::Note;
+    use crate::research::state::StepResult;
+
+    fn note(id: &str, title: &str, text: &str, tags: &[&str]) -> Note {
+        Note {
+            id: id.into(),
+            title: title.into(),
+            text: text.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_note_filed_under_a_dimension_gives_its_figures_on_it() {
+        let corpus = Corpus::new(vec![
+            note(
+                "n1",
+                "Cost per resolved conversation",
+                "Pilots vary. The cost fell from 4.10 EUR to 0.90 EUR with retrieval-augmented generation.",
+                &["rag", "cost"],
+            ),
+            note(
+                "n2",
+                "A survey",
+                "Nine teams answered. Most use rag somewhere.",
+                &["survey"],
+            ),
+            note(
+                "n3",
+                "Latency",
+                "Answers took 2.5 seconds on average.",
+                &["latency"],
+            ),
+        ]);
+        let dep = StepResult {
+            sources: vec!["n1".into(), "n2".into(), "n3".into()],
+            ..StepResult::default()
+        };
+        let input = ToolInput {
+            goal: "adopt rag",
+            corpus: &corpus,
+            deps: vec![&dep],
+            aspects: vec![],
+        };
+        let params = StepParams {
+            dimensions: vec!["rag".into()],
+            ..StepParams::default()
+        };
+        let out = compare(&params, &input);
+        // n1 is tagged `rag`: its figures count, though no sentence names "rag"; n2 names rag
+        // but gives no figure; n3 is neither filed under nor about rag.
+        assert!(
+            out.output.contains("[n1] 4.1 EUR, 0.9 EUR"),
+            "{}",
+            out.output
+        );
+        assert!(out.output.contains("[n2] no figure"), "{}", out.output);
+        assert!(!out.output.contains("n3"), "{}", out.output);
+        let n1 = out.findings.iter().find(|f| f.note_id == "n1").unwrap();
+        assert!(n1.sentence.contains("4.10 EUR"), "{}", n1.sentence);
+    }
 }
