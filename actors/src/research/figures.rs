@@ -21,7 +21,17 @@ pub struct Figure {
 impl Figure {
     /// The figure for people: rounded, with its unit.
     pub fn human(&self) -> String {
-        let n = human(self.value);
+        // Money under 100 keeps its cents: "4.10 EUR", not "4.1 EUR".
+        let money = self
+            .unit
+            .split_whitespace()
+            .next()
+            .is_some_and(|u| CURRENCIES.contains(&u));
+        let n = if money && self.value.abs() < 100.0 && self.value.fract() != 0.0 {
+            format!("{:.2}", self.value)
+        } else {
+            human(self.value)
+        };
         match self.unit.as_str() {
             "" => n,
             "%" => format!("{n}%"),
@@ -229,5 +239,10 @@ mod tests {
         assert_eq!(human(0.05), "0.05");
         assert_eq!(f(18.0, "%").human(), "18%");
         assert_eq!(f(2400.0, "USD").human(), "2,400 USD");
+        // Money under 100 keeps its cents; whole amounts and other units do not gain any.
+        assert_eq!(f(4.10, "EUR").human(), "4.10 EUR");
+        assert_eq!(f(0.9, "EUR per month").human(), "0.90 EUR per month");
+        assert_eq!(f(40.0, "USD").human(), "40 USD");
+        assert_eq!(f(4.10, "kg").human(), "4.1 kg");
     }
 }

@@ -152,7 +152,7 @@ mod tests {
         // n1 is tagged `rag`: its figures count, though no sentence names "rag"; n2 names rag
         // but gives no figure; n3 is neither filed under nor about rag.
         assert!(
-            out.output.contains("[n1] 4.1 EUR, 0.9 EUR"),
+            out.output.contains("[n1] 4.10 EUR, 0.90 EUR"),
             "{}",
             out.output
         );
