@@ -107,16 +107,6 @@ fn assert_linear(history: &[Value]) {
     }
 }
 
-/// Replica `base`'s `/metrics` page.
-async fn metrics(base: &str) -> String {
-    reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 fn metric(page: &str, name: &str) -> u64 {
     page.lines()
         .find(|l| l.starts_with(name))
@@ -156,7 +146,7 @@ async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
     // B takes the run over once A's lease has expired, and finishes it.
     let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
     assert_eq!(rec["status"], "success", "{rec}");
-    let b_metrics = metrics(&b_url).await;
+    let b_metrics = serve_support::metrics(&b_url).await;
     assert!(
         metric(&b_metrics, "planwright_replica_runs_taken_over_total") >= 1,
         "{b_metrics}"
@@ -169,7 +159,7 @@ async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {
     a.signal("CONT");
     let t0 = Instant::now();
     loop {
-        let page = metrics(&a_url).await;
+        let page = serve_support::metrics(&a_url).await;
         if metric(&page, "planwright_replica_runs_held") == 0 {
             break;
         }
@@ -213,7 +203,7 @@ async fn a_replica_stopped_with_sigterm_hands_its_run_over_at_once() {
     a.signal("TERM");
     let rec = ended(&b_url, &thread, &run, Duration::from_secs(40)).await;
     assert_eq!(rec["status"], "success", "{rec}");
-    let b_metrics = metrics(&b_url).await;
+    let b_metrics = serve_support::metrics(&b_url).await;
     assert_eq!(
         metric(&b_metrics, "planwright_replica_runs_taken_over_total"),
         1,
@@ -238,7 +228,7 @@ async fn a_cancel_sent_to_one_replica_stops_the_run_on_another() {
     assert_eq!(status.as_u16(), 204);
     let rec = get(&format!("{b_url}/threads/{thread}/runs/{run}")).await;
     assert_eq!(rec["status"], "interrupted", "{rec}");
-    let page = metrics(&a_url).await;
+    let page = serve_support::metrics(&a_url).await;
     assert_eq!(
         metric(&page, "planwright_replica_runs_held"),
         0,
@@ -344,7 +334,7 @@ async fn a_stream_crosses_replicas_and_survives_its_replica(events: &[&str]) {
     );
     let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
     assert_eq!(rec["status"], "success", "{rec}");
-    let page = metrics(&b_url).await;
+    let page = serve_support::metrics(&b_url).await;
     assert_eq!(
         metric(&page, "planwright_replica_runs_taken_over_total"),
         1,

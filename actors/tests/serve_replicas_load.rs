@@ -16,13 +16,9 @@ use std::time::{Duration, Instant};
 
 /// The sum of the samples of metric family `name` on replica `base` (its `/metrics`).
 async fn metric(base: &str, name: &str) -> u64 {
-    let page = reqwest::get(format!("{base}/metrics"))
+    serve_support::metrics(base)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    page.lines()
+        .lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()

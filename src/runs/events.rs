@@ -57,16 +57,7 @@ pub trait RunEventLog: Send + Sync + 'static {
     ) -> Result<u64, RunStoreError>;
 
     /// The seq of the run's last event (0 when it has none).
-    async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError> {
-        let mut last = 0;
-        loop {
-            let batch = self.read(run_id, last, 1024).await?;
-            match batch.last() {
-                Some(e) => last = e.seq,
-                None => return Ok(last),
-            }
-        }
-    }
+    async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError>;
 
     /// The run's events after `after`, oldest first, at most `limit`.
     async fn read(
@@ -224,6 +215,11 @@ impl RunEventLog for MemoryRunEvents {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError> {
+        let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(logs.by_run.get(run_id).map_or(0, |l| l.len() as u64))
     }
 
     fn watch(&self, run_id: &str) -> LogWatch {

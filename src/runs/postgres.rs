@@ -58,7 +58,7 @@ const COLUMNS: &str = "seq, run_id, thread_id, assistant_id, status, multitask_s
 
 /// Run records in a PostgreSQL database.
 pub struct PostgresRuns {
-    pool: Pool,
+    pub(super) pool: Pool,
     retry_for: Duration,
     op_timeout: Duration,
 }
@@ -98,7 +98,11 @@ impl PostgresRuns {
     }
 
     /// Runs `op` with the checkpointer's retries, each attempt bounded by `op_timeout`.
-    async fn retry<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, CheckpointError>
+    pub(super) async fn retry<T, F, Fut>(
+        &self,
+        what: &'static str,
+        op: F,
+    ) -> Result<T, CheckpointError>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, Attempt>>,

@@ -11,11 +11,9 @@
 
 use super::events::{LogWatch, RunEventLog, StreamEvent, Watchers};
 use super::RunStoreError;
-use crate::checkpoint::postgres::retry::with_retry_bounded;
 use crate::checkpoint::postgres::{PgConfig, SslMode};
 use crate::checkpoint::CheckpointError;
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,11 +22,10 @@ use tokio::sync::mpsc;
 /// The channel appends notify on.
 const CHANNEL: &str = "planwright_run_events";
 
-/// Run event logs in a PostgreSQL database, beside the run records.
+/// Run event logs in a PostgreSQL database, beside the run records (on the run store's pool,
+/// with its retries).
 pub struct PostgresRunEvents {
-    pool: Pool,
-    retry_for: Duration,
-    op_timeout: Duration,
+    runs: super::PostgresRuns,
     watchers: Arc<Watchers>,
     listener: tokio::task::JoinHandle<()>,
 }
@@ -48,14 +45,12 @@ impl PostgresRunEvents {
     /// records' too: events belong to runs), and starts listening for appends.
     pub async fn connect(url: &str) -> Result<Self, RunStoreError> {
         // The run table and this one are one schema, created together.
-        super::PostgresRuns::connect(url).await?;
+        let runs = super::PostgresRuns::connect(url).await?;
         let cfg = PgConfig::from_url(url).map_err(be("connect"))?;
         let watchers = Arc::new(Watchers::default());
-        let listener = tokio::spawn(listen(cfg.clone(), watchers.clone()));
+        let listener = tokio::spawn(listen(cfg, watchers.clone()));
         Ok(Self {
-            pool: cfg.pool().map_err(be("build pool"))?,
-            retry_for: cfg.retry_for,
-            op_timeout: cfg.op_timeout,
+            runs,
             watchers,
             listener,
         })
@@ -77,81 +72,77 @@ impl RunEventLog for PostgresRunEvents {
     ) -> Result<u64, RunStoreError> {
         let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
         let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
-        let (pool, names, data) = (&self.pool, &names, &data);
+        let (pool, names, data) = (&self.runs.pool, &names, &data);
         let (after_i, last_i) = (after as i64, (after + events.len() as u64) as i64);
-        let outcome = with_retry_bounded(
-            "append run events",
-            self.retry_for,
-            self.op_timeout,
-            |_| async move {
-                let mut client = pool.get().await?;
-                let tx = client.transaction().await?;
-                let holder = tx
-                    .query_opt(
-                        "SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE",
-                        &[&run_id],
-                    )
-                    .await?;
-                let Some(holder) = holder else {
-                    return Ok(Err("the run has no record".to_string()));
-                };
-                if let Some(w) = writer {
-                    let owner: Option<String> = holder.get(0);
-                    if owner.as_deref() != Some(w) {
-                        return Ok(Err(format!(
-                            "its lease is held by {}, not by this writer",
-                            owner.as_deref().unwrap_or("nobody")
-                        )));
+        let outcome =
+            self.runs
+                .retry("append run events", |_| async move {
+                    let mut client = pool.get().await?;
+                    let tx = client.transaction().await?;
+                    let holder = tx
+                        .query_opt(
+                            "SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE",
+                            &[&run_id],
+                        )
+                        .await?;
+                    let Some(holder) = holder else {
+                        return Ok(Err("the run has no record".to_string()));
+                    };
+                    if let Some(w) = writer {
+                        let owner: Option<String> = holder.get(0);
+                        if owner.as_deref() != Some(w) {
+                            return Ok(Err(format!(
+                                "its lease is held by {}, not by this writer",
+                                owner.as_deref().unwrap_or("nobody")
+                            )));
+                        }
                     }
-                }
-                let last: i64 = tx
+                    let last: i64 = tx
                     .query_one(
                         "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = $1",
                         &[&run_id],
                     )
                     .await?
                     .get(0);
-                if last != after_i {
-                    // An earlier attempt whose commit was not acknowledged may have stored
-                    // exactly this batch: then it is done.
-                    let stored = tx
-                        .query(
-                            "SELECT event, data FROM planwright_run_events
+                    if last != after_i {
+                        // An earlier attempt whose commit was not acknowledged may have stored
+                        // exactly this batch: then it is done.
+                        let stored = tx
+                            .query(
+                                "SELECT event, data FROM planwright_run_events
                              WHERE run_id = $1 AND seq > $2 ORDER BY seq",
-                            &[&run_id, &after_i],
-                        )
-                        .await?;
-                    let same = last == last_i
-                        && stored.len() == names.len()
-                        && stored
-                            .iter()
-                            .zip(names.iter().zip(data.iter()))
-                            .all(|(r, (n, d))| {
-                                r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
-                            });
-                    return Ok(if same {
-                        Ok(last as u64)
-                    } else {
-                        Err(format!(
+                                &[&run_id, &after_i],
+                            )
+                            .await?;
+                        let same = last == last_i
+                            && stored.len() == names.len()
+                            && stored.iter().zip(names.iter().zip(data.iter())).all(
+                                |(r, (n, d))| {
+                                    r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
+                                },
+                            );
+                        return Ok(if same {
+                            Ok(last as u64)
+                        } else {
+                            Err(format!(
                             "the writer appends after event {after_i} but the stream ends at {last}"
                         ))
-                    });
-                }
-                tx.execute(
-                    "INSERT INTO planwright_run_events (run_id, seq, event, data)
+                        });
+                    }
+                    tx.execute(
+                        "INSERT INTO planwright_run_events (run_id, seq, event, data)
                      SELECT $1, $2 + u.ord, u.event, u.data
                      FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(event, data, ord)",
-                    &[&run_id, &after_i, names, data],
-                )
-                .await?;
-                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
+                        &[&run_id, &after_i, names, data],
+                    )
                     .await?;
-                tx.commit().await?;
-                Ok(Ok(last_i as u64))
-            },
-        )
-        .await
-        .map_err(be("append run events"))?;
+                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
+                        .await?;
+                    tx.commit().await?;
+                    Ok(Ok(last_i as u64))
+                })
+                .await
+                .map_err(be("append run events"))?;
         outcome.map_err(|reason| RunStoreError::AppendRefused {
             run_id: run_id.to_string(),
             reason,
@@ -164,13 +155,11 @@ impl RunEventLog for PostgresRunEvents {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StreamEvent>, RunStoreError> {
-        let pool = &self.pool;
+        let pool = &self.runs.pool;
         let (after, limit) = (after as i64, i64::try_from(limit).unwrap_or(i64::MAX));
-        let rows = with_retry_bounded(
-            "read run events",
-            self.retry_for,
-            self.op_timeout,
-            |_| async move {
+        let rows = self
+            .runs
+            .retry("read run events", |_| async move {
                 Ok(pool
                     .get()
                     .await?
@@ -180,10 +169,9 @@ impl RunEventLog for PostgresRunEvents {
                         &[&run_id, &after, &limit],
                     )
                     .await?)
-            },
-        )
-        .await
-        .map_err(be("read run events"))?;
+            })
+            .await
+            .map_err(be("read run events"))?;
         Ok(rows
             .iter()
             .map(|r| StreamEvent {
@@ -195,12 +183,10 @@ impl RunEventLog for PostgresRunEvents {
     }
 
     async fn last_seq(&self, run_id: &str) -> Result<u64, RunStoreError> {
-        let pool = &self.pool;
-        let row = with_retry_bounded(
-            "read run events",
-            self.retry_for,
-            self.op_timeout,
-            |_| async move {
+        let pool = &self.runs.pool;
+        let row = self
+            .runs
+            .retry("read run events", |_| async move {
                 Ok(pool
                     .get()
                     .await?
@@ -209,10 +195,9 @@ impl RunEventLog for PostgresRunEvents {
                         &[&run_id],
                     )
                     .await?)
-            },
-        )
-        .await
-        .map_err(be("read run events"))?;
+            })
+            .await
+            .map_err(be("read run events"))?;
         Ok(row.get::<_, i64>(0) as u64)
     }
 

@@ -174,9 +174,7 @@ fn settle(
     errors: &mut HashMap<ThreadId, RunError>,
 ) {
     for (t, r) in done {
-        if !busy.is_empty() {
-            busy.remove(&t);
-        }
+        busy.remove(&t);
         if let Err(e) = r {
             errors.entry(t).or_insert(e.into());
         }

@@ -112,6 +112,16 @@ pub async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) 
     (s, r.json().await.unwrap_or(Value::Null))
 }
 
+/// Server `base`'s `/metrics` page.
+pub async fn metrics(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Creates thread `id`.
 pub async fn create_thread(url: &str, id: &str) {
     let (s, t) = call(
