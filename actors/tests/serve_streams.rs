@@ -18,7 +18,10 @@ async fn server() -> (serve_support::Server, String) {
 }
 
 async fn server_with(model: &str) -> (serve_support::Server, String) {
-    let dir = serve_support::fresh_dir("serve-streams");
+    // A directory per server: the tests of this file run at once.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = serve_support::fresh_dir(&format!("serve-streams-{n}"));
     serve_on(
         &format!("sqlite:{}", dir.join("s.sqlite").display()),
         model,
@@ -190,4 +193,24 @@ async fn on_disconnect_cancel_stops_the_run_when_its_client_hangs_up() {
     .await;
     assert_eq!(s, 400, "{e}");
     assert!(e.to_string().contains("on_disconnect"), "{e}");
+}
+
+#[test]
+fn a_bad_events_url_is_refused_at_start_naming_the_flag() {
+    for (url, says) in [
+        ("bogus://x", "nats://HOST:PORT"),
+        ("nats://127.0.0.1:1", "cannot connect to NATS"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--checkpoint", "memory:"])
+            .args(["--events", url])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(
+            err.contains("--events") && err.contains(says),
+            "{url}: {err}"
+        );
+    }
 }

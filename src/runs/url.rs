@@ -48,7 +48,7 @@ pub async fn connect_events(
     let _ = runs;
     let bad = |reason: String| RunStoreError::BadUrl {
         url: url.to_string(),
-        reason,
+        reason: format!("{reason}; or `nats://HOST:PORT` (NATS JetStream)"),
     };
     match crate::checkpoint::backend(url).map_err(bad)? {
         #[cfg(feature = "postgres")]

@@ -209,7 +209,9 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     )
     .await
     .map_err(|e| match e {
-        e @ planwright::runs::RunStoreError::BadUrl { .. } => ServeError::Usage(e.to_string()),
+        e @ planwright::runs::RunStoreError::BadUrl { .. } => {
+            ServeError::Usage(format!("--events: {e}"))
+        }
         e => e.into(),
     })?;
     let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
