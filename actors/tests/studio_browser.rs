@@ -563,8 +563,9 @@ async fn a_run_is_cancelled_from_the_page_and_then_continued() {
         return;
     }
     let dir = scratch("studio-cancel");
-    // A slow simulated model, so the run is still going when the person cancels it.
-    let server = serve(&dir, &["--model", "sim:p50=400ms,p99=800ms,seed=3"]).await;
+    // A slow simulated model (two calls of ~1.5 s), so the run is still going when the person
+    // cancels it, even on a loaded machine.
+    let server = serve(&dir, &["--model", "sim:p50=1500ms,p99=2500ms,seed=3"]).await;
     let url = &server.url;
     let b = Browser::start(&shots_dir()).await;
     b.goto(&format!("{url}/studio#/new")).await;
