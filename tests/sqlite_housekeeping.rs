@@ -213,3 +213,55 @@ fn an_exiting_process_leaves_its_data_in_the_db_file_even_with_the_checkpointer_
         .unwrap();
     assert_eq!(n, 20);
 }
+
+/// Two hundred calls at once, all of them for the blocking pool (`inline=0`), start only a
+/// handful of threads: the rest wait for the connection as tasks. (Each waiting call used to park
+/// a blocking-pool thread of its own on the connection's mutex — ~300 threads under a
+/// 500-conversation load.)
+#[test]
+fn calls_waiting_for_the_connection_do_not_each_hold_a_thread() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let live = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (l1, p1, l2) = (live.clone(), peak.clone(), live.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            let now = l1.fetch_add(1, Ordering::SeqCst) + 1;
+            p1.fetch_max(now, Ordering::SeqCst);
+        })
+        .on_thread_stop(move || {
+            l2.fetch_sub(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let path = backends::sqlite_path("offload-threads");
+    rt.block_on(async move {
+        let cp = std::sync::Arc::new(
+            connect(&format!("sqlite:{}?inline=0", path.display()))
+                .await
+                .unwrap(),
+        );
+        let calls = (0..200u64).map(|i| {
+            let cp = cp.clone();
+            tokio::spawn(async move {
+                let t = ThreadId::new(format!("t{}", i % 20));
+                if i % 2 == 0 {
+                    cp.put(big(&ThreadId::new(format!("w{i}")), 1, 512))
+                        .await
+                        .map(|_| ())
+                } else {
+                    cp.head(&t).await.map(|_| ())
+                }
+            })
+        });
+        for c in futures::future::join_all(calls).await {
+            c.unwrap().unwrap();
+        }
+    });
+    let peak = peak.load(Ordering::SeqCst);
+    // 2 workers, 2 offload slots, and the one `connect` used to open the file.
+    assert!(peak <= 6, "{peak} runtime threads for 200 waiting calls");
+}

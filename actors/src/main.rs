@@ -4,6 +4,13 @@ use clap::{Parser, Subcommand};
 use planwright_actors::{bench, field, load, research, serve};
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's allocator: under load every tokio worker, the checkpoint writer and
+/// the blocking pool allocate at once, and glibc's arenas made a quarter of the process's CPU
+/// malloc/free plus futex waits on its arena locks (perf, 10,000 research conversations; see
+/// docs/PERFORMANCE.md). mimalloc's per-thread heaps take no lock on the fast path.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Planwright: LangGraph-style planner graphs on actors.
 #[derive(Parser)]
 #[command(name = "planwright", version, about)]

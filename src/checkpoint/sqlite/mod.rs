@@ -58,7 +58,15 @@ pub struct SqliteCheckpointer {
     /// [`WAL_LOOK_EVERY`] calls, so the bound holds even when the WAL thread gets no CPU.
     wal: (PathBuf, u64),
     calls: std::sync::atomic::AtomicU64,
+    /// Calls that may wait for the connection on the blocking pool at once; the rest wait here,
+    /// as tasks. Without it, 500 conversations reading while the writer commits parked ~300
+    /// blocking-pool threads on the connection's mutex (each one a thread, its stack and
+    /// allocator caches, and a futex wake to hand the lock on).
+    offload_slots: tokio::sync::Semaphore,
 }
+
+/// Blocking-pool threads that may wait for the connection at once (one runs, one is next).
+const OFFLOAD_SLOTS: usize = 2;
 
 /// Calls between two looks at the WAL's size by the writing side.
 const WAL_LOOK_EVERY: u64 = 32;
@@ -126,6 +134,7 @@ impl SqliteCheckpointer {
             wal_over_limit,
             wal,
             calls: std::sync::atomic::AtomicU64::new(0),
+            offload_slots: tokio::sync::Semaphore::new(OFFLOAD_SLOTS),
         })
     }
 
@@ -195,6 +204,11 @@ impl SqliteCheckpointer {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, CheckpointError> + Send + 'static,
     ) -> Result<T, CheckpointError> {
+        let _slot = self
+            .offload_slots
+            .acquire()
+            .await
+            .map_err(|e| CheckpointError::Backend(format!("sqlite offload closed: {e}")))?;
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
