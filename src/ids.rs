@@ -73,7 +73,9 @@ impl fmt::Display for CheckpointId {
 }
 
 /// A node's index in its compiled graph.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct NodeId(pub u32);
 

@@ -262,6 +262,8 @@ fn calls_waiting_for_the_connection_do_not_each_hold_a_thread() {
         }
     });
     let peak = peak.load(Ordering::SeqCst);
-    // 2 workers, 2 offload slots, and the one `connect` used to open the file.
-    assert!(peak <= 6, "{peak} runtime threads for 200 waiting calls");
+    // 2 workers, 2 offload slots, the one `connect` used to open the file, and a few more the
+    // pool starts when a call is handed on before the previous thread is back in the pool (seen:
+    // 6 to 8). Each call on a thread of its own started ~160.
+    assert!(peak <= 16, "{peak} runtime threads for 200 waiting calls");
 }

@@ -71,12 +71,26 @@ pub enum CheckpointSource {
     Branch,
 }
 
+impl CheckpointSource {
+    fn loop_() -> Self {
+        Self::Loop
+    }
+
+    fn is_loop(&self) -> bool {
+        *self == Self::Loop
+    }
+}
+
 /// What a checkpoint says about itself, besides the state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointMetadata {
     /// Supersteps run on this thread so far (the input checkpoint is step 0).
     pub step: u64,
-    /// Where the checkpoint came from.
+    /// Where the checkpoint came from. Stored only when it is not `loop` (most checkpoints are).
+    #[serde(
+        default = "CheckpointSource::loop_",
+        skip_serializing_if = "CheckpointSource::is_loop"
+    )]
     pub source: CheckpointSource,
     /// The nodes whose updates the checkpoint holds, in task order.
     pub nodes: Vec<String>,
@@ -342,6 +356,22 @@ pub trait Checkpointer: Send + Sync + 'static {
         checkpoint: CheckpointId,
         writes: Vec<TaskWrite>,
     ) -> Result<(), CheckpointError>;
+
+    /// [`put_writes`](Self::put_writes) for several (thread, checkpoint) pairs at once, one result
+    /// each, in order. Backends that can store them in one transaction do (SQLite): the
+    /// engine's writer hands over every task write queued together, so the parallel tasks of
+    /// many conversations finishing at once cost one commit, not one each. The default stores
+    /// them one by one.
+    async fn put_writes_many(
+        &self,
+        batch: Vec<(ThreadId, CheckpointId, Vec<TaskWrite>)>,
+    ) -> Vec<Result<(), CheckpointError>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for (thread, checkpoint, writes) in batch {
+            out.push(self.put_writes(&thread, checkpoint, writes).await);
+        }
+        out
+    }
 
     /// The writes saved for the superstep running from `checkpoint`, ordered by task then key.
     async fn get_writes(

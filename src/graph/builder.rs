@@ -64,6 +64,7 @@ pub struct StateGraph<S: State> {
     pub(crate) interrupt_after: Vec<String>,
     pub(crate) step_limit: u64,
     pub(crate) cache_policies: Vec<(String, crate::cache::CachePolicy<S>)>,
+    pub(crate) dictionary: Option<&'static [u8]>,
 }
 
 impl<S: State> StateGraph<S> {
@@ -81,6 +82,7 @@ impl<S: State> StateGraph<S> {
             interrupt_after: Vec::new(),
             step_limit: 1000,
             cache_policies: Vec::new(),
+            dictionary: None,
         }
     }
 
@@ -257,6 +259,17 @@ impl<S: State> StateGraph<S> {
     /// Supersteps a run may take before it fails (default 1000).
     pub fn step_limit(mut self, steps: u64) -> Self {
         self.step_limit = steps;
+        self
+    }
+
+    /// Compresses this graph's checkpoint bodies, next tasks and task updates against `dictionary`,
+    /// a zstd dictionary (with an id) trained on its own checkpoints: small records, which plain
+    /// zstd cannot shrink, then take a fraction of their JSON. Frames name the dictionary's id;
+    /// it is registered for the process when the graph compiles, so every record written with it
+    /// reads back (see `runtime::body_codec`). Changing the dictionary later is safe only while
+    /// the old one stays registered (`body_codec::dictionary`) for the records written with it.
+    pub fn compression_dictionary(mut self, dictionary: &'static [u8]) -> Self {
+        self.dictionary = Some(dictionary);
         self
     }
 

@@ -74,6 +74,8 @@ pub(crate) struct GraphInner<S: State> {
     pub fingerprint: String,
     /// Whether any node is a command node (the supervisor keeps goto slots only then).
     pub has_command_nodes: bool,
+    /// The zstd dictionary its checkpoints are compressed against, if it names one.
+    pub dictionary: Option<&'static crate::runtime::body_codec::Dictionary>,
 }
 
 /// A validated graph, cheap to clone and share between engines and threads.
@@ -141,6 +143,12 @@ impl<S: State> CompiledGraph<S> {
     pub fn fingerprint(&self) -> &str {
         &self.inner.fingerprint
     }
+
+    /// The zstd dictionary this graph's checkpoints are compressed against
+    /// ([`StateGraph::compression_dictionary`](crate::graph::StateGraph::compression_dictionary)).
+    pub fn body_dictionary(&self) -> Option<&'static crate::runtime::body_codec::Dictionary> {
+        self.inner.dictionary
+    }
 }
 
 fn is_terminal(name: &str) -> bool {
@@ -151,6 +159,10 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
     if g.step_limit == 0 {
         return Err(GraphError::ZeroStepLimit);
     }
+    let dictionary = match g.dictionary {
+        None => None,
+        Some(bytes) => Some(crate::runtime::body_codec::dictionary(bytes)?),
+    };
     let mut by_name = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         if is_terminal(&n.name) || n.name.is_empty() {
@@ -421,6 +433,7 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
             mermaid: diagram,
             fingerprint,
             has_command_nodes,
+            dictionary,
         }),
     })
 }

@@ -67,4 +67,7 @@ pub enum GraphError {
     /// A command node has a cache policy: a cached answer would lose where it said to go.
     #[error("command node `{0}` cannot have a cache policy: a cached answer has no goto")]
     CachedCommand(String),
+    /// The compression dictionary cannot be used.
+    #[error("compression dictionary: {0}")]
+    Dictionary(#[from] crate::runtime::body_codec::DictionaryError),
 }

@@ -6,12 +6,18 @@
 //! costs more CPU than it saves bytes. A stored body is recognised by its first
 //! bytes: zstd's frame magic never starts JSON, so rows written before compression, or below the
 //! threshold, read as they always did. The snapshot policy (`persist`) and the checksums see the
-//! stored bytes; the sizes the policy weighs are the uncompressed ones.
+//! stored bytes, and the policy weighs stored sizes.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Mutex, OnceLock};
 
-/// Bodies shorter than this are stored as plain JSON.
+/// Bodies shorter than this are stored as plain JSON (without a dictionary).
 pub const COMPRESS_FROM: usize = 256;
+/// With a dictionary, bodies from this size are compressed (kept only when smaller).
+pub const COMPRESS_WITH_DICTIONARY_FROM: usize = 32;
 /// zstd's level: fast, and most of the gain for JSON.
 const LEVEL: i32 = 3;
 /// The zstd frame magic number, little-endian.
@@ -19,22 +25,116 @@ const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// A decompressed body may be at most this large (a corrupt frame must not exhaust memory).
 const MAX_BODY: usize = 1 << 30;
 
-/// The bytes to store for `json`.
+/// A zstd dictionary, prepared once for compressing and decompressing, registered for the life of
+/// the process (see [`dictionary`]).
+pub struct Dictionary {
+    id: NonZeroU32,
+    encoder: zstd::dict::EncoderDictionary<'static>,
+    decoder: zstd::dict::DecoderDictionary<'static>,
+    bytes: &'static [u8],
+}
+
+impl Dictionary {
+    /// The id written in every frame compressed with it.
+    pub fn id(&self) -> u32 {
+        self.id.get()
+    }
+}
+
+impl std::fmt::Debug for Dictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dictionary")
+            .field("id", &self.id)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// Why a dictionary cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DictionaryError {
+    /// Not a zstd dictionary with an id (raw content dictionaries have none, and a frame could not
+    /// name them).
+    #[error("not a zstd dictionary with an id ({0} bytes): train it with `zstd --train` or `zstd::dict::from_samples`")]
+    NoId(usize),
+    /// Another dictionary with the same id is registered.
+    #[error("another dictionary with id {0} is already registered")]
+    IdTaken(u32),
+}
+
+fn registry() -> &'static Mutex<HashMap<u32, &'static Dictionary>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<u32, &'static Dictionary>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// Registers `bytes` (a zstd dictionary with an id) for this process and returns it prepared.
+/// Registering the same dictionary again returns the first registration; a different dictionary
+/// with a taken id is refused. Registered dictionaries live as long as the process (graphs are
+/// compiled a handful of times; each distinct dictionary is prepared once).
+pub fn dictionary(bytes: &'static [u8]) -> Result<&'static Dictionary, DictionaryError> {
+    let id =
+        zstd::zstd_safe::get_dict_id_from_dict(bytes).ok_or(DictionaryError::NoId(bytes.len()))?;
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = reg.get(&id.get()) {
+        return if d.bytes == bytes {
+            Ok(d)
+        } else {
+            Err(DictionaryError::IdTaken(id.get()))
+        };
+    }
+    let d: &'static Dictionary = Box::leak(Box::new(Dictionary {
+        id,
+        encoder: zstd::dict::EncoderDictionary::copy(bytes, LEVEL),
+        decoder: zstd::dict::DecoderDictionary::copy(bytes),
+        bytes,
+    }));
+    reg.insert(id.get(), d);
+    Ok(d)
+}
+
+fn registered(id: u32) -> Option<&'static Dictionary> {
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+        .copied()
+}
+
+thread_local! {
+    // A compression context costs more to create than a small body costs to compress: one per
+    // thread and dictionary (0: none), and the same for decompression.
+    static COMPRESSORS: RefCell<HashMap<u32, zstd::bulk::Compressor<'static>>> =
+        RefCell::new(HashMap::new());
+    static DECOMPRESSORS: RefCell<HashMap<u32, zstd::bulk::Decompressor<'static>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// The bytes to store for `json`, without a dictionary.
 pub fn encode(json: Vec<u8>) -> Vec<u8> {
-    if json.len() < COMPRESS_FROM {
+    encode_with(json, None)
+}
+
+/// The bytes to store for `json`, compressed against `dict` when there is one.
+pub fn encode_with(json: Vec<u8>, dict: Option<&'static Dictionary>) -> Vec<u8> {
+    let from = if dict.is_some() {
+        COMPRESS_WITH_DICTIONARY_FROM
+    } else {
+        COMPRESS_FROM
+    };
+    if json.len() < from {
         return json;
     }
-    thread_local! {
-        // A compression context costs more to create than a small body costs to compress.
-        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    let packed = COMPRESSOR.with(|c| {
+    let key = dict.map_or(0, Dictionary::id);
+    let packed = COMPRESSORS.with(|c| {
         let mut c = c.borrow_mut();
-        if c.is_none() {
-            *c = zstd::bulk::Compressor::new(LEVEL).ok();
-        }
-        c.as_mut().and_then(|c| c.compress(&json).ok())
+        let compressor = match c.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(match dict {
+                Some(d) => zstd::bulk::Compressor::with_prepared_dictionary(&d.encoder).ok()?,
+                None => zstd::bulk::Compressor::new(LEVEL).ok()?,
+            }),
+        };
+        compressor.compress(&json).ok()
     });
     match packed {
         Some(packed) if packed.len() < json.len() => packed,
@@ -55,9 +155,32 @@ pub fn decode(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
         .ok()
         .filter(|s| *s <= MAX_BODY)
         .ok_or_else(|| format!("compressed body claims {size} bytes"))?;
-    zstd::bulk::decompress(stored, size)
-        .map(Cow::Owned)
-        .map_err(|e| format!("cannot decompress body: {e}"))
+    let dict = match zstd::zstd_safe::get_dict_id_from_frame(stored) {
+        None => None,
+        Some(id) => Some(registered(id.get()).ok_or_else(|| {
+            format!(
+                "compressed with zstd dictionary {id}, which is not registered in this process \
+                 (the graph that wrote it names it with `compression_dictionary`)"
+            )
+        })?),
+    };
+    let key = dict.map_or(0, Dictionary::id);
+    DECOMPRESSORS.with(|d| {
+        let mut d = d.borrow_mut();
+        let dec = match d.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                match dict {
+                    Some(x) => zstd::bulk::Decompressor::with_prepared_dictionary(&x.decoder),
+                    None => zstd::bulk::Decompressor::new(),
+                }
+                .map_err(|e| format!("cannot start decompression: {e}"))?,
+            ),
+        };
+        dec.decompress(stored, size)
+            .map(Cow::Owned)
+            .map_err(|e| format!("cannot decompress body: {e}"))
+    })
 }
 
 #[cfg(test)]
@@ -78,6 +201,77 @@ mod tests {
         let small = br#"[{"a":1}]"#.to_vec();
         assert_eq!(encode(small.clone()), small);
         assert_eq!(decode(&small).unwrap().as_ref(), small.as_slice());
+    }
+
+    /// A dictionary trained on records like `{"event":"step_executed","step_id":"step_3",…}`.
+    fn trained(salt: &str) -> &'static [u8] {
+        let samples: Vec<Vec<u8>> = (0..400)
+            .map(|i| {
+                format!(
+                    r#"[{{"execution_history":[{{"event":"step_executed","step_id":"step_{}","detail":"{salt} {i} note(s); criteria met"}}],"current_step_id":null}}]"#,
+                    i % 7
+                )
+                .into_bytes()
+            })
+            .collect();
+        Box::leak(
+            zstd::dict::from_samples(&samples, 2048)
+                .unwrap()
+                .into_boxed_slice(),
+        )
+    }
+
+    #[test]
+    fn a_dictionary_shrinks_small_records_and_its_frames_name_it() {
+        let dict = dictionary(trained("via search:")).unwrap();
+        let small = br#"[{"execution_history":[{"event":"step_executed","step_id":"step_2","detail":"via search: 12 note(s); criteria met"}],"current_step_id":null}]"#.to_vec();
+        assert!(small.len() < COMPRESS_FROM, "plain zstd would not touch it");
+        assert_eq!(encode(small.clone()), small);
+        let stored = encode_with(small.clone(), Some(dict));
+        assert!(
+            stored.len() * 3 < small.len(),
+            "{} of {}",
+            stored.len(),
+            small.len()
+        );
+        assert_eq!(
+            zstd::zstd_safe::get_dict_id_from_frame(&stored).map(|i| i.get()),
+            Some(dict.id())
+        );
+        assert_eq!(decode(&stored).unwrap().as_ref(), small.as_slice());
+        // Registering the same bytes again is the same dictionary.
+        assert!(std::ptr::eq(dictionary(dict.bytes).unwrap(), dict));
+    }
+
+    #[test]
+    fn a_frame_whose_dictionary_is_not_registered_is_an_error_naming_it() {
+        let other = trained("elsewhere:");
+        let id = zstd::zstd_safe::get_dict_id_from_dict(other).unwrap();
+        let json = br#"[{"execution_history":[{"event":"step_executed","step_id":"step_1","detail":"elsewhere: 3 note(s); criteria met"}]}]"#;
+        let frame = zstd::bulk::Compressor::with_dictionary(3, other)
+            .unwrap()
+            .compress(json)
+            .unwrap();
+        let err = decode(&frame).unwrap_err();
+        assert!(err.contains(&format!("dictionary {id}")), "{err}");
+        assert!(err.contains("not registered"), "{err}");
+    }
+
+    #[test]
+    fn a_dictionary_without_an_id_or_with_a_taken_id_is_refused() {
+        assert_eq!(
+            dictionary(b"just some words").unwrap_err(),
+            DictionaryError::NoId(15)
+        );
+        let dict = dictionary(trained("taken:")).unwrap();
+        let mut twin = dict.bytes.to_vec();
+        let last = twin.len() - 1;
+        twin[last] ^= 0xff;
+        let twin: &'static [u8] = Box::leak(twin.into_boxed_slice());
+        assert_eq!(
+            dictionary(twin).unwrap_err(),
+            DictionaryError::IdTaken(dict.id())
+        );
     }
 
     #[test]

@@ -27,11 +27,15 @@ use std::sync::Arc;
 /// A task of a superstep: which node runs, with what input, after which sibling tasks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskSpec {
-    /// Deterministic id: `(step, index)`.
+    /// Deterministic id: `(step, index)`, stored as `[step, index]` (the older
+    /// `{"step":…,"index":…}` form still reads).
+    #[serde(with = "stored_task_id")]
     pub id: TaskId,
     /// The node's name: the stable identity stored in checkpoints.
     pub node: Arc<str>,
-    /// The node's index in this graph.
+    /// The node's index in this graph: not stored (a loaded task is resolved by its name, which
+    /// survives a graph that renumbers its nodes).
+    #[serde(skip_serializing, default)]
     pub node_id: NodeId,
     /// The fan-out input, for `Send` and dependency-driven tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,6 +53,30 @@ pub struct TaskSpec {
     /// the superstep's runnable tasks; see [`schedule`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deferred: bool,
+}
+
+/// How a checkpoint's next tasks store their ids: a pair, a third of the bytes of the named form
+/// in the checkpoints a run writes each superstep.
+mod stored_task_id {
+    use crate::ids::TaskId;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Pair(u64, u32),
+        Named { step: u64, index: u32 },
+    }
+
+    pub fn serialize<Se: Serializer>(id: &TaskId, s: Se) -> Result<Se::Ok, Se::Error> {
+        (id.step, id.index).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TaskId, D::Error> {
+        Ok(match Either::deserialize(d)? {
+            Either::Pair(step, index) | Either::Named { step, index } => TaskId { step, index },
+        })
+    }
 }
 
 struct NextBuilder<'g, S: State> {
@@ -440,6 +468,38 @@ mod tests {
         let cycle = find_cycle(&deps).unwrap();
         assert_eq!(cycle.first(), cycle.last());
         assert_eq!(cycle.len(), 4);
+    }
+
+    #[test]
+    fn stored_tasks_are_compact_and_the_older_form_still_reads() {
+        use super::TaskSpec;
+        use crate::ids::{NodeId, TaskId};
+        let task = TaskSpec {
+            id: TaskId { step: 5, index: 2 },
+            node: "execute_step".into(),
+            node_id: NodeId(6),
+            input: Some(std::sync::Arc::new(serde_json::json!({"step": "s1"}))),
+            after: vec![0],
+            batch_limit: Some(4),
+            batch: Some(0),
+            deferred: false,
+        };
+        let stored = serde_json::to_string(&task).unwrap();
+        assert_eq!(
+            stored,
+            r#"{"id":[5,2],"node":"execute_step","input":{"step":"s1"},"after":[0],"batch_limit":4,"batch":0}"#
+        );
+        let back: TaskSpec = serde_json::from_str(&stored).unwrap();
+        assert_eq!(back.id, task.id);
+        assert_eq!(
+            back.node_id,
+            NodeId(0),
+            "resolved by name on load, not stored"
+        );
+        let older = r#"{"id":{"step":5,"index":2},"node":"execute_step","node_id":6,"input":{"step":"s1"},"after":[0],"batch_limit":4,"batch":0}"#;
+        let back: TaskSpec = serde_json::from_str(older).unwrap();
+        assert_eq!(back, task);
+        assert!(serde_json::from_str::<TaskSpec>(r#"{"id":"5.2","node":"x"}"#).is_err());
     }
 
     #[test]

@@ -317,7 +317,7 @@ impl<S: State> Run<S> {
                     .and_then(Option::take)
                     .and_then(|s| s.goto.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
-                    let mut writes = vec![persist::update_write::<S>(&spec, &update)?];
+                    let mut writes = vec![persist::update_write(&self.sh.graph, &spec, &update)?];
                     if let Some(g) = &goto {
                         writes.push(persist::goto_write(&spec, g)?);
                     }
@@ -415,7 +415,13 @@ impl<S: State> Run<S> {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match (&self.sh.writer, self.durability) {
             (Some(w), Durability::Async) => {
-                w.send(WriterMsg::Writes(self.thread.clone(), head, writes))
+                w.send(WriterMsg::Writes(self.thread.clone(), head, writes, None))
+            }
+            // Group commit, as for records: with other runs going, these writes join theirs.
+            (Some(w), Durability::Sync)
+                if cp.prefers_group_commit() && self.sh.registry.len() > 1 =>
+            {
+                w.writes_and_wait(self.thread.clone(), head, writes).await
             }
             _ => Ok(cp.put_writes(&self.thread, head, writes).await?),
         }
@@ -680,7 +686,7 @@ impl<S: State> Run<S> {
                     let mut writes = Vec::new();
                     for (i, t) in self.saved.tasks.iter().enumerate() {
                         if let Some(Some(u)) = self.step.updates().get(i) {
-                            writes.push(persist::update_write::<S>(t, u)?);
+                            writes.push(persist::update_write(&self.sh.graph, t, u)?);
                             if let Some(Some(g)) = self.saved.gotos.get(i) {
                                 writes.push(persist::goto_write(t, g)?);
                             }

@@ -13,7 +13,10 @@
 //! committed — `sync` still means what it says, with one commit (one `fsync`) per batch instead
 //! of one per superstep. Backends that serve several writers at once
 //! (`Checkpointer::max_concurrent_batches`: PostgreSQL) get several batches in flight, on
-//! disjoint threads.
+//! disjoint threads. Task writes (the updates of a superstep's parallel tasks, saved as each
+//! finishes) take the same path: those queued together are stored in one call
+//! (`Checkpointer::put_writes_many`, one transaction on SQLite), and a `sync` run waits for its
+//! own.
 
 use super::error::RunError;
 use crate::checkpoint::{CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
@@ -29,7 +32,8 @@ pub(crate) enum WriterMsg {
         CheckpointRecord,
         oneshot::Sender<Result<(), CheckpointError>>,
     ),
-    Writes(ThreadId, CheckpointId, Vec<TaskWrite>),
+    /// Task writes; with a reply, the run waits for their commit (group commit of `sync`).
+    Writes(ThreadId, CheckpointId, Vec<TaskWrite>, Reply),
     Flush(ThreadId, oneshot::Sender<Result<(), RunError>>),
 }
 
@@ -90,7 +94,8 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
             }
         }
         let mut puts = Vec::new();
-        for msg in batch.drain(..) {
+        let mut msgs = batch.drain(..).peekable();
+        while let Some(msg) = msgs.next() {
             match msg {
                 WriterMsg::Put(r) => puts.push((r, None)),
                 WriterMsg::PutAndWait(r, reply) => puts.push((r, Some(reply))),
@@ -100,9 +105,31 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                         settle(done, &mut busy, &mut errors);
                     }
                     match other {
-                        WriterMsg::Writes(t, c, w) => {
-                            if let Err(e) = cp.put_writes(&t, c, w).await {
-                                errors.entry(t).or_insert(e.into());
+                        WriterMsg::Writes(t, c, w, reply) => {
+                            // The task writes queued next to these go in the same call (one
+                            // transaction where the backend can).
+                            let mut group = vec![(t, c, w)];
+                            let mut replies = vec![reply];
+                            while let Some(WriterMsg::Writes(..)) = msgs.peek() {
+                                if let Some(WriterMsg::Writes(t, c, w, reply)) = msgs.next() {
+                                    group.push((t, c, w));
+                                    replies.push(reply);
+                                }
+                            }
+                            let threads: Vec<ThreadId> =
+                                group.iter().map(|(t, _, _)| t.clone()).collect();
+                            let results = cp.put_writes_many(group).await;
+                            for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
+                                match reply {
+                                    Some(reply) => {
+                                        let _ = reply.send(r);
+                                    }
+                                    None => {
+                                        if let Err(e) = r {
+                                            errors.entry(t).or_insert(e.into());
+                                        }
+                                    }
+                                }
                             }
                         }
                         WriterMsg::Flush(t, reply) => {
@@ -113,6 +140,7 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                 }
             }
         }
+        drop(msgs);
         start(&cp, &mut puts, &mut inflight, &mut busy, &mut errors).await;
     }
     while let Some(done) = inflight.next().await {
@@ -192,6 +220,21 @@ impl AsyncWriter {
     pub async fn put_and_wait(&self, record: CheckpointRecord) -> Result<(), RunError> {
         let (tx, rx) = oneshot::channel();
         self.send(WriterMsg::PutAndWait(record, tx))?;
+        Ok(rx
+            .await
+            .map_err(|_| RunError::Internal("checkpoint writer stopped".into()))??)
+    }
+
+    /// Sends task writes to be committed with the other task writes queued, and waits for their
+    /// commit.
+    pub async fn writes_and_wait(
+        &self,
+        thread: ThreadId,
+        checkpoint: CheckpointId,
+        writes: Vec<TaskWrite>,
+    ) -> Result<(), RunError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(WriterMsg::Writes(thread, checkpoint, writes, Some(tx)))?;
         Ok(rx
             .await
             .map_err(|_| RunError::Internal("checkpoint writer stopped".into()))??)

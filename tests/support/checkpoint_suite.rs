@@ -56,6 +56,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     conditional_put(&*cp, prefix).await;
     chains_and_get(&*cp, prefix).await;
     writes_are_idempotent_and_ordered(&*cp, prefix).await;
+    writes_in_batches(&*cp, prefix).await;
     listing(&*cp, prefix).await;
     metadata_delete_and_prune(&*cp, prefix).await;
     big_bodies(&*cp, prefix).await;
@@ -363,6 +364,69 @@ async fn chains_and_get(cp: &dyn Checkpointer, prefix: &str) {
         rec(&t, 2, Some(1), BodyKind::Delta, "body2"),
         "round trip"
     );
+}
+
+/// `put_writes_many`: several threads' and checkpoints' writes in one call, each stored where it
+/// belongs, one result each; a write saved again in a later batch replaces the earlier one.
+async fn writes_in_batches(cp: &dyn Checkpointer, prefix: &str) {
+    let a = ThreadId::new(format!("{prefix}/wbatch-a"));
+    let b = ThreadId::new(format!("{prefix}/wbatch-b"));
+    for t in [&a, &b] {
+        cp.put(rec(t, 1, None, BodyKind::Snapshot, "{}"))
+            .await
+            .unwrap();
+        cp.put(rec(t, 2, Some(1), BodyKind::Delta, "[]"))
+            .await
+            .unwrap();
+    }
+    let results = cp
+        .put_writes_many(vec![
+            (
+                a.clone(),
+                CheckpointId(1),
+                vec![write(2, 0, WriteKind::Update, "", "a1")],
+            ),
+            (
+                b.clone(),
+                CheckpointId(2),
+                vec![write(3, 1, WriteKind::Update, "", "b2")],
+            ),
+            (
+                a.clone(),
+                CheckpointId(2),
+                vec![
+                    write(3, 0, WriteKind::Update, "", "a2"),
+                    write(3, 1, WriteKind::Update, "", "a2x"),
+                ],
+            ),
+        ])
+        .await;
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let r = cp
+        .put_writes_many(vec![(
+            a.clone(),
+            CheckpointId(1),
+            vec![write(2, 0, WriteKind::Update, "", "a1-again")],
+        )])
+        .await;
+    assert!(r[0].is_ok());
+    let payloads =
+        |ws: Vec<TaskWrite>| -> Vec<Vec<u8>> { ws.into_iter().map(|w| w.payload).collect() };
+    assert_eq!(
+        payloads(cp.get_writes(&a, CheckpointId(1)).await.unwrap()),
+        [b"a1-again".to_vec()]
+    );
+    assert_eq!(
+        payloads(cp.get_writes(&a, CheckpointId(2)).await.unwrap()),
+        [b"a2".to_vec(), b"a2x".to_vec()]
+    );
+    assert_eq!(
+        payloads(cp.get_writes(&b, CheckpointId(2)).await.unwrap()),
+        [b"b2".to_vec()]
+    );
+    assert!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().is_empty());
+    assert!(cp.put_writes_many(Vec::new()).await.is_empty());
 }
 
 async fn writes_are_idempotent_and_ordered(cp: &dyn Checkpointer, prefix: &str) {

@@ -159,5 +159,6 @@ pub fn build(
         .add_edge("synthesize_report", END)
         .add_edge("mark_needs_review", END)
         .step_limit(500)
+        .compression_dictionary(super::dictionary::DICTIONARY)
         .compile()
 }

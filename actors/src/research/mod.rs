@@ -15,6 +15,7 @@ pub mod cli;
 pub mod clock;
 pub mod constraints;
 pub mod corpus;
+pub mod dictionary;
 pub mod eval;
 pub mod figures;
 pub mod graph;

@@ -447,6 +447,20 @@ impl Checkpointer for PostgresCheckpointer {
         Ok(true)
     }
 
+    /// Each pair on its own pooled connection, all at once: the engine's writer hands these over
+    /// from many runs, which would otherwise wait for each other's round trips in turn.
+    async fn put_writes_many(
+        &self,
+        batch: Vec<(ThreadId, CheckpointId, Vec<TaskWrite>)>,
+    ) -> Vec<Result<(), CheckpointError>> {
+        futures::future::join_all(
+            batch
+                .into_iter()
+                .map(|(t, c, w)| async move { self.put_writes(&t, c, w).await }),
+        )
+        .await
+    }
+
     async fn put_writes(
         &self,
         thread: &ThreadId,

@@ -397,6 +397,40 @@ impl Checkpointer for SqliteCheckpointer {
         .await
     }
 
+    async fn put_writes_many(
+        &self,
+        batch: Vec<(ThreadId, CheckpointId, Vec<TaskWrite>)>,
+    ) -> Vec<Result<(), CheckpointError>> {
+        let n = batch.len();
+        let r = self
+            .call(move |c| {
+                let mut tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(be)?;
+                // Each pair in a savepoint of its own: one that fails leaves nothing half
+                // written, and the others still commit.
+                let mut results = Vec::with_capacity(batch.len());
+                for (thread, cp, writes) in &batch {
+                    let sp = tx.savepoint().map_err(be)?;
+                    let r = id_to_sql(*cp)
+                        .and_then(|cp| insert_writes(&sp, thread.as_str(), cp, writes));
+                    if r.is_ok() {
+                        sp.commit().map_err(be)?;
+                    }
+                    results.push(r);
+                }
+                tx.commit().map_err(be)?;
+                Ok(results)
+            })
+            .await;
+        match r {
+            Ok(results) => results,
+            Err(e) => (0..n)
+                .map(|_| Err(CheckpointError::Backend(e.to_string())))
+                .collect(),
+        }
+    }
+
     async fn get_writes(
         &self,
         thread: &ThreadId,
@@ -824,7 +858,7 @@ impl Checkpointer for SqliteCheckpointer {
 /// Stores `writes` at checkpoint `cp` of `thread` inside `tx` (a write with the same task, kind
 /// and key replaces the earlier one).
 fn insert_writes(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     thread: &str,
     cp: i64,
     writes: &[TaskWrite],

@@ -302,7 +302,10 @@ impl<S: State> Engine<S> {
         let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(*oldest))
             .await?
             .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
-        let snapshot = super::super::body_codec::encode(serde_json::to_vec(&*loaded.saved.state)?);
+        let snapshot = super::super::body_codec::encode_with(
+            serde_json::to_vec(&*loaded.saved.state)?,
+            self.sh.graph.body_dictionary(),
+        );
         cp.prune(thread, *oldest, snapshot).await?;
         Ok(())
     }
