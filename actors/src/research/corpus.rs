@@ -16,16 +16,30 @@ use crate::tools::bm25::{tokenize, Bm25Index};
 pub struct Sentence {
     /// The sentence, verbatim.
     pub text: String,
-    /// Its lower-case words.
+    /// Its lower-case words, sorted, without repeats (see [`has_prefix`]).
     pub words: Vec<String>,
+}
+
+/// Whether a word of `sorted` (sorted, as [`Sentence::words`]) starts with `prefix`: a binary
+/// search, where scanning every word for every term and aspect word was the search tool's
+/// largest cost.
+pub fn has_prefix(sorted: &[String], prefix: &str) -> bool {
+    let i = sorted.partition_point(|w| w.as_str() < prefix);
+    sorted.get(i).is_some_and(|w| w.starts_with(prefix))
+}
+
+fn sorted_words(mut words: Vec<String>) -> Vec<String> {
+    words.sort();
+    words.dedup();
+    words
 }
 
 /// One note, prepared.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
-    /// The title's words.
+    /// The title's words, sorted, without repeats.
     pub title: Vec<String>,
-    /// Each tag's words.
+    /// Each tag's words, sorted, without repeats.
     pub tags: Vec<Vec<String>>,
     /// The text's sentences.
     pub sentences: Vec<Sentence>,
@@ -35,12 +49,16 @@ pub struct Prepared {
 
 impl Prepared {
     fn new(note: &Note) -> Self {
-        let title = tokenize(&note.title);
-        let tags: Vec<Vec<String>> = note.tags.iter().map(|t| tokenize(t)).collect();
+        let title = sorted_words(tokenize(&note.title));
+        let tags: Vec<Vec<String>> = note
+            .tags
+            .iter()
+            .map(|t| sorted_words(tokenize(t)))
+            .collect();
         let sentences: Vec<Sentence> = text::sentences(&note.text)
             .into_iter()
             .map(|s| Sentence {
-                words: tokenize(&s),
+                words: sorted_words(tokenize(&s)),
                 text: s,
             })
             .collect();
@@ -62,9 +80,7 @@ impl Prepared {
 
     /// Whether some word of the note starts with the stem of `word` (as `text::has_word_prefix`).
     pub fn has_word(&self, word: &str) -> bool {
-        let stem = text::stem(word);
-        let i = self.vocabulary.partition_point(|w| w.as_str() < stem);
-        self.vocabulary.get(i).is_some_and(|w| w.starts_with(stem))
+        has_prefix(&self.vocabulary, text::stem(word))
     }
 
     /// Whether the note mentions `term` (as `Note::mentions`: `|` alternatives, every content word
@@ -113,7 +129,13 @@ pub struct Corpus {
     notes: Vec<Note>,
     prepared: Vec<Prepared>,
     bm25: Bm25Index,
+    /// [`Corpus::document_frequency`] by term, as asked (at most [`DF_MEMO`] terms): every search
+    /// step weighs its query's terms by rarity, and the same terms come back step after step.
+    df: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
+
+/// Most terms whose document frequency a corpus remembers.
+const DF_MEMO: usize = 4096;
 
 impl PartialEq for Corpus {
     fn eq(&self, other: &Self) -> bool {
@@ -138,6 +160,7 @@ impl Corpus {
             notes,
             prepared,
             bm25,
+            df: Default::default(),
         }
     }
 
@@ -166,13 +189,26 @@ impl Corpus {
         self.notes.iter().position(|n| n.id == id)
     }
 
+    fn df_memo(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.df.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// How many notes mention `term`.
     pub fn document_frequency(&self, term: &str) -> usize {
-        let term = Term::new(term);
-        self.prepared
+        if let Some(n) = self.df_memo().get(term) {
+            return *n;
+        }
+        let split = Term::new(term);
+        let n = self
+            .prepared
             .iter()
-            .filter(|p| p.mentions_term(&term))
-            .count()
+            .filter(|p| p.mentions_term(&split))
+            .count();
+        let mut df = self.df_memo();
+        if df.len() < DF_MEMO {
+            df.insert(term.to_string(), n);
+        }
+        n
     }
 }
 

@@ -24,7 +24,7 @@
 //! aspect.
 
 use super::ToolOutcome;
-use crate::research::corpus::{Corpus, Term};
+use crate::research::corpus::{has_prefix, Corpus, Prepared, Term};
 use crate::research::lexicon;
 use crate::research::notes::Note;
 use crate::research::state::{Finding, StepParams};
@@ -60,14 +60,11 @@ fn alternatives(term: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Whether `tokens` name one of the alternatives (every word of it, by stem).
+/// Whether `tokens` (sorted, see `corpus::Sentence::words`) name one of the alternatives (every
+/// word of it, by stem).
 fn names(tokens: &[String], alts: &[Vec<String>]) -> bool {
-    alts.iter().any(|words| {
-        words.iter().all(|w| {
-            let stem = text::stem(w);
-            tokens.iter().any(|t| t.starts_with(stem))
-        })
-    })
+    alts.iter()
+        .any(|words| words.iter().all(|w| has_prefix(tokens, text::stem(w))))
 }
 
 /// An aspect to match: its own alternatives and the lexicon's related words.
@@ -87,7 +84,16 @@ impl Matcher {
         Self { own, related }
     }
 
-    /// 1 for the aspect's own words, a half for a related word, 0 otherwise.
+    /// Whether the note names the aspect or a related word anywhere (title, tags or text): a
+    /// sentence can name it only if the note does, so a note that does not is skipped whole.
+    fn in_note(&self, note: &Prepared) -> bool {
+        self.own
+            .iter()
+            .chain(&self.related)
+            .any(|words| words.iter().all(|w| note.has_word(w)))
+    }
+
+    /// 1 for the aspect's own words, a half for a related word, 0 otherwise (`tokens` sorted).
     fn weight(&self, tokens: &[String]) -> f64 {
         if names(tokens, &self.own) {
             1.0
@@ -173,7 +179,7 @@ pub fn search_aspect(
         } else {
             note.tags.iter().any(|t| tags.contains(t))
         };
-        if !on_topic {
+        if !on_topic || !matcher.in_note(prepared) {
             continue;
         }
         let title = matcher.weight(&prepared.title) * TITLE_WEIGHT;
@@ -190,10 +196,7 @@ pub fn search_aspect(
             let (s, tokens) = (sentence.text.as_str(), &sentence.words);
             let salient_score: f64 = weights
                 .iter()
-                .filter(|(t, _)| {
-                    let stem = text::stem(t);
-                    tokens.iter().any(|w| w.starts_with(stem))
-                })
+                .filter(|(t, _)| has_prefix(tokens, text::stem(t)))
                 .map(|(_, w)| w)
                 .sum();
             let w = matcher.weight(tokens);
