@@ -157,23 +157,46 @@ impl RunEvent {
 #[derive(Clone, Debug, Default)]
 pub struct EventSink {
     tx: Option<mpsc::UnboundedSender<RunEvent>>,
+    /// Whether [`RunEvent::StateUpdated`] is wanted (see [`EventSink::wants_state_updates`]).
+    state_updates: bool,
 }
 
 impl EventSink {
     /// A sink that discards events without building them.
     pub fn disabled() -> Self {
-        Self { tx: None }
+        Self {
+            tx: None,
+            state_updates: false,
+        }
     }
 
     /// A sink and the receiver of its events.
     pub fn channel() -> (Self, mpsc::UnboundedReceiver<RunEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx: Some(tx) }, rx)
+        (
+            Self {
+                tx: Some(tx),
+                state_updates: true,
+            },
+            rx,
+        )
+    }
+
+    /// The same sink, without [`RunEvent::StateUpdated`].
+    pub fn without_state_updates(mut self) -> Self {
+        self.state_updates = false;
+        self
     }
 
     /// True when someone listens.
     pub fn is_enabled(&self) -> bool {
         self.tx.is_some()
+    }
+
+    /// True when someone listens for [`RunEvent::StateUpdated`]: the supervisor builds that
+    /// event (every update of the superstep as JSON) only then.
+    pub fn wants_state_updates(&self) -> bool {
+        self.tx.is_some() && self.state_updates
     }
 
     /// Builds and sends an event, only if someone listens. A receiver that went away is not an

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use support::*;
 
-#[tokio::test]
-async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
+/// `a` emits a custom event and appends to the trace, then `b` sets the count.
+async fn two_step_events(opts: RunOptions) -> (Vec<RunEvent>, Vec<String>, Arc<Walk>) {
     let graph = StateGraph::<Walk>::new("events")
         .add_sync_node("a", |_: &Walk, ctx: &NodeContext| {
             ctx.emit(json!({"progress": 0.5}));
@@ -27,11 +27,7 @@ async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
         .unwrap();
     let engine = Engine::new(graph).await;
     let mut h = engine
-        .start(
-            ThreadId::new("t"),
-            WalkUpdate::default(),
-            RunOptions::streaming(),
-        )
+        .start(ThreadId::new("t"), WalkUpdate::default(), opts)
         .await
         .unwrap();
     let mut rx = h.events.take().unwrap();
@@ -47,6 +43,34 @@ async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
             v["event"].as_str().unwrap().to_string()
         })
         .collect();
+    (events, kinds, out.state)
+}
+
+#[tokio::test]
+async fn a_listener_that_does_not_want_state_updates_gets_every_other_event() {
+    let (events, kinds, state) =
+        two_step_events(RunOptions::streaming().without_state_updates()).await;
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "node_started",
+            "custom",
+            "node_finished",
+            "node_started",
+            "node_finished",
+            "run_finished"
+        ]
+    );
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, RunEvent::StateUpdated { .. })));
+    assert_eq!(state.count, 7, "the run itself is the same");
+}
+
+#[tokio::test]
+async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
+    let (events, kinds, state) = two_step_events(RunOptions::streaming()).await;
     assert_eq!(
         kinds,
         [
@@ -75,7 +99,7 @@ async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
             node_executions: 2
         })
     ));
-    assert_eq!(out.state.count, 7);
+    assert_eq!(state.count, 7);
     // Every line round-trips.
     for e in &events {
         let back: RunEvent = serde_json::from_str(&e.to_json_line()).unwrap();

@@ -38,6 +38,10 @@ pub struct RunOptions {
     pub on_busy: BusyPolicy,
     /// Stream events to the run handle.
     pub stream_events: bool,
+    /// With `stream_events`, leave out [`RunEvent::StateUpdated`](crate::RunEvent::StateUpdated):
+    /// each superstep's updates as JSON, built only for listeners that want them (a load driver
+    /// that counts nodes does not, and building them serialised every update a second time).
+    pub without_state_updates: bool,
     /// Override the engine's durability for this run.
     pub durability: Option<Durability>,
     /// Nodes to pause before, in addition to the graph's `interrupt_before`.
@@ -58,6 +62,13 @@ impl RunOptions {
             stream_events: true,
             ..Self::default()
         }
+    }
+
+    /// Streams every event but [`RunEvent::StateUpdated`](crate::RunEvent::StateUpdated) (see
+    /// [`RunOptions::without_state_updates`]).
+    pub fn without_state_updates(mut self) -> Self {
+        self.without_state_updates = true;
+        self
     }
 
     /// Queue behind a running run instead of failing.

@@ -251,6 +251,7 @@ impl<C: State> ChildRun<'_, C> {
     fn opts(&self) -> RunOptions {
         RunOptions {
             stream_events: self.ctx.events.is_enabled(),
+            without_state_updates: !self.ctx.events.wants_state_updates(),
             context: self.ctx.context.clone(),
             ..RunOptions::default()
         }

@@ -463,7 +463,7 @@ impl<S: State> Run<S> {
         } else {
             None
         };
-        if self.events.is_enabled() {
+        if self.events.wants_state_updates() {
             let values = updates
                 .iter()
                 .map(|u| serde_json::to_value(u).unwrap_or_default())

@@ -127,7 +127,11 @@ impl<S: planwright::State> EngineConversations<S> {
         let w = &self.w;
         let mut handle = self
             .engine
-            .start(thread.clone(), (w.input)(c.i), RunOptions::streaming())
+            .start(
+                thread.clone(),
+                (w.input)(c.i),
+                RunOptions::streaming().without_state_updates(),
+            )
             .await;
         loop {
             let mut h = match handle {
@@ -159,7 +163,11 @@ impl<S: planwright::State> EngineConversations<S> {
                     p.resumes += 1;
                     handle = self
                         .engine
-                        .start_resume(thread.clone(), resume, RunOptions::streaming())
+                        .start_resume(
+                            thread.clone(),
+                            resume,
+                            RunOptions::streaming().without_state_updates(),
+                        )
                         .await;
                 }
                 RunStatus::Finished => return Outcome::Completed,

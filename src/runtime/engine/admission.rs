@@ -47,6 +47,11 @@ impl<S: State> Engine<S> {
             Ok((saved, persisted_head)) => {
                 let (events, rx) = if opts.stream_events {
                     let (s, r) = EventSink::channel();
+                    let s = if opts.without_state_updates {
+                        s.without_state_updates()
+                    } else {
+                        s
+                    };
                     (s, Some(r))
                 } else {
                     (EventSink::disabled(), None)
