@@ -127,3 +127,91 @@ async fn large_bodies_are_stored_compressed_beside_plain_small_ones_and_read_bac
     }
     assert!(packed > 0 && plain > 0, "packed {packed}, plain {plain}");
 }
+
+/// A dictionary trained on records shaped like the `dict` graph's deltas.
+fn trained(word: &str) -> &'static [u8] {
+    let samples: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            format!(r#"[{{"count":{i},"trace":["{word} step {i}: looked at the notes"]}}]"#)
+                .into_bytes()
+        })
+        .collect();
+    Box::leak(
+        zstd::dict::from_samples(&samples, 2048)
+            .unwrap()
+            .into_boxed_slice(),
+    )
+}
+
+fn dict_graph(dictionary: &'static [u8], retired: Option<&'static [u8]>) -> StateGraph<Walk> {
+    let g = StateGraph::<Walk>::new("dict")
+        .add_sync_node("note", |s: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default().count(s.count + 1).trace(vec![format!(
+                "walker step {}: looked at the notes",
+                s.count + 1
+            )]))
+        })
+        .add_edge(START, "note")
+        .add_conditional_edges(
+            "note",
+            |s: &Walk| Route::to(if s.count >= 20 { "end" } else { "again" }),
+            [("again", "note"), ("end", END)],
+        )
+        .compression_dictionary(dictionary);
+    match retired {
+        Some(r) => g.retired_dictionary(r),
+        None => g,
+    }
+}
+
+#[tokio::test]
+async fn a_graph_with_a_dictionary_stores_small_records_against_it_and_reads_them_back() {
+    let dict = trained("walker");
+    let graph = dict_graph(dict, None).compile().unwrap();
+    let id = graph.body_dictionary().unwrap().id();
+    let cp = Arc::new(MemoryCheckpointer::new());
+    let engine = Engine::builder(graph)
+        .checkpointer(cp.clone())
+        .build()
+        .await;
+    let t = ThreadId::new("dict");
+    engine
+        .run(t.clone(), WalkUpdate::default(), RunOptions::default())
+        .await
+        .unwrap();
+    let mut named = 0;
+    for n in 1..=21 {
+        let rec = cp.get(&t, CheckpointId(n)).await.unwrap();
+        if let Some(frame_dict) = zstd::zstd_safe::get_dict_id_from_frame(&rec.body) {
+            assert_eq!(frame_dict.get(), id);
+            named += 1;
+        }
+        let state = engine.state_at(&t, CheckpointId(n)).await.unwrap();
+        assert_eq!(state.count, n - 1);
+    }
+    // Each delta is ~60 bytes of JSON: plain zstd leaves it alone, the dictionary does not.
+    assert!(
+        named >= 19,
+        "{named} of 21 records compressed against the dictionary"
+    );
+}
+
+#[test]
+fn a_retired_dictionary_is_registered_when_the_graph_compiles() {
+    let old = trained("retired");
+    let frame = zstd::bulk::Compressor::with_dictionary(3, old)
+        .unwrap()
+        .compress(br#"[{"count":3,"trace":["retired step 3: looked at the notes"]}]"#)
+        .unwrap();
+    assert!(
+        planwright::runtime::body_codec::decode(&frame).is_err(),
+        "not registered before"
+    );
+    dict_graph(trained("current"), Some(old)).compile().unwrap();
+    let json = planwright::runtime::body_codec::decode(&frame).unwrap();
+    assert!(json.starts_with(br#"[{"count":3"#));
+    assert!(matches!(
+        dict_graph(trained("current"), Some(b"not a dictionary")).compile(),
+        Err(planwright::GraphError::Dictionary(_))
+    ));
+}

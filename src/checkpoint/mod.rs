@@ -435,7 +435,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// In one transaction: deletes every checkpoint (and its writes) older than the nearest
     /// snapshot at or before `keep_from`, so the thread keeps at least the checkpoints from
     /// `keep_from` on and every kept chain still starts at a snapshot. Returns how many
-    /// checkpoints were deleted. Used by [`retention`](crate::checkpoint::retention).
+    /// checkpoints were deleted. Used by [`retention`].
     async fn trim(
         &self,
         thread: &ThreadId,

@@ -65,6 +65,7 @@ pub struct StateGraph<S: State> {
     pub(crate) step_limit: u64,
     pub(crate) cache_policies: Vec<(String, crate::cache::CachePolicy<S>)>,
     pub(crate) dictionary: Option<&'static [u8]>,
+    pub(crate) retired_dictionaries: Vec<&'static [u8]>,
 }
 
 impl<S: State> StateGraph<S> {
@@ -83,6 +84,7 @@ impl<S: State> StateGraph<S> {
             step_limit: 1000,
             cache_policies: Vec::new(),
             dictionary: None,
+            retired_dictionaries: Vec::new(),
         }
     }
 
@@ -267,9 +269,18 @@ impl<S: State> StateGraph<S> {
     /// zstd cannot shrink, then take a fraction of their JSON. Frames name the dictionary's id;
     /// it is registered for the process when the graph compiles, so every record written with it
     /// reads back (see `runtime::body_codec`). Changing the dictionary later is safe only while
-    /// the old one stays registered (`body_codec::dictionary`) for the records written with it.
+    /// the old one stays registered ([`retired_dictionary`](Self::retired_dictionary)) for the records
+    /// written with it.
     pub fn compression_dictionary(mut self, dictionary: &'static [u8]) -> Self {
         self.dictionary = Some(dictionary);
+        self
+    }
+
+    /// A dictionary this graph no longer writes with but whose records it must still read (one
+    /// that [`compression_dictionary`](Self::compression_dictionary) named before it was
+    /// retrained): compiling registers it, so stored threads written with it keep loading.
+    pub fn retired_dictionary(mut self, dictionary: &'static [u8]) -> Self {
+        self.retired_dictionaries.push(dictionary);
         self
     }
 

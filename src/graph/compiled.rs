@@ -163,6 +163,9 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
         None => None,
         Some(bytes) => Some(crate::runtime::body_codec::dictionary(bytes)?),
     };
+    for bytes in &g.retired_dictionaries {
+        crate::runtime::body_codec::dictionary(bytes)?;
+    }
     let mut by_name = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         if is_terminal(&n.name) || n.name.is_empty() {

@@ -7,6 +7,16 @@
 //! bytes: zstd's frame magic never starts JSON, so rows written before compression, or below the
 //! threshold, read as they always did. The snapshot policy (`persist`) and the checksums see the
 //! stored bytes, and the policy weighs stored sizes.
+//!
+//! **Dictionaries.** Most checkpoints of a planner are a few hundred bytes of JSON with the same
+//! keys, event names and phrases as every other conversation's: too small for zstd to find
+//! repeats within one body. A graph may name a zstd dictionary trained on its own checkpoints
+//! (`StateGraph::compression_dictionary`); its bodies, next tasks and task updates are then
+//! compressed against it from [`COMPRESS_WITH_DICTIONARY_FROM`] bytes. The frame records the
+//! dictionary's id, and [`decode`] finds the dictionary by that id among those registered in the
+//! process ([`dictionary`]), so a record names what it needs: a frame whose dictionary is not
+//! registered is an error naming the id, never a wrong body. A retired dictionary must stay
+//! registered for as long as records written with it are read (`StateGraph::retired_dictionary`).
 
 use std::borrow::Cow;
 use std::cell::RefCell;

@@ -11,8 +11,8 @@
 //! of the evaluation set's goals on its own corpora (vector search, four-day week, cold chain),
 //! never on the bundled corpus that `load` and the README use, so the saving measured there is
 //! one a new corpus would see. `tests/research_dictionary.rs` checks it on the bundled goals.
-//! A retrained dictionary gets a new id; the old one must then stay registered
-//! (`planwright::runtime::body_codec::dictionary`) for as long as stored threads use it.
+//! A retrained dictionary gets a new id; the graph must then name the old one with
+//! `StateGraph::retired_dictionary` for as long as stored threads use it.
 
 use super::input::{initial_update, ResearchInput};
 use super::state::ResearchState;

@@ -105,7 +105,7 @@ impl SqliteCheckpointer {
         )
     }
 
-    /// Opens with every URL option (`locking`, `adopt`, `wal_limit`; see [`SqliteOptions`]).
+    /// Opens with every URL option (`locking`, `adopt`, `wal_limit`; see `SqliteOptions`).
     pub fn open_with_options(
         path: impl AsRef<Path>,
         opts: SqliteOptions,
