@@ -219,6 +219,20 @@ impl SqliteCheckpointer {
     }
 }
 
+/// The results of a batch call: each item's own, or, when the transaction as a whole failed
+/// (begin or commit), that failure for every one of the `n` items.
+fn one_result_each(
+    n: usize,
+    r: Result<Vec<Result<(), CheckpointError>>, CheckpointError>,
+) -> Vec<Result<(), CheckpointError>> {
+    match r {
+        Ok(results) => results,
+        Err(e) => (0..n)
+            .map(|_| Err(CheckpointError::Backend(e.to_string())))
+            .collect(),
+    }
+}
+
 /// How long a call on the blocking pool waits for another connection's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -371,12 +385,7 @@ impl Checkpointer for SqliteCheckpointer {
                 Ok(results)
             })
             .await;
-        match r {
-            Ok(results) => results,
-            Err(e) => (0..n)
-                .map(|_| Err(CheckpointError::Backend(e.to_string())))
-                .collect(),
-        }
+        one_result_each(n, r)
     }
 
     async fn put_writes(
@@ -423,12 +432,7 @@ impl Checkpointer for SqliteCheckpointer {
                 Ok(results)
             })
             .await;
-        match r {
-            Ok(results) => results,
-            Err(e) => (0..n)
-                .map(|_| Err(CheckpointError::Backend(e.to_string())))
-                .collect(),
-        }
+        one_result_each(n, r)
     }
 
     async fn get_writes(
