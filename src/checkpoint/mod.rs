@@ -220,6 +220,15 @@ pub struct TaskWrite {
     pub payload: Vec<u8>,
 }
 
+/// One item of a batch the engine's writer stores in order ([`Checkpointer::put_batch`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BatchItem {
+    /// A checkpoint, stored on [`Checkpointer::put`]'s condition.
+    Record(CheckpointRecord),
+    /// Task writes for the superstep running from a checkpoint ([`Checkpointer::put_writes`]).
+    Writes(ThreadId, CheckpointId, Vec<TaskWrite>),
+}
+
 /// A thread as listed by [`Checkpointer::list_threads`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSummary {
@@ -369,6 +378,41 @@ pub trait Checkpointer: Send + Sync + 'static {
         let mut out = Vec::with_capacity(batch.len());
         for (thread, checkpoint, writes) in batch {
             out.push(self.put_writes(&thread, checkpoint, writes).await);
+        }
+        out
+    }
+
+    /// Stores records and task writes, of any threads, in the given order: one result each, in
+    /// order; an item that fails (a conflict, say) stores nothing and does not stop the others.
+    /// The engine's writer hands over everything queued at once, so the checkpoints and the
+    /// parallel tasks' writes of many conversations cost one commit, not one per kind of item.
+    /// SQLite stores the whole batch in one transaction; the default calls
+    /// [`put_many`](Self::put_many) and [`put_writes_many`](Self::put_writes_many) for each run
+    /// of consecutive items of one kind.
+    async fn put_batch(&self, items: Vec<BatchItem>) -> Vec<Result<(), CheckpointError>> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut items = items.into_iter().peekable();
+        while let Some(first) = items.next() {
+            match first {
+                BatchItem::Record(r) => {
+                    let mut records = vec![r];
+                    while let Some(BatchItem::Record(_)) = items.peek() {
+                        if let Some(BatchItem::Record(r)) = items.next() {
+                            records.push(r);
+                        }
+                    }
+                    out.extend(self.put_many(records).await);
+                }
+                BatchItem::Writes(t, c, w) => {
+                    let mut group = vec![(t, c, w)];
+                    while let Some(BatchItem::Writes(..)) = items.peek() {
+                        if let Some(BatchItem::Writes(t, c, w)) = items.next() {
+                            group.push((t, c, w));
+                        }
+                    }
+                    out.extend(self.put_writes_many(group).await);
+                }
+            }
         }
         out
     }

@@ -19,9 +19,9 @@
 //! own.
 
 use super::error::RunError;
-use crate::checkpoint::{CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
+use crate::checkpoint::{BatchItem, CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
 use crate::ids::{CheckpointId, ThreadId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -65,21 +65,40 @@ impl AsyncWriter {
     }
 }
 
-/// A batch being committed: its threads, and its outcome once done.
-type InFlight = futures::future::BoxFuture<'static, Vec<(ThreadId, Result<(), CheckpointError>)>>;
+/// A batch being committed: once done, each item's thread and outcome (`Ok` for an item whose
+/// run got its own result), and the flushes to answer after it.
+type InFlight = futures::future::BoxFuture<'static, Settled>;
 
-/// The writer loop: batches the records queued at each wake-up into one `put_many`, saves task
-/// writes in order, and answers flushes after everything queued before them is stored. Up to
+struct Settled {
+    outcome: Vec<(ThreadId, Result<(), CheckpointError>)>,
+    flushes: Vec<Flush>,
+}
+
+type Flush = (ThreadId, oneshot::Sender<Result<(), RunError>>);
+
+/// What one wake-up of the writer collected: the items in arrival order, the reply of each (for
+/// a `sync` run that waits), and the flushes that come after them.
+#[derive(Default)]
+struct Batch {
+    items: Vec<BatchItem>,
+    replies: Vec<Reply>,
+    flushes: Vec<Flush>,
+}
+
+/// The writer loop: stores everything queued at each wake-up — records and task writes of any
+/// conversations, in arrival order — as one `put_batch` (one transaction on SQLite), and answers
+/// flushes after everything queued before them is stored. Up to
 /// `Checkpointer::max_concurrent_batches` batches are committed at once, on disjoint threads: a
-/// batch that touches a thread of a batch in flight, a task write and a flush wait until every
-/// batch in flight is done, so each thread's records still reach storage in order.
+/// batch that touches a thread with an item in flight that no run waits for, and a flush of such
+/// a thread, wait until every batch in flight is done, so each thread's items still reach
+/// storage in order.
 async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMsg>) {
     use futures::StreamExt;
     let most = cp.max_concurrent_batches().max(1);
     let mut errors: HashMap<ThreadId, RunError> = HashMap::new();
     let mut inflight = futures::stream::FuturesUnordered::<InFlight>::new();
-    let mut busy: std::collections::HashSet<ThreadId> = Default::default();
-    let mut batch = Vec::new();
+    let mut busy: HashSet<ThreadId> = HashSet::new();
+    let mut queued = Vec::new();
     loop {
         tokio::select! {
             biased;
@@ -87,102 +106,111 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                 settle(done, &mut busy, &mut errors);
                 continue;
             }
-            n = rx.recv_many(&mut batch, 256), if inflight.len() < most => {
+            n = rx.recv_many(&mut queued, 256), if inflight.len() < most => {
                 if n == 0 {
                     break;
                 }
             }
         }
-        let mut puts = Vec::new();
-        let mut msgs = batch.drain(..).peekable();
-        while let Some(msg) = msgs.next() {
+        let mut batch = Batch::default();
+        for msg in queued.drain(..) {
+            if batch.flushes_thread_of(&msg) {
+                // An item sent after its thread's flush: the flush answers for what came before
+                // it only, so it goes out first.
+                start(&cp, std::mem::take(&mut batch), &mut inflight, &mut busy, &mut errors)
+                    .await;
+            }
             match msg {
-                WriterMsg::Put(r) => puts.push((r, None)),
-                WriterMsg::PutAndWait(r, reply) => puts.push((r, Some(reply))),
-                other => {
-                    start(&cp, &mut puts, &mut inflight, &mut busy, &mut errors).await;
+                WriterMsg::Put(r) => batch.push(BatchItem::Record(r), None),
+                WriterMsg::PutAndWait(r, reply) => batch.push(BatchItem::Record(r), Some(reply)),
+                WriterMsg::Writes(t, c, w, reply) => batch.push(BatchItem::Writes(t, c, w), reply),
+                WriterMsg::Flush(t, reply) if busy.contains(&t) => {
+                    // An item of this thread nobody waits for is in flight: answer once
+                    // everything before the flush is stored.
+                    start(&cp, std::mem::take(&mut batch), &mut inflight, &mut busy, &mut errors)
+                        .await;
                     while let Some(done) = inflight.next().await {
                         settle(done, &mut busy, &mut errors);
                     }
-                    match other {
-                        WriterMsg::Writes(t, c, w, reply) => {
-                            // The task writes queued next to these go in the same call (one
-                            // transaction where the backend can).
-                            let mut group = vec![(t, c, w)];
-                            let mut replies = vec![reply];
-                            while let Some(WriterMsg::Writes(..)) = msgs.peek() {
-                                if let Some(WriterMsg::Writes(t, c, w, reply)) = msgs.next() {
-                                    group.push((t, c, w));
-                                    replies.push(reply);
-                                }
-                            }
-                            let threads: Vec<ThreadId> =
-                                group.iter().map(|(t, _, _)| t.clone()).collect();
-                            let results = cp.put_writes_many(group).await;
-                            for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
-                                match reply {
-                                    Some(reply) => {
-                                        let _ = reply.send(r);
-                                    }
-                                    None => {
-                                        if let Err(e) = r {
-                                            errors.entry(t).or_insert(e.into());
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        WriterMsg::Flush(t, reply) => {
-                            let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
-                        }
-                        WriterMsg::Put(_) | WriterMsg::PutAndWait(..) => {}
-                    }
+                    let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
                 }
+                WriterMsg::Flush(t, reply) => batch.flushes.push((t, reply)),
             }
         }
-        drop(msgs);
-        start(&cp, &mut puts, &mut inflight, &mut busy, &mut errors).await;
+        start(&cp, batch, &mut inflight, &mut busy, &mut errors).await;
     }
     while let Some(done) = inflight.next().await {
         settle(done, &mut busy, &mut errors);
     }
 }
 
-/// Starts committing `puts` as one batch (after the batches in flight, if it shares a thread
-/// with one of them).
+impl Batch {
+    fn push(&mut self, item: BatchItem, reply: Reply) {
+        self.items.push(item);
+        self.replies.push(reply);
+    }
+
+    /// Whether `msg` is an item of a thread this batch already holds a flush of.
+    fn flushes_thread_of(&self, msg: &WriterMsg) -> bool {
+        let thread = match msg {
+            WriterMsg::Put(r) | WriterMsg::PutAndWait(r, _) => &r.thread_id,
+            WriterMsg::Writes(t, ..) => t,
+            WriterMsg::Flush(..) => return false,
+        };
+        self.flushes.iter().any(|(t, _)| t == thread)
+    }
+}
+
+fn thread_of(item: &BatchItem) -> &ThreadId {
+    match item {
+        BatchItem::Record(r) => &r.thread_id,
+        BatchItem::Writes(t, ..) => t,
+    }
+}
+
+/// Starts committing `batch` (after the batches in flight, if it shares a thread with one of
+/// them). A batch of flushes alone is answered at once.
 async fn start(
     cp: &Arc<dyn Checkpointer>,
-    puts: &mut Vec<(CheckpointRecord, Reply)>,
+    batch: Batch,
     inflight: &mut futures::stream::FuturesUnordered<InFlight>,
-    busy: &mut std::collections::HashSet<ThreadId>,
+    busy: &mut HashSet<ThreadId>,
     errors: &mut HashMap<ThreadId, RunError>,
 ) {
     use futures::StreamExt;
-    if puts.is_empty() {
+    let Batch {
+        items,
+        replies,
+        flushes,
+    } = batch;
+    if items.is_empty() {
+        for (t, reply) in flushes {
+            let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
+        }
         return;
     }
-    if puts.iter().any(|(r, _)| busy.contains(&r.thread_id)) {
+    if items.iter().any(|i| busy.contains(thread_of(i))) {
         while let Some(done) = inflight.next().await {
             settle(done, busy, errors);
         }
     }
-    // A record whose run waits for it cannot be followed by another of its thread before its
-    // reply; a record nobody waits for can: its thread is busy until the batch is done.
+    // An item whose run waits for it cannot be followed by another of its thread before its
+    // reply; an item nobody waits for can: its thread is busy until the batch is done.
     busy.extend(
-        puts.iter()
+        items
+            .iter()
+            .zip(&replies)
             .filter(|(_, reply)| reply.is_none())
-            .map(|(r, _)| r.thread_id.clone()),
+            .map(|(i, _)| thread_of(i).clone()),
     );
-    let (records, replies): (Vec<CheckpointRecord>, Vec<Reply>) =
-        std::mem::take(puts).into_iter().unzip();
     let cp = cp.clone();
     inflight.push(Box::pin(async move {
-        let threads: Vec<ThreadId> = records.iter().map(|r| r.thread_id.clone()).collect();
-        let results = cp.put_many(records).await;
+        let threads: Vec<ThreadId> = items.iter().map(|i| thread_of(i).clone()).collect();
+        let results = cp.put_batch(items).await;
         let mut outcome = Vec::with_capacity(threads.len());
         for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
             match reply {
-                // The waiting run gets its own record's result.
+                // The waiting run gets its own item's result.
                 Some(reply) => {
                     let _ = reply.send(r);
                     outcome.push((t, Ok(())));
@@ -190,22 +218,25 @@ async fn start(
                 None => outcome.push((t, r)),
             }
         }
-        outcome
+        Settled { outcome, flushes }
     }));
 }
 
-/// Records a finished batch: its threads are free again, and a failed record without a waiting
-/// run fails that thread's next flush.
+/// Records a finished batch: its threads are free again, a failed item without a waiting run
+/// fails that thread's next flush, and the flushes queued behind the batch are answered.
 fn settle(
-    done: Vec<(ThreadId, Result<(), CheckpointError>)>,
-    busy: &mut std::collections::HashSet<ThreadId>,
+    done: Settled,
+    busy: &mut HashSet<ThreadId>,
     errors: &mut HashMap<ThreadId, RunError>,
 ) {
-    for (t, r) in done {
+    for (t, r) in done.outcome {
         busy.remove(&t);
         if let Err(e) = r {
             errors.entry(t).or_insert(e.into());
         }
+    }
+    for (t, reply) in done.flushes {
+        let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
     }
 }
 

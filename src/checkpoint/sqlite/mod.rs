@@ -31,6 +31,7 @@ use super::codec::{
 };
 use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
 use super::{
+    BatchItem,
     BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite,
     ThreadSummary,
 };
@@ -372,15 +373,36 @@ impl Checkpointer for SqliteCheckpointer {
     }
 
     async fn put_many(&self, records: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
-        let n = records.len();
+        self.put_batch(records.into_iter().map(BatchItem::Record).collect())
+            .await
+    }
+
+    async fn put_batch(&self, items: Vec<BatchItem>) -> Vec<Result<(), CheckpointError>> {
+        let n = items.len();
         let r = self
             .call(move |c| {
-                let tx = c
+                let mut tx = c
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(be)?;
-                // A conflicting record writes nothing (the check precedes every write), so the
-                // others of the batch can commit together.
-                let results: Vec<_> = records.iter().map(|r| put_in(&tx, r)).collect();
+                let mut results = Vec::with_capacity(items.len());
+                for item in &items {
+                    results.push(match item {
+                        // A conflicting record writes nothing (the check precedes its one
+                        // insert), so the others of the batch can commit together.
+                        BatchItem::Record(r) => put_in(&tx, r),
+                        // Several rows: each pair in a savepoint of its own, so one that fails
+                        // leaves nothing half written and the others still commit.
+                        BatchItem::Writes(thread, cp, writes) => {
+                            let sp = tx.savepoint().map_err(be)?;
+                            let r = id_to_sql(*cp)
+                                .and_then(|cp| insert_writes(&sp, thread.as_str(), cp, writes));
+                            if r.is_ok() {
+                                sp.commit().map_err(be)?;
+                            }
+                            r
+                        }
+                    });
+                }
                 tx.commit().map_err(be)?;
                 Ok(results)
             })
@@ -410,29 +432,13 @@ impl Checkpointer for SqliteCheckpointer {
         &self,
         batch: Vec<(ThreadId, CheckpointId, Vec<TaskWrite>)>,
     ) -> Vec<Result<(), CheckpointError>> {
-        let n = batch.len();
-        let r = self
-            .call(move |c| {
-                let mut tx = c
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(be)?;
-                // Each pair in a savepoint of its own: one that fails leaves nothing half
-                // written, and the others still commit.
-                let mut results = Vec::with_capacity(batch.len());
-                for (thread, cp, writes) in &batch {
-                    let sp = tx.savepoint().map_err(be)?;
-                    let r = id_to_sql(*cp)
-                        .and_then(|cp| insert_writes(&sp, thread.as_str(), cp, writes));
-                    if r.is_ok() {
-                        sp.commit().map_err(be)?;
-                    }
-                    results.push(r);
-                }
-                tx.commit().map_err(be)?;
-                Ok(results)
-            })
-            .await;
-        one_result_each(n, r)
+        self.put_batch(
+            batch
+                .into_iter()
+                .map(|(t, c, w)| BatchItem::Writes(t, c, w))
+                .collect(),
+        )
+        .await
     }
 
     async fn get_writes(
