@@ -6,8 +6,8 @@ mod support;
 
 use async_trait::async_trait;
 use planwright::checkpoint::{
-    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, MemoryCheckpointer,
-    TaskWrite, ThreadSummary,
+    put_batch_by_kind, BatchItem, CheckpointError, CheckpointMetadata, CheckpointRecord,
+    Checkpointer, MemoryCheckpointer, TaskWrite, ThreadSummary,
 };
 use planwright::{CheckpointId, Durability, Engine, RunOptions, RunStatus, ThreadId};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +25,10 @@ struct Counting {
     concurrent: usize,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
+    /// `put_batch` calls, those holding both records and task writes, and their items.
+    put_batches: AtomicUsize,
+    mixed_batches: AtomicUsize,
+    batched_items: AtomicUsize,
 }
 
 impl Counting {
@@ -61,6 +65,18 @@ impl Checkpointer for Counting {
         let out = self.inner.put_many(rs).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         out
+    }
+    async fn put_batch(&self, items: Vec<BatchItem>) -> Vec<Result<(), CheckpointError>> {
+        self.put_batches.fetch_add(1, Ordering::Relaxed);
+        self.batched_items.fetch_add(items.len(), Ordering::Relaxed);
+        let records = items
+            .iter()
+            .filter(|i| matches!(i, BatchItem::Record(_)))
+            .count();
+        if records > 0 && records < items.len() {
+            self.mixed_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        put_batch_by_kind(self, items).await
     }
     async fn put_writes(
         &self,
@@ -241,4 +257,64 @@ async fn a_run_alone_writes_straight_to_storage() {
     .unwrap();
     assert_eq!(cp.batches.load(Ordering::Relaxed), 0);
     assert!(cp.single.load(Ordering::Relaxed) >= 6);
+}
+
+/// The parallel tasks' writes and the checkpoints of conversations running together are stored
+/// in the same batches: one commit for whatever is queued at once, not one per kind of item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_writes_and_checkpoints_of_many_runs_share_batches() {
+    let cp = Arc::new(Counting::default());
+    let graph = planwright::graph::StateGraph::<Walk>::new("fork")
+        .add_node("a", sleeper("a", 1))
+        .add_node("b", sleeper("b", 2))
+        .add_node("c", sleeper("c", 1))
+        .add_edge(planwright::graph::START, "a")
+        .add_edge(planwright::graph::START, "b")
+        .add_edge("a", "c")
+        .add_edge("b", "c")
+        .add_edge("c", planwright::graph::END)
+        .compile()
+        .unwrap();
+    let e = Engine::builder(graph)
+        .checkpointer(cp.clone())
+        .durability(Durability::Sync)
+        .build()
+        .await;
+    let runs = (0..40).map(|i| {
+        let e = e.clone();
+        let cp = cp.clone();
+        tokio::spawn(async move {
+            // Staggered, so that some runs' task writes come due as others' checkpoints do.
+            tokio::time::sleep(std::time::Duration::from_millis(i % 3)).await;
+            let t = ThreadId::new(format!("fork{i}"));
+            let out = e
+                .run(t.clone(), WalkUpdate::default(), RunOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(out.status, RunStatus::Finished);
+            assert_eq!(
+                out.state.trace.len(),
+                3,
+                "thread fork{i}: {:?}",
+                out.state.trace
+            );
+            // Stored when the run returns: input, the fork's step and c's.
+            let chain = cp.load_chain(&t, None).await.unwrap();
+            assert_eq!(chain.last().unwrap().id, CheckpointId(3), "thread fork{i}");
+        })
+    });
+    for r in futures::future::join_all(runs).await {
+        r.unwrap();
+    }
+    let (batches, mixed, items) = (
+        cp.put_batches.load(Ordering::Relaxed),
+        cp.mixed_batches.load(Ordering::Relaxed),
+        cp.batched_items.load(Ordering::Relaxed),
+    );
+    eprintln!("{batches} batches of {items} items, {mixed} mixed");
+    assert!(mixed > 0, "records and task writes shared a batch");
+    assert!(
+        batches < items,
+        "fewer commits than items ({batches} for {items})"
+    );
 }

@@ -229,6 +229,41 @@ pub enum BatchItem {
     Writes(ThreadId, CheckpointId, Vec<TaskWrite>),
 }
 
+/// [`Checkpointer::put_batch`]'s default: [`Checkpointer::put_many`] and
+/// [`Checkpointer::put_writes_many`] for each run of consecutive items of one kind, results in
+/// order. Public so that a wrapping checkpointer can count or check batches and still store them
+/// the default way.
+pub async fn put_batch_by_kind<C: Checkpointer + ?Sized>(
+    cp: &C,
+    items: Vec<BatchItem>,
+) -> Vec<Result<(), CheckpointError>> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut items = items.into_iter().peekable();
+    while let Some(first) = items.next() {
+        match first {
+            BatchItem::Record(r) => {
+                let mut records = vec![r];
+                while let Some(BatchItem::Record(_)) = items.peek() {
+                    if let Some(BatchItem::Record(r)) = items.next() {
+                        records.push(r);
+                    }
+                }
+                out.extend(cp.put_many(records).await);
+            }
+            BatchItem::Writes(t, c, w) => {
+                let mut group = vec![(t, c, w)];
+                while let Some(BatchItem::Writes(..)) = items.peek() {
+                    if let Some(BatchItem::Writes(t, c, w)) = items.next() {
+                        group.push((t, c, w));
+                    }
+                }
+                out.extend(cp.put_writes_many(group).await);
+            }
+        }
+    }
+    out
+}
+
 /// A thread as listed by [`Checkpointer::list_threads`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSummary {
@@ -390,31 +425,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// [`put_many`](Self::put_many) and [`put_writes_many`](Self::put_writes_many) for each run
     /// of consecutive items of one kind.
     async fn put_batch(&self, items: Vec<BatchItem>) -> Vec<Result<(), CheckpointError>> {
-        let mut out = Vec::with_capacity(items.len());
-        let mut items = items.into_iter().peekable();
-        while let Some(first) = items.next() {
-            match first {
-                BatchItem::Record(r) => {
-                    let mut records = vec![r];
-                    while let Some(BatchItem::Record(_)) = items.peek() {
-                        if let Some(BatchItem::Record(r)) = items.next() {
-                            records.push(r);
-                        }
-                    }
-                    out.extend(self.put_many(records).await);
-                }
-                BatchItem::Writes(t, c, w) => {
-                    let mut group = vec![(t, c, w)];
-                    while let Some(BatchItem::Writes(..)) = items.peek() {
-                        if let Some(BatchItem::Writes(t, c, w)) = items.next() {
-                            group.push((t, c, w));
-                        }
-                    }
-                    out.extend(self.put_writes_many(group).await);
-                }
-            }
-        }
-        out
+        put_batch_by_kind(self, items).await
     }
 
     /// The writes saved for the superstep running from `checkpoint`, ordered by task then key.

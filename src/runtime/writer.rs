@@ -1,22 +1,23 @@
 //! The background checkpoint writer: `async` durability, and group commit for `sync`.
 //!
-//! One task per engine receives records and task writes in order, batches the records queued at
-//! that moment (across conversations) into one `put_many`, and answers flush requests only after
+//! One task per engine receives records and task writes in order and stores everything queued at
+//! each wake-up — checkpoints and parallel tasks' writes of any conversations, in arrival order —
+//! in one `Checkpointer::put_batch` (one transaction on SQLite). Flushes are answered only after
 //! everything queued before them is stored. A run waits for its flush when it ends, so `async`
 //! durability never reports a run finished before its checkpoints are stored.
 //!
 //! **Group commit** (for backends that prefer it, `Checkpointer::prefers_group_commit`: SQLite,
 //! PostgreSQL).
 //! A `sync` run with other runs going sends its record with a reply channel
-//! ([`AsyncWriter::put_and_wait`]) and waits for it: records of many conversations that arrive
-//! together are committed in one transaction, and each run goes on only once its own record is
+//! ([`AsyncWriter::put_and_wait`]) and waits for it: items of many conversations that arrive
+//! together are committed in one transaction, and each run goes on only once its own item is
 //! committed — `sync` still means what it says, with one commit (one `fsync`) per batch instead
-//! of one per superstep. Backends that serve several writers at once
+//! of one per superstep. Task writes (the updates of a superstep's parallel tasks, saved as each
+//! finishes) take the same path ([`AsyncWriter::writes_and_wait`]) and the same batches: a
+//! batch was once cut wherever a task write or a flush came between records, which left the
+//! research load at ~2 items per commit. Backends that serve several writers at once
 //! (`Checkpointer::max_concurrent_batches`: PostgreSQL) get several batches in flight, on
-//! disjoint threads. Task writes (the updates of a superstep's parallel tasks, saved as each
-//! finishes) take the same path: those queued together are stored in one call
-//! (`Checkpointer::put_writes_many`, one transaction on SQLite), and a `sync` run waits for its
-//! own.
+//! disjoint threads.
 
 use super::error::RunError;
 use crate::checkpoint::{BatchItem, CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
@@ -117,8 +118,14 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
             if batch.flushes_thread_of(&msg) {
                 // An item sent after its thread's flush: the flush answers for what came before
                 // it only, so it goes out first.
-                start(&cp, std::mem::take(&mut batch), &mut inflight, &mut busy, &mut errors)
-                    .await;
+                start(
+                    &cp,
+                    std::mem::take(&mut batch),
+                    &mut inflight,
+                    &mut busy,
+                    &mut errors,
+                )
+                .await;
             }
             match msg {
                 WriterMsg::Put(r) => batch.push(BatchItem::Record(r), None),
@@ -127,8 +134,14 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
                 WriterMsg::Flush(t, reply) if busy.contains(&t) => {
                     // An item of this thread nobody waits for is in flight: answer once
                     // everything before the flush is stored.
-                    start(&cp, std::mem::take(&mut batch), &mut inflight, &mut busy, &mut errors)
-                        .await;
+                    start(
+                        &cp,
+                        std::mem::take(&mut batch),
+                        &mut inflight,
+                        &mut busy,
+                        &mut errors,
+                    )
+                    .await;
                     while let Some(done) = inflight.next().await {
                         settle(done, &mut busy, &mut errors);
                     }
@@ -224,11 +237,7 @@ async fn start(
 
 /// Records a finished batch: its threads are free again, a failed item without a waiting run
 /// fails that thread's next flush, and the flushes queued behind the batch are answered.
-fn settle(
-    done: Settled,
-    busy: &mut HashSet<ThreadId>,
-    errors: &mut HashMap<ThreadId, RunError>,
-) {
+fn settle(done: Settled, busy: &mut HashSet<ThreadId>, errors: &mut HashMap<ThreadId, RunError>) {
     for (t, r) in done.outcome {
         busy.remove(&t);
         if let Err(e) = r {

@@ -3,8 +3,8 @@
 //! need no cleanup between them.
 
 use planwright::checkpoint::{
-    sweep, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource,
-    Checkpointer, Retention, TaskWrite, WriteKind,
+    sweep, BatchItem, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord,
+    CheckpointSource, Checkpointer, Retention, TaskWrite, WriteKind,
 };
 use planwright::{CheckpointId, TaskId, ThreadId};
 use std::sync::Arc;
@@ -57,6 +57,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     chains_and_get(&*cp, prefix).await;
     writes_are_idempotent_and_ordered(&*cp, prefix).await;
     writes_in_batches(&*cp, prefix).await;
+    mixed_batches(&*cp, prefix).await;
     listing(&*cp, prefix).await;
     metadata_delete_and_prune(&*cp, prefix).await;
     big_bodies(&*cp, prefix).await;
@@ -427,6 +428,64 @@ async fn writes_in_batches(cp: &dyn Checkpointer, prefix: &str) {
     );
     assert!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().is_empty());
     assert!(cp.put_writes_many(Vec::new()).await.is_empty());
+}
+
+/// `put_batch`: records and task writes of several threads in one call, stored in order (a
+/// record may follow its parent and writes their checkpoint in the same batch), one result each;
+/// a conflicting record stores nothing and the rest of the batch is still stored.
+async fn mixed_batches(cp: &dyn Checkpointer, prefix: &str) {
+    let a = ThreadId::new(format!("{prefix}/mixed-a"));
+    let b = ThreadId::new(format!("{prefix}/mixed-b"));
+    cp.put(rec(&b, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    let results = cp
+        .put_batch(vec![
+            BatchItem::Record(rec(&a, 1, None, BodyKind::Snapshot, "{}")),
+            BatchItem::Writes(
+                a.clone(),
+                CheckpointId(1),
+                vec![write(2, 0, WriteKind::Update, "", "a-task")],
+            ),
+            // b's head is 1, not 5: a conflict.
+            BatchItem::Record(rec(&b, 6, Some(5), BodyKind::Delta, "[]")),
+            BatchItem::Record(rec(&a, 2, Some(1), BodyKind::Delta, "[1]")),
+            BatchItem::Record(rec(&b, 2, Some(1), BodyKind::Delta, "[2]")),
+            BatchItem::Writes(
+                b.clone(),
+                CheckpointId(2),
+                vec![write(3, 1, WriteKind::Update, "", "b-task")],
+            ),
+        ])
+        .await;
+    assert_eq!(results.len(), 6);
+    for (i, r) in results.iter().enumerate() {
+        if i == 2 {
+            assert!(
+                matches!(r, Err(CheckpointError::Conflict { .. })),
+                "item {i}: {r:?}"
+            );
+        } else {
+            assert!(r.is_ok(), "item {i}: {r:?}");
+        }
+    }
+    assert_eq!(cp.head(&a).await.unwrap(), Some(CheckpointId(2)));
+    assert_eq!(cp.head(&b).await.unwrap(), Some(CheckpointId(2)));
+    assert!(
+        cp.get(&b, CheckpointId(6)).await.is_err(),
+        "a conflicting record is not stored"
+    );
+    let payloads =
+        |ws: Vec<TaskWrite>| -> Vec<Vec<u8>> { ws.into_iter().map(|w| w.payload).collect() };
+    assert_eq!(
+        payloads(cp.get_writes(&a, CheckpointId(1)).await.unwrap()),
+        [b"a-task".to_vec()]
+    );
+    assert_eq!(
+        payloads(cp.get_writes(&b, CheckpointId(2)).await.unwrap()),
+        [b"b-task".to_vec()]
+    );
+    assert!(cp.put_batch(Vec::new()).await.is_empty());
 }
 
 async fn writes_are_idempotent_and_ordered(cp: &dyn Checkpointer, prefix: &str) {

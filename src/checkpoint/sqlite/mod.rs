@@ -31,9 +31,8 @@ use super::codec::{
 };
 use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
 use super::{
-    BatchItem,
-    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite,
-    ThreadSummary,
+    BatchItem, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer,
+    TaskWrite, ThreadSummary,
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
