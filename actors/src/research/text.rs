@@ -78,7 +78,18 @@ pub fn topic_terms(goal: &str) -> Vec<String> {
 /// "risk", "risky" and "risks"; "cost" matches "costs" but not "accost".
 pub fn has_word_prefix(text: &str, prefix: &str) -> bool {
     let stem = stem(prefix);
-    tokenize(text).iter().any(|w| w.starts_with(stem))
+    // `tokenize`'s words, looked at in place: this runs for every sentence of every cited note.
+    let plain = !stem.bytes().any(|b| b.is_ascii_uppercase());
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .any(|w| {
+            if plain && w.is_ascii() {
+                w.len() >= stem.len()
+                    && w.as_bytes()[..stem.len()].eq_ignore_ascii_case(stem.as_bytes())
+            } else {
+                w.to_lowercase().starts_with(stem)
+            }
+        })
 }
 
 /// A crude stem: drops a plural or common suffix so "risks" and "risk" meet.
@@ -180,5 +191,19 @@ mod tests {
         assert!(has_word_prefix("a risky rollout", "risks"));
         assert!(has_word_prefix("Support costs", "cost"));
         assert!(!has_word_prefix("accost", "cost"));
+    }
+
+    proptest::proptest! {
+        /// Looking at words in place says what tokenizing the text first says, for any text and
+        /// prefix (upper case, accents and digits included).
+        #[test]
+        fn word_prefix_in_place_matches_tokenized(
+            text in "[a-zA-Zé0-9 ,.-]{0,40}",
+            prefix in "[a-zA-Zé0-9]{0,6}",
+        ) {
+            let stem = stem(&prefix);
+            let tokenized = tokenize(&text).iter().any(|w| w.starts_with(stem));
+            proptest::prop_assert_eq!(has_word_prefix(&text, &prefix), tokenized);
+        }
     }
 }

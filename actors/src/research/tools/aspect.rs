@@ -31,6 +31,7 @@ use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 use crate::tools::bm25::tokenize;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// Weight of a title that names the aspect, in sentences.
 const TITLE_WEIGHT: f64 = 3.0;
@@ -105,6 +106,13 @@ impl Matcher {
     }
 }
 
+/// Matchers of every aspect the lexicon knows, built once: the lexicon is fixed, and every
+/// search used to split and stem all of its words again.
+fn lexicon_matchers() -> &'static [Matcher] {
+    static MATCHERS: OnceLock<Vec<Matcher>> = OnceLock::new();
+    MATCHERS.get_or_init(|| lexicon::aspect_keys().map(Matcher::new).collect())
+}
+
 fn has_figure(sentence: &str) -> bool {
     sentence.chars().any(|c| c.is_ascii_digit())
 }
@@ -150,10 +158,10 @@ pub fn search_aspect(
     }
     let own_words: Vec<&String> = matcher.own.iter().flatten().collect();
     let is_own = |t: &str| own_words.iter().any(|a| text::stem(a) == text::stem(t));
-    let others: Vec<Matcher> = siblings
+    let sibling_matchers: Vec<Matcher> = siblings.iter().map(|s| Matcher::new(s)).collect();
+    let others: Vec<&Matcher> = sibling_matchers
         .iter()
-        .map(|s| Matcher::new(s))
-        .chain(lexicon::aspect_keys().map(Matcher::new))
+        .chain(lexicon_matchers())
         .filter(|m| !m.own.iter().flatten().any(|w| is_own(w)))
         .collect();
     let salient: Vec<String> = params
