@@ -164,12 +164,13 @@ impl SqliteCheckpointer {
             self.wal_over_limit.store(true, Ordering::Relaxed);
         }
         if self.wal_over_limit.swap(false, Ordering::Relaxed) {
-            // The log passed its limit: this call, on the blocking pool, truncates it after `f`.
+            // The log passed its limit: this call, on the blocking pool, restarts it after `f` (the
+            // next commit writes it from the start; `journal_size_limit` cuts the file back).
             return self
                 .offload(move |c| {
                     let r = f(c);
-                    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-                        tracing::warn!(error = %e, "sqlite WAL not truncated");
+                    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())) {
+                        tracing::warn!(error = %e, "sqlite WAL not restarted");
                     }
                     r
                 })
