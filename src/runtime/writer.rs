@@ -96,18 +96,21 @@ struct Batch {
 async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMsg>) {
     use futures::StreamExt;
     let most = cp.max_concurrent_batches().max(1);
-    let mut errors: HashMap<ThreadId, RunError> = HashMap::new();
-    let mut inflight = futures::stream::FuturesUnordered::<InFlight>::new();
-    let mut busy: HashSet<ThreadId> = HashSet::new();
+    let mut w = Committer {
+        cp,
+        inflight: Default::default(),
+        busy: HashSet::new(),
+        errors: HashMap::new(),
+    };
     let mut queued = Vec::new();
     loop {
         tokio::select! {
             biased;
-            Some(done) = inflight.next(), if !inflight.is_empty() => {
-                settle(done, &mut busy, &mut errors);
+            Some(done) = w.inflight.next(), if !w.inflight.is_empty() => {
+                w.settle(done);
                 continue;
             }
-            n = rx.recv_many(&mut queued, 256), if inflight.len() < most => {
+            n = rx.recv_many(&mut queued, 256), if w.inflight.len() < most => {
                 if n == 0 {
                     break;
                 }
@@ -118,43 +121,27 @@ async fn run(cp: Arc<dyn Checkpointer>, mut rx: mpsc::UnboundedReceiver<WriterMs
             if batch.flushes_thread_of(&msg) {
                 // An item sent after its thread's flush: the flush answers for what came before
                 // it only, so it goes out first.
-                start(
-                    &cp,
-                    std::mem::take(&mut batch),
-                    &mut inflight,
-                    &mut busy,
-                    &mut errors,
-                )
-                .await;
+                w.start(std::mem::take(&mut batch)).await;
             }
             match msg {
                 WriterMsg::Put(r) => batch.push(BatchItem::Record(r), None),
                 WriterMsg::PutAndWait(r, reply) => batch.push(BatchItem::Record(r), Some(reply)),
-                WriterMsg::Writes(t, c, w, reply) => batch.push(BatchItem::Writes(t, c, w), reply),
-                WriterMsg::Flush(t, reply) if busy.contains(&t) => {
+                WriterMsg::Writes(t, c, writes, reply) => {
+                    batch.push(BatchItem::Writes(t, c, writes), reply)
+                }
+                WriterMsg::Flush(t, reply) if w.busy.contains(&t) => {
                     // An item of this thread nobody waits for is in flight: answer once
                     // everything before the flush is stored.
-                    start(
-                        &cp,
-                        std::mem::take(&mut batch),
-                        &mut inflight,
-                        &mut busy,
-                        &mut errors,
-                    )
-                    .await;
-                    while let Some(done) = inflight.next().await {
-                        settle(done, &mut busy, &mut errors);
-                    }
-                    let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
+                    w.start(std::mem::take(&mut batch)).await;
+                    w.drain().await;
+                    w.answer(t, reply);
                 }
                 WriterMsg::Flush(t, reply) => batch.flushes.push((t, reply)),
             }
         }
-        start(&cp, batch, &mut inflight, &mut busy, &mut errors).await;
+        w.start(batch).await;
     }
-    while let Some(done) = inflight.next().await {
-        settle(done, &mut busy, &mut errors);
-    }
+    w.drain().await;
 }
 
 impl Batch {
@@ -181,71 +168,86 @@ fn thread_of(item: &BatchItem) -> &ThreadId {
     }
 }
 
-/// Starts committing `batch` (after the batches in flight, if it shares a thread with one of
-/// them). A batch of flushes alone is answered at once.
-async fn start(
-    cp: &Arc<dyn Checkpointer>,
-    batch: Batch,
-    inflight: &mut futures::stream::FuturesUnordered<InFlight>,
-    busy: &mut HashSet<ThreadId>,
-    errors: &mut HashMap<ThreadId, RunError>,
-) {
-    use futures::StreamExt;
-    let Batch {
-        items,
-        replies,
-        flushes,
-    } = batch;
-    if items.is_empty() {
-        for (t, reply) in flushes {
-            let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
-        }
-        return;
-    }
-    if items.iter().any(|i| busy.contains(thread_of(i))) {
-        while let Some(done) = inflight.next().await {
-            settle(done, busy, errors);
-        }
-    }
-    // An item whose run waits for it cannot be followed by another of its thread before its
-    // reply; an item nobody waits for can: its thread is busy until the batch is done.
-    busy.extend(
-        items
-            .iter()
-            .zip(&replies)
-            .filter(|(_, reply)| reply.is_none())
-            .map(|(i, _)| thread_of(i).clone()),
-    );
-    let cp = cp.clone();
-    inflight.push(Box::pin(async move {
-        let threads: Vec<ThreadId> = items.iter().map(|i| thread_of(i).clone()).collect();
-        let results = cp.put_batch(items).await;
-        let mut outcome = Vec::with_capacity(threads.len());
-        for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
-            match reply {
-                // The waiting run gets its own item's result.
-                Some(reply) => {
-                    let _ = reply.send(r);
-                    outcome.push((t, Ok(())));
-                }
-                None => outcome.push((t, r)),
-            }
-        }
-        Settled { outcome, flushes }
-    }));
+/// The writer's commits: the batches in flight, the threads with an item in flight that no run
+/// waits for, and the failures of such items, kept for their thread's next flush.
+struct Committer {
+    cp: Arc<dyn Checkpointer>,
+    inflight: futures::stream::FuturesUnordered<InFlight>,
+    busy: HashSet<ThreadId>,
+    errors: HashMap<ThreadId, RunError>,
 }
 
-/// Records a finished batch: its threads are free again, a failed item without a waiting run
-/// fails that thread's next flush, and the flushes queued behind the batch are answered.
-fn settle(done: Settled, busy: &mut HashSet<ThreadId>, errors: &mut HashMap<ThreadId, RunError>) {
-    for (t, r) in done.outcome {
-        busy.remove(&t);
-        if let Err(e) = r {
-            errors.entry(t).or_insert(e.into());
+impl Committer {
+    /// Starts committing `batch` (after the batches in flight, if it shares a thread with one of
+    /// them). A batch of flushes alone is answered at once.
+    async fn start(&mut self, batch: Batch) {
+        let Batch {
+            items,
+            replies,
+            flushes,
+        } = batch;
+        if items.is_empty() {
+            for (t, reply) in flushes {
+                self.answer(t, reply);
+            }
+            return;
+        }
+        if items.iter().any(|i| self.busy.contains(thread_of(i))) {
+            self.drain().await;
+        }
+        // An item whose run waits for it cannot be followed by another of its thread before its
+        // reply; an item nobody waits for can: its thread is busy until the batch is done.
+        self.busy.extend(
+            items
+                .iter()
+                .zip(&replies)
+                .filter(|(_, reply)| reply.is_none())
+                .map(|(i, _)| thread_of(i).clone()),
+        );
+        let cp = self.cp.clone();
+        self.inflight.push(Box::pin(async move {
+            let threads: Vec<ThreadId> = items.iter().map(|i| thread_of(i).clone()).collect();
+            let results = cp.put_batch(items).await;
+            let mut outcome = Vec::with_capacity(threads.len());
+            for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
+                match reply {
+                    // The waiting run gets its own item's result.
+                    Some(reply) => {
+                        let _ = reply.send(r);
+                        outcome.push((t, Ok(())));
+                    }
+                    None => outcome.push((t, r)),
+                }
+            }
+            Settled { outcome, flushes }
+        }));
+    }
+
+    /// Waits for every batch in flight.
+    async fn drain(&mut self) {
+        use futures::StreamExt;
+        while let Some(done) = self.inflight.next().await {
+            self.settle(done);
         }
     }
-    for (t, reply) in done.flushes {
-        let _ = reply.send(errors.remove(&t).map_or(Ok(()), Err));
+
+    /// Records a finished batch: its threads are free again, a failed item without a waiting run
+    /// fails that thread's next flush, and the flushes queued behind the batch are answered.
+    fn settle(&mut self, done: Settled) {
+        for (t, r) in done.outcome {
+            self.busy.remove(&t);
+            if let Err(e) = r {
+                self.errors.entry(t).or_insert(e.into());
+            }
+        }
+        for (t, reply) in done.flushes {
+            self.answer(t, reply);
+        }
+    }
+
+    /// Answers a flush of `t`: the first failure of its items nobody waited for, if any.
+    fn answer(&mut self, t: ThreadId, reply: oneshot::Sender<Result<(), RunError>>) {
+        let _ = reply.send(self.errors.remove(&t).map_or(Ok(()), Err));
     }
 }
 
