@@ -4,7 +4,7 @@
 
 mod support;
 
-use planwright::checkpoint::MemoryCheckpointer;
+use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
 use planwright::graph::{StateGraph, END, START};
 use planwright::store::{MemoryStore, PutOptions, Store};
 use planwright::{
@@ -331,5 +331,66 @@ async fn interrupt_before_a_first_node_pauses_before_anything_runs_then_resumes(
             assert_eq!(out.status, RunStatus::Finished, "{name}");
             assert_eq!(out.state.trace, ["inc1", "inc2", "done"], "{name}");
         }
+    }
+}
+
+/// `new_thread`: a fresh thread runs and is stored as usual without being looked up first; a
+/// thread that exists after all is refused at its first checkpoint, with nothing written, where
+/// the same input without the option would have gone on from the stored state (so the lookup
+/// was indeed skipped). With `async` durability the option is not honoured: the thread loads.
+#[tokio::test]
+async fn a_new_thread_is_not_looked_up_and_an_existing_one_is_refused_unharmed() {
+    let cp = Arc::new(MemoryCheckpointer::new());
+    let e = Engine::builder(counter_graph().compile().unwrap())
+        .checkpointer(cp.clone())
+        .build()
+        .await;
+    let fresh = ThreadId::new("fresh");
+    let out = e
+        .run(
+            fresh.clone(),
+            WalkUpdate::default().target(3),
+            RunOptions::default().new_thread(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Finished);
+    assert_eq!(out.state.count, 3);
+    let head = cp.head(&fresh).await.unwrap();
+    assert!(head.is_some(), "stored as usual");
+
+    let err = e
+        .run(
+            fresh.clone(),
+            WalkUpdate::default().target(5),
+            RunOptions::default().new_thread(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RunError::Checkpoint(planwright::checkpoint::CheckpointError::Conflict { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(cp.head(&fresh).await.unwrap(), head, "nothing written");
+    assert_eq!(e.get_state(&fresh).await.unwrap().unwrap().values.count, 3);
+
+    // Without the option (and with `async` durability, where it is not honoured) the same input
+    // goes on from the stored state.
+    for opts in [
+        RunOptions::default(),
+        RunOptions::default()
+            .new_thread()
+            .durability(planwright::Durability::Async),
+    ] {
+        let target = e.get_state(&fresh).await.unwrap().unwrap().values.count + 2;
+        let out = e
+            .run(fresh.clone(), WalkUpdate::default().target(target), opts)
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Finished);
+        assert_eq!(out.state.count, target);
     }
 }

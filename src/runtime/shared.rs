@@ -42,6 +42,8 @@ pub struct RunOptions {
     /// each superstep's updates as JSON, built only for listeners that want them (a load driver
     /// that counts nodes does not, and building them serialised every update a second time).
     pub without_state_updates: bool,
+    /// The caller knows the thread has never been stored (see [`RunOptions::new_thread`]).
+    pub new_thread: bool,
     /// Override the engine's durability for this run.
     pub durability: Option<Durability>,
     /// Nodes to pause before, in addition to the graph's `interrupt_before`.
@@ -74,6 +76,19 @@ impl RunOptions {
     /// Queue behind a running run instead of failing.
     pub fn enqueue(mut self) -> Self {
         self.on_busy = BusyPolicy::Enqueue;
+        self
+    }
+
+    /// Says the thread has never been stored, so a run with input does not look it up first (a
+    /// read per new conversation, ~3 % of a research load's CPU). Nothing can fork: the run's
+    /// first checkpoint is stored only if the thread has none, so for a thread that exists after
+    /// all the run fails with [`CheckpointError::Conflict`](crate::checkpoint::CheckpointError::Conflict)
+    /// before it writes anything. Honoured with `sync` durability only, where the run waits for
+    /// that first checkpoint before it goes on; with `async` or `exit`, and for resumes and
+    /// continues, the thread is loaded as always. Servers that create a thread and start its
+    /// first run at once, and load drivers with fresh thread ids, use it.
+    pub fn new_thread(mut self) -> Self {
+        self.new_thread = true;
         self
     }
 

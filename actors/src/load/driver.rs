@@ -130,7 +130,9 @@ impl<S: planwright::State> EngineConversations<S> {
             .start(
                 thread.clone(),
                 (w.input)(c.i),
-                RunOptions::streaming().without_state_updates(),
+                // Thread ids carry the load run's own tag: each conversation's thread is new, so
+                // it is not looked up (one that exists after all fails, unharmed).
+                RunOptions::streaming().without_state_updates().new_thread(),
             )
             .await;
         loop {

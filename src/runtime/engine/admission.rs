@@ -43,7 +43,13 @@ impl<S: State> Engine<S> {
     ) -> Result<RunHandle<S>, RunError> {
         let per_run = PerRun::resolve(&self.sh.graph, &opts)?;
         let (run_id, cancel) = self.claim(&thread, opts.on_busy).await?;
-        match self.prepare(&thread, mode, &per_run).await {
+        let durability = opts.durability.unwrap_or(self.sh.durability);
+        // Only where the run waits for its first checkpoint: a refused one stops it there.
+        let unseen = opts.new_thread
+            && durability == Durability::Sync
+            && self.sh.checkpointer.is_some()
+            && matches!(mode, StartMode::Input(_));
+        match self.prepare(&thread, mode, &per_run, unseen).await {
             Ok((saved, persisted_head)) => {
                 let (events, rx) = if opts.stream_events {
                     let (s, r) = EventSink::channel();
@@ -63,7 +69,7 @@ impl<S: State> Engine<S> {
                     run_id,
                     saved,
                     persisted_head,
-                    durability: opts.durability.unwrap_or(self.sh.durability),
+                    durability,
                     per_run,
                     events,
                     cancel,

@@ -4,14 +4,21 @@
 use super::*;
 
 impl<S: State> Engine<S> {
-    /// Loads the thread and applies the start mode: returns the position to run from.
+    /// Loads the thread (unless the caller said it is `unseen`: never stored) and applies the
+    /// start mode: returns the position to run from.
     pub(super) async fn prepare(
         &self,
         thread: &ThreadId,
         mode: StartMode<S>,
         per_run: &PerRun,
+        unseen: bool,
     ) -> Result<(SavedThread<S>, Option<CheckpointId>), RunError> {
-        let mut saved = self.load(thread).await?.unwrap_or_else(SavedThread::new);
+        let loaded = if unseen {
+            None
+        } else {
+            self.load(thread).await?
+        };
+        let mut saved = loaded.unwrap_or_else(SavedThread::new);
         let mut persisted_head = saved.head;
         if matches!(mode, StartMode::Replace(_)) && !saved.is_interrupted() {
             // The unfinished superstep (and any writes its finished tasks left) is abandoned;
