@@ -291,3 +291,51 @@ impl AsyncWriter {
 }
 
 type Reply = Option<oneshot::Sender<Result<(), CheckpointError>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{BodyKind, CheckpointMetadata, CheckpointSource, MemoryCheckpointer};
+
+    fn record(thread: &ThreadId, id: u64, parent: Option<u64>) -> CheckpointRecord {
+        CheckpointRecord {
+            thread_id: thread.clone(),
+            id: CheckpointId(id),
+            parent: parent.map(CheckpointId),
+            graph_fingerprint: "fp".into(),
+            kind: BodyKind::Snapshot,
+            body: b"{}".to_vec(),
+            next_tasks: b"[]".to_vec(),
+            metadata: CheckpointMetadata {
+                step: id,
+                source: CheckpointSource::Loop,
+                nodes: Vec::new(),
+                created_at_ms: 0,
+                extra: serde_json::Value::Null,
+                pause: None,
+            },
+        }
+    }
+
+    /// A flush answers for the items sent before it only: a failing item of the same thread sent
+    /// after it (often in the same wake-up of the writer) fails the next flush, not this one.
+    #[tokio::test]
+    async fn a_flush_answers_for_what_came_before_it() {
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let w = AsyncWriter::spawn(cp.clone());
+        let t = ThreadId::new("t");
+        for _ in 0..20 {
+            cp.delete_thread(&t).await.unwrap();
+            w.send(WriterMsg::Put(record(&t, 1, None))).unwrap();
+            let (first, first_rx) = oneshot::channel();
+            w.send(WriterMsg::Flush(t.clone(), first)).unwrap();
+            // Its parent is not the head: refused.
+            w.send(WriterMsg::Put(record(&t, 3, Some(2)))).unwrap();
+            let (second, second_rx) = oneshot::channel();
+            w.send(WriterMsg::Flush(t.clone(), second)).unwrap();
+            assert!(first_rx.await.unwrap().is_ok());
+            assert!(second_rx.await.unwrap().is_err());
+            assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(1)));
+        }
+    }
+}
