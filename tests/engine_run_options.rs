@@ -346,27 +346,20 @@ async fn a_new_thread_is_not_looked_up_and_an_existing_one_is_refused_unharmed()
         .build()
         .await;
     let fresh = ThreadId::new("fresh");
-    let out = e
-        .run(
+    let run_as_new = |target: u64| {
+        e.run(
             fresh.clone(),
-            WalkUpdate::default().target(3),
+            WalkUpdate::default().target(target),
             RunOptions::default().new_thread(),
         )
-        .await
-        .unwrap();
+    };
+    let out = run_as_new(3).await.unwrap();
     assert_eq!(out.status, RunStatus::Finished);
     assert_eq!(out.state.count, 3);
     let head = cp.head(&fresh).await.unwrap();
     assert!(head.is_some(), "stored as usual");
 
-    let err = e
-        .run(
-            fresh.clone(),
-            WalkUpdate::default().target(5),
-            RunOptions::default().new_thread(),
-        )
-        .await
-        .unwrap_err();
+    let err = run_as_new(5).await.unwrap_err();
     assert!(
         matches!(
             err,

@@ -150,27 +150,10 @@ pub fn link_chain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{CheckpointMetadata, CheckpointSource};
     use proptest::prelude::*;
 
     fn rec(id: u64, parent: Option<u64>, kind: BodyKind) -> CheckpointRecord {
-        CheckpointRecord {
-            thread_id: ThreadId::new("t"),
-            id: CheckpointId(id),
-            parent: parent.map(CheckpointId),
-            graph_fingerprint: "fp".into(),
-            kind,
-            body: format!("b{id}").into_bytes(),
-            next_tasks: b"[]".to_vec(),
-            metadata: CheckpointMetadata {
-                step: id,
-                source: CheckpointSource::Loop,
-                nodes: vec![],
-                created_at_ms: 1,
-                extra: serde_json::Value::Null,
-                pause: None,
-            },
-        }
+        crate::checkpoint::test_record(&ThreadId::new("t"), id, parent, kind)
     }
 
     fn chain(n: u64, snapshots: &[u64]) -> Vec<CheckpointRecord> {

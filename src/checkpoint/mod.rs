@@ -264,6 +264,33 @@ pub async fn put_batch_by_kind<C: Checkpointer + ?Sized>(
     out
 }
 
+/// A small record of `thread` for the crate's unit tests (body `b{id}`, fingerprint `fp`).
+#[cfg(test)]
+pub(crate) fn test_record(
+    thread: &ThreadId,
+    id: u64,
+    parent: Option<u64>,
+    kind: BodyKind,
+) -> CheckpointRecord {
+    CheckpointRecord {
+        thread_id: thread.clone(),
+        id: CheckpointId(id),
+        parent: parent.map(CheckpointId),
+        graph_fingerprint: "fp".into(),
+        kind,
+        body: format!("b{id}").into_bytes(),
+        next_tasks: b"[]".to_vec(),
+        metadata: CheckpointMetadata {
+            step: id,
+            source: CheckpointSource::Loop,
+            nodes: vec![],
+            created_at_ms: 1,
+            extra: serde_json::Value::Null,
+            pause: None,
+        },
+    }
+}
+
 /// A thread as listed by [`Checkpointer::list_threads`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSummary {

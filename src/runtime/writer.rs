@@ -295,26 +295,10 @@ type Reply = Option<oneshot::Sender<Result<(), CheckpointError>>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{BodyKind, CheckpointMetadata, CheckpointSource, MemoryCheckpointer};
+    use crate::checkpoint::{test_record, BodyKind, MemoryCheckpointer};
 
     fn record(thread: &ThreadId, id: u64, parent: Option<u64>) -> CheckpointRecord {
-        CheckpointRecord {
-            thread_id: thread.clone(),
-            id: CheckpointId(id),
-            parent: parent.map(CheckpointId),
-            graph_fingerprint: "fp".into(),
-            kind: BodyKind::Snapshot,
-            body: b"{}".to_vec(),
-            next_tasks: b"[]".to_vec(),
-            metadata: CheckpointMetadata {
-                step: id,
-                source: CheckpointSource::Loop,
-                nodes: Vec::new(),
-                created_at_ms: 0,
-                extra: serde_json::Value::Null,
-                pause: None,
-            },
-        }
+        test_record(thread, id, parent, BodyKind::Snapshot)
     }
 
     /// A flush answers for the items sent before it only: a failing item of the same thread sent
