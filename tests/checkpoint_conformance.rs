@@ -79,6 +79,112 @@ async fn sqlite_reopens_an_existing_file_without_reapplying_migrations() {
     );
 }
 
+/// Schema 3 rebuilds the two tables keyed by thread into tables in arrival order with unique
+/// key indexes: a file of schema 2 keeps its checkpoints and task writes, a write with the same
+/// key still replaces the earlier one, a record that is not the head's child is still refused,
+/// and new rows follow the old ones.
+#[tokio::test]
+async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
+    use planwright::checkpoint::{CheckpointError, TaskWrite, WriteKind};
+    use planwright::{CheckpointId, TaskId, ThreadId};
+    let path = backends::sqlite_path("schema2");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE planwright_schema (version INTEGER NOT NULL);
+             INSERT INTO planwright_schema VALUES (1), (2);
+             CREATE TABLE threads (thread_id TEXT PRIMARY KEY, metadata TEXT);
+             CREATE TABLE checkpoints (thread_id TEXT NOT NULL, id INTEGER NOT NULL,
+                 parent INTEGER, fingerprint TEXT NOT NULL, kind TEXT NOT NULL,
+                 body BLOB NOT NULL, next_tasks BLOB NOT NULL, metadata TEXT NOT NULL,
+                 checksum TEXT, PRIMARY KEY (thread_id, id)) WITHOUT ROWID;
+             CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint INTEGER NOT NULL,
+                 task_step INTEGER NOT NULL, task_index INTEGER NOT NULL, node TEXT NOT NULL,
+                 kind TEXT NOT NULL, key TEXT NOT NULL, payload BLOB NOT NULL,
+                 PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)) WITHOUT ROWID;",
+        )
+        .unwrap();
+        let meta = r#"{"step":1,"source":"loop","nodes":[],"created_at_ms":1,"extra":null}"#;
+        for (t, id, parent, kind, body) in [
+            ("b", 1, None, "snapshot", "{}"),
+            ("a", 1, None, "snapshot", "{}"),
+            ("a", 2, Some(1), "delta", "[]"),
+        ] {
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?1, ?2, ?3, 'fp', ?4, CAST(?5 AS BLOB), X'5B5D', ?6, NULL)",
+                rusqlite::params![t, id, parent, kind, body, meta],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO writes VALUES ('a', 2, 3, 0, 'n', 'update', '', X'31')",
+            [],
+        )
+        .unwrap();
+    }
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let a = ThreadId::new("a");
+    let ids = |chain: Vec<planwright::checkpoint::CheckpointRecord>| {
+        chain.iter().map(|r| r.id.0).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(cp.load_chain(&a, None).await.unwrap()), vec![1, 2]);
+    assert_eq!(
+        cp.head(&ThreadId::new("b")).await.unwrap(),
+        Some(CheckpointId(1))
+    );
+    let old = cp.get_writes(&a, CheckpointId(2)).await.unwrap();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].payload, b"1");
+    // The same task, kind and key replaces the migrated write.
+    let again = TaskWrite {
+        task: TaskId { step: 3, index: 0 },
+        node: "n".into(),
+        kind: WriteKind::Update,
+        key: String::new(),
+        payload: b"2".to_vec(),
+    };
+    cp.put_writes(&a, CheckpointId(2), vec![again.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        cp.get_writes(&a, CheckpointId(2)).await.unwrap(),
+        vec![again]
+    );
+    // The head's rule holds over the migrated rows.
+    let stale = checkpoint_suite::rec(&a, 3, Some(1), BodyKind::Delta, "{}");
+    assert!(matches!(
+        cp.put(stale).await,
+        Err(CheckpointError::Conflict { .. })
+    ));
+    cp.put(checkpoint_suite::rec(&a, 3, Some(2), BodyKind::Delta, "{}"))
+        .await
+        .unwrap();
+    assert_eq!(ids(cp.load_chain(&a, None).await.unwrap()), vec![1, 2, 3]);
+    drop(cp);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("SELECT MAX(version) FROM planwright_schema", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(version, 3);
+    // Rows in arrival order: the migrated ones by key, then the new one.
+    let order: Vec<(String, i64)> = conn
+        .prepare("SELECT thread_id, id FROM checkpoints ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<(String, i64)> = [("a", 1), ("a", 2), ("b", 1), ("a", 3)]
+        .iter()
+        .map(|(t, i)| (t.to_string(), *i))
+        .collect();
+    assert_eq!(order, want);
+}
+
 /// One operation of a random sequence: put `id` on `parent` for thread `t`.
 fn arb_ops() -> impl Strategy<Value = Vec<(u8, u64, Option<u64>)>> {
     proptest::collection::vec((0u8..3, 1u64..6, proptest::option::of(1u64..6)), 1..25)

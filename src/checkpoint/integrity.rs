@@ -44,15 +44,22 @@ pub enum IntegrityProblem {
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// The checksum of a record as stored: hex SHA-256 over its fields, each length-prefixed.
 pub fn checksum(r: &CheckpointRecord) -> Result<String, CheckpointError> {
-    Ok(checksum_parts(
+    Ok(checksum_with(r, &codec::metadata_json(&r.metadata)?))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+/// [`checksum`] with the metadata's stored JSON already made (a backend that stores that text
+/// serialises it once).
+pub fn checksum_with(r: &CheckpointRecord, metadata_json: &str) -> String {
+    checksum_parts(
         r.id,
         r.parent,
         &r.graph_fingerprint,
         r.kind,
         &r.body,
         &r.next_tasks,
-        codec::metadata_json(&r.metadata)?.as_bytes(),
-    ))
+        metadata_json.as_bytes(),
+    )
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -79,10 +86,13 @@ pub fn checksum_parts(
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
     }
-    h.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in h.finalize() {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -149,11 +149,20 @@ pub struct CheckpointRecord {
 impl CheckpointRecord {
     /// Bytes this record occupies in storage, counting body, next tasks and metadata.
     pub fn stored_bytes(&self) -> usize {
-        self.body.len()
-            + self.next_tasks.len()
-            + serde_json::to_vec(&self.metadata)
-                .map(|v| v.len())
-                .unwrap_or(0)
+        /// Counts what is written, keeping none of it.
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0 += b.len();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut meta = Count(0);
+        let meta = serde_json::to_writer(&mut meta, &self.metadata).map_or(0, |()| meta.0);
+        self.body.len() + self.next_tasks.len() + meta
     }
 }
 

@@ -121,11 +121,11 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
 ) -> Responder {
     Arc::new(move |req: &ChatRequest| {
-        let q: Q =
-            serde_json::from_value(req.input.clone()).map_err(|e| ModelError::Malformed {
-                call: req.call.clone(),
-                detail: format!("simulator input does not decode: {e}"),
-            })?;
+        // Read in place: cloning the input first copied every note's text once more per call.
+        let q = Q::deserialize(&req.input).map_err(|e| ModelError::Malformed {
+            call: req.call.clone(),
+            detail: format!("simulator input does not decode: {e}"),
+        })?;
         let a = f(&q).map_err(|detail| ModelError::Malformed {
             call: req.call.clone(),
             detail,

@@ -29,7 +29,7 @@ use super::codec::{
     id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,
     parse_write_kind, write_kind_str,
 };
-use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
+use super::integrity::{checksum_parts, checksum_with, link_chain, verify_checksum};
 use super::{
     BatchItem, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer,
     TaskWrite, ThreadSummary,
@@ -281,6 +281,8 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
             found,
         });
     }
+    let metadata = metadata_json(&r.metadata)?;
+    let sum = checksum_with(r, &metadata);
     tx.prepare_cached(
         "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -294,14 +296,14 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
         kind_str(r.kind),
         r.body,
         r.next_tasks,
-        metadata_json(&r.metadata)?,
-        checksum(r)?,
+        metadata,
+        sum,
     ])
     .map_err(be)?;
     Ok(())
 }
 
-/// A thread's head: its newest checkpoint (NULL when it has none). The primary key makes it one
+/// A thread's head: its newest checkpoint (NULL when it has none). The key index makes it one
 /// index probe; keeping no separate head column means a checkpoint write touches one table.
 const HEAD_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_id = ?1";
 

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-pub(super) static MIGRATIONS: [Migration; 2] = [
+pub(super) static MIGRATIONS: [Migration; 3] = [
     Migration {
         version: 1,
         name: "threads, checkpoints and task writes",
@@ -70,6 +70,53 @@ pub(super) static MIGRATIONS: [Migration; 2] = [
         name: "checkpoint checksums",
         // Rows of version 1 keep a NULL checksum: readable, links still verified.
         sql: "ALTER TABLE checkpoints ADD COLUMN checksum TEXT;",
+    },
+    Migration {
+        version: 3,
+        name: "checkpoints and task writes stored in the order they are written",
+        // Rows were clustered by their key, so a commit of records of many running threads
+        // wrote a page per thread; appended rows share pages, and the key lives in a unique
+        // index of small entries (see "Row order" in docs/checkpoints.md).
+        sql: "
+        CREATE TABLE checkpoints_by_arrival (
+            seq INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            id INTEGER NOT NULL,
+            parent INTEGER,
+            fingerprint TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            body BLOB NOT NULL,
+            next_tasks BLOB NOT NULL,
+            metadata TEXT NOT NULL,
+            checksum TEXT
+        );
+        INSERT INTO checkpoints_by_arrival
+            (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum)
+            SELECT thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum
+            FROM checkpoints ORDER BY thread_id, id;
+        DROP TABLE checkpoints;
+        ALTER TABLE checkpoints_by_arrival RENAME TO checkpoints;
+        CREATE UNIQUE INDEX checkpoints_key ON checkpoints (thread_id, id);
+        CREATE TABLE writes_by_arrival (
+            seq INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            checkpoint INTEGER NOT NULL,
+            task_step INTEGER NOT NULL,
+            task_index INTEGER NOT NULL,
+            node TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            payload BLOB NOT NULL
+        );
+        INSERT INTO writes_by_arrival
+            (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
+            SELECT thread_id, checkpoint, task_step, task_index, node, kind, key, payload
+            FROM writes ORDER BY thread_id, checkpoint, task_step, task_index, kind, key;
+        DROP TABLE writes;
+        ALTER TABLE writes_by_arrival RENAME TO writes;
+        CREATE UNIQUE INDEX writes_key
+            ON writes (thread_id, checkpoint, task_step, task_index, kind, key);
+    ",
     },
 ];
 
