@@ -28,8 +28,9 @@ use std::sync::{Mutex, OnceLock};
 pub const COMPRESS_FROM: usize = 256;
 /// With a dictionary, bodies from this size are compressed (kept only when smaller).
 pub const COMPRESS_WITH_DICTIONARY_FROM: usize = 32;
-/// zstd's level: fast, and most of the gain for JSON.
-const LEVEL: i32 = 3;
+/// zstd's level: the fastest regular one, and most of the gain for JSON (against the research
+/// dictionary 3.7 % more bytes than level 3, for ~30 % less compression time).
+const LEVEL: i32 = 1;
 /// The zstd frame magic number, little-endian.
 const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// A decompressed body may be at most this large (a corrupt frame must not exhaust memory).

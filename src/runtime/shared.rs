@@ -215,6 +215,41 @@ pub(crate) struct Shared<S: State> {
 }
 
 impl<S: State> Shared<S> {
+    /// Whether a write the caller waits for joins the writer's next transaction (group commit)
+    /// rather than going straight to storage: when the backend gains from it and other runs are
+    /// going; alone, the hop to the writer's thread would only add latency.
+    fn group_commit(&self, cp: &dyn Checkpointer) -> bool {
+        cp.prefers_group_commit() && self.registry.len() > 1
+    }
+
+    /// Stores `record` and waits for its commit (counting it is the caller's).
+    pub async fn put_and_wait(
+        &self,
+        record: crate::checkpoint::CheckpointRecord,
+    ) -> Result<(), RunError> {
+        match (&self.checkpointer, &self.writer) {
+            (Some(cp), Some(w)) if self.group_commit(&**cp) => w.put_and_wait(record).await,
+            (Some(cp), _) => Ok(cp.put(record).await?),
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// Stores task writes at `head` and waits for their commit.
+    pub async fn writes_and_wait(
+        &self,
+        thread: &ThreadId,
+        head: crate::ids::CheckpointId,
+        writes: Vec<crate::checkpoint::TaskWrite>,
+    ) -> Result<(), RunError> {
+        match (&self.checkpointer, &self.writer) {
+            (Some(cp), Some(w)) if self.group_commit(&**cp) => {
+                w.writes_and_wait(thread.clone(), head, writes).await
+            }
+            (Some(cp), _) => Ok(cp.put_writes(thread, head, writes).await?),
+            (None, _) => Ok(()),
+        }
+    }
+
     /// Removes a run from the registry and wakes whoever queued behind it.
     pub fn release(&self, thread: &ThreadId, run_id: RunId) {
         if let Some((_, run)) = self.registry.remove_if(thread, |_, r| r.run_id == run_id) {

@@ -406,7 +406,7 @@ impl<S: State> Run<S> {
         &mut self,
         writes: Vec<crate::checkpoint::TaskWrite>,
     ) -> Result<(), RunError> {
-        let (Some(cp), Some(head)) = (&self.sh.checkpointer, self.saved.head) else {
+        let (true, Some(head)) = (self.sh.checkpointer.is_some(), self.saved.head) else {
             return Ok(());
         };
         self.sh
@@ -418,12 +418,7 @@ impl<S: State> Run<S> {
                 w.send(WriterMsg::Writes(self.thread.clone(), head, writes, None))
             }
             // Group commit, as for records: with other runs going, these writes join theirs.
-            (Some(w), Durability::Sync)
-                if cp.prefers_group_commit() && self.sh.registry.len() > 1 =>
-            {
-                w.writes_and_wait(self.thread.clone(), head, writes).await
-            }
-            _ => Ok(cp.put_writes(&self.thread, head, writes).await?),
+            _ => self.sh.writes_and_wait(&self.thread, head, writes).await,
         }
     }
 
@@ -431,21 +426,16 @@ impl<S: State> Run<S> {
         &mut self,
         record: crate::checkpoint::CheckpointRecord,
     ) -> Result<(), RunError> {
-        let Some(cp) = &self.sh.checkpointer else {
+        if self.sh.checkpointer.is_none() {
             return Ok(());
-        };
+        }
         self.sh.counters.record(record.stored_bytes());
         self.persisted_head = Some(record.id);
         match (&self.sh.writer, self.durability) {
             (Some(w), Durability::Async) => w.send(WriterMsg::Put(record)),
             // Group commit: with other runs going, this record joins theirs in one transaction;
             // the run still goes on only once it is committed. Alone, it goes straight to storage.
-            (Some(w), Durability::Sync)
-                if cp.prefers_group_commit() && self.sh.registry.len() > 1 =>
-            {
-                w.put_and_wait(record).await
-            }
-            _ => Ok(cp.put(record).await?),
+            _ => self.sh.put_and_wait(record).await,
         }
     }
 

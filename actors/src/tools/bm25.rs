@@ -39,10 +39,7 @@ const B: f64 = 0.75;
 
 /// Splits text into lower-case alphanumeric tokens.
 pub fn tokenize(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    raw_tokens(text).map(str::to_lowercase).collect()
 }
 
 impl Bm25Index {
@@ -114,6 +111,74 @@ impl Bm25Index {
     }
 }
 
+/// What `Bm25Index::build(docs).search(query, limit)` returns, for a query over documents that
+/// are not searched again: only the query's terms are counted, so no posting list is built for
+/// the documents' other words (the offline planner ranks a request's notes this way once per call).
+pub fn rank_once<'a>(
+    docs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    query: &str,
+    limit: usize,
+) -> Vec<Hit> {
+    let mut terms = tokenize(query);
+    terms.sort();
+    terms.dedup();
+    // Per document: its length and how often it holds each query term.
+    let mut docs_tf: Vec<(f64, Vec<u32>)> = Vec::new();
+    let mut word = String::new();
+    for (title, text) in docs {
+        let mut tf = vec![0u32; terms.len()];
+        let mut len = 0usize;
+        for tok in raw_tokens(title).chain(raw_tokens(text)) {
+            len += 1;
+            lowercase_into(tok, &mut word);
+            if let Ok(k) = terms.binary_search_by(|t| t.as_str().cmp(&word)) {
+                tf[k] += 1;
+            }
+        }
+        docs_tf.push((len as f64, tf));
+    }
+    let n = docs_tf.len() as f64;
+    let avg_len = docs_tf.iter().map(|d| d.0).sum::<f64>() / n.max(1.0);
+    let mut hits = Vec::new();
+    for (doc, (len, tf)) in docs_tf.iter().enumerate() {
+        // Summed in the same order as `search` (terms sorted), so the scores are the same bits.
+        let mut score: Option<f64> = None;
+        for (k, &f) in tf.iter().enumerate() {
+            if f == 0 {
+                continue;
+            }
+            let df = docs_tf.iter().filter(|d| d.1[k] > 0).count() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let f = f64::from(f);
+            let norm = 1.0 - B + B * len / avg_len.max(1e-9);
+            *score.get_or_insert(0.0) += idf * f * (K1 + 1.0) / (f + K1 * norm);
+        }
+        if let Some(score) = score.filter(|s| *s > 0.0) {
+            hits.push(Hit { doc, score });
+        }
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+    hits.truncate(limit);
+    hits
+}
+
+/// The alphanumeric runs of `text`, as they are (see [`tokenize`]).
+fn raw_tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+}
+
+/// `word` becomes `tok.to_lowercase()`, in a buffer that is reused.
+fn lowercase_into(tok: &str, word: &mut String) {
+    word.clear();
+    if tok.contains('\u{3A3}') {
+        // A capital sigma lower-cases by its place in the word: leave it to the library.
+        word.push_str(&tok.to_lowercase());
+    } else {
+        word.extend(tok.chars().flat_map(char::to_lowercase));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +214,25 @@ mod tests {
         let index = Bm25Index::build([("a", "x y"), ("b", "x y"), ("c", "x y")]);
         let hits = index.search("x", 2);
         assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    proptest::proptest! {
+        /// Ranking once gives exactly the index's hits and scores, for any documents and query
+        /// (words drawn from a small vocabulary, with capitals and a Greek sigma, so they repeat).
+        #[test]
+        fn ranking_once_matches_the_index(
+            docs in proptest::collection::vec(
+                ("[a-cA-C Σσς]{0,12}", "(alpha|beta|Gamma|ΟΔΟΣ|x1|[a-c]{1,3}|,| ){0,30}"),
+                0..8,
+            ),
+            query in "(alpha|beta|gamma|οδος|x1|[a-c]{1,3}| ){0,6}",
+            limit in 0usize..10,
+        ) {
+            let docs: Vec<(&str, &str)> =
+                docs.iter().map(|(t, x)| (t.as_str(), x.as_str())).collect();
+            let want = Bm25Index::build(docs.iter().copied()).search(&query, limit);
+            proptest::prop_assert_eq!(rank_once(docs.iter().copied(), &query, limit), want);
+        }
     }
 
     #[test]

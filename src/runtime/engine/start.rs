@@ -111,7 +111,7 @@ impl<S: State> Engine<S> {
             super::resume_plan::ResumePlan::ConsumePause => {
                 saved.paused_before = false;
                 saved.pauses.clear();
-                if let Some(cp) = &self.sh.checkpointer {
+                if self.sh.checkpointer.is_some() {
                     // Mark the pause consumed so a crash now does not pause again.
                     let tasks = saved.stored_tasks();
                     let rec = persist::step_record(
@@ -125,8 +125,7 @@ impl<S: State> Engine<S> {
                         serde_json::Value::Null,
                         None,
                     )?;
-                    self.sh.counters.record(rec.stored_bytes());
-                    cp.put(rec).await?;
+                    self.put(rec).await?;
                 }
             }
             super::resume_plan::ResumePlan::Answer(answers) => {
@@ -139,23 +138,25 @@ impl<S: State> Engine<S> {
                     writes.push(persist::resume_write(&saved.tasks[i], &v, index)?);
                     saved.answers[i].push(v);
                 }
-                if let (Some(cp), Some(head)) = (&self.sh.checkpointer, saved.head) {
-                    cp.put_writes(thread, head, writes).await?;
+                if let Some(head) = saved.head {
+                    self.sh.writes_and_wait(thread, head, writes).await?;
                 }
             }
         }
         Ok(())
     }
 
+    /// Stores `rec` and waits for its commit: with other runs going, in the writer's next
+    /// transaction with theirs (a start used to commit its input checkpoint alone), as the
+    /// supervisors' checkpoints do.
     pub(super) async fn put(
         &self,
         rec: crate::checkpoint::CheckpointRecord,
     ) -> Result<(), RunError> {
-        if let Some(cp) = &self.sh.checkpointer {
+        if self.sh.checkpointer.is_some() {
             self.sh.counters.record(rec.stored_bytes());
-            cp.put(rec).await?;
         }
-        Ok(())
+        self.sh.put_and_wait(rec).await
     }
 
     /// Loads a thread's resumable position, applying the migration hook when the graph changed.

@@ -21,7 +21,7 @@ use crate::research::constraints::Constraints;
 use crate::research::notes::Note;
 use crate::research::state::{Criterion, PlanStep, StepParams, StepStatus};
 use crate::research::text;
-use crate::tools::bm25::Bm25Index;
+use crate::tools::bm25;
 
 /// The section name of a search step without a topic of its own.
 pub const OVERVIEW: &str = "overview";
@@ -86,8 +86,11 @@ pub fn sections_for(goal: &str, constraints: &Constraints, notes: &[Note]) -> Ve
         return constraints.required_sections.clone();
     }
     let topic = text::topic_terms(goal);
-    let index = Bm25Index::build(notes.iter().map(|n| (n.title.as_str(), n.text.as_str())));
-    let hits = index.search(&topic.join(" "), 8);
+    let hits = bm25::rank_once(
+        notes.iter().map(|n| (n.title.as_str(), n.text.as_str())),
+        &topic.join(" "),
+        8,
+    );
     let top = hits.first().map_or(0.0, |h| h.score);
     let mut counts: Vec<(String, usize)> = Vec::new();
     for hit in hits.iter().filter(|h| h.score >= top * 0.2) {
