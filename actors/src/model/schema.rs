@@ -7,7 +7,7 @@ use serde_json::Value;
 /// Checks `value` against `schema`; on failure, every problem found, each with its path.
 pub fn validate(value: &Value, schema: &Value) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
-    check(value, schema, "$", &mut errors);
+    check(value, schema, &Path::Root, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -28,17 +28,48 @@ fn type_matches(value: &Value, ty: &str) -> bool {
     }
 }
 
-fn check(value: &Value, schema: &Value, path: &str, errors: &mut Vec<String>) {
+/// Where a value sits in the answer (`$.steps[0].id`), written out only when it is reported:
+/// a valid answer costs no string per value it holds.
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => f.write_str("$"),
+            Path::Key(parent, k) => write!(f, "{parent}.{k}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+fn check(value: &Value, schema: &Value, path: &Path<'_>, errors: &mut Vec<String>) {
     let Some(schema) = schema.as_object() else {
         return; // `true` or an empty schema: anything goes
     };
     if let Some(ty) = schema.get("type") {
-        let types: Vec<&str> = match ty {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
+        let (named, matched) = match ty {
+            Value::String(t) => (true, type_matches(value, t)),
+            Value::Array(ts) => {
+                let mut names = ts.iter().filter_map(Value::as_str).peekable();
+                let named = names.peek().is_some();
+                (named, names.any(|t| type_matches(value, t)))
+            }
+            _ => (false, true),
         };
-        if !types.is_empty() && !types.iter().any(|t| type_matches(value, t)) {
+        if named && !matched {
+            let types: Vec<&str> = match ty {
+                Value::String(t) => vec![t.as_str()],
+                _ => ty
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect(),
+            };
             errors.push(format!(
                 "{path}: expected {}, found {}",
                 types.join(" or "),
@@ -78,7 +109,7 @@ fn check(value: &Value, schema: &Value, path: &str, errors: &mut Vec<String>) {
         }
         for (k, v) in obj {
             match props.and_then(|p| p.get(k)) {
-                Some(sub) => check(v, sub, &format!("{path}.{k}"), errors),
+                Some(sub) => check(v, sub, &Path::Key(path, k), errors),
                 None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
                     errors.push(format!("{path}: unexpected property `{k}`"))
                 }
@@ -105,7 +136,7 @@ fn check(value: &Value, schema: &Value, path: &str, errors: &mut Vec<String>) {
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, v) in items.iter().enumerate() {
-                check(v, item_schema, &format!("{path}[{i}]"), errors);
+                check(v, item_schema, &Path::Index(path, i), errors);
             }
         }
     }

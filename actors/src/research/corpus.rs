@@ -45,7 +45,30 @@ pub struct Prepared {
     pub sentences: Vec<Sentence>,
     /// Every word of title, text and tags, sorted, without repeats.
     vocabulary: Vec<String>,
+    /// Per sentence, which of the lexicon's aspects it names (bit `i`: the `i`-th aspect), worked
+    /// out on the first aspect search that reads it (`tools::aspect`).
+    pub(crate) lexicon_aspects: Derived<Vec<u64>>,
 }
+
+/// A value worked out from the rest of a [`Prepared`] when first needed: not part of what the
+/// note is, so two preparations of one note are equal whether or not either has it yet.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Derived<T>(std::sync::OnceLock<T>);
+
+impl<T> Derived<T> {
+    /// The value, made by `make` the first time.
+    pub(crate) fn get_or_init(&self, make: impl FnOnce() -> T) -> &T {
+        self.0.get_or_init(make)
+    }
+}
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Derived<T> {}
 
 impl Prepared {
     fn new(note: &Note) -> Self {
@@ -75,6 +98,7 @@ impl Prepared {
             tags,
             sentences,
             vocabulary,
+            lexicon_aspects: Derived::default(),
         }
     }
 

@@ -113,6 +113,27 @@ fn lexicon_matchers() -> &'static [Matcher] {
     MATCHERS.get_or_init(|| lexicon::aspect_keys().map(Matcher::new).collect())
 }
 
+// A sentence's lexicon aspects fit in one `u64` mask.
+const _: () = assert!(lexicon::SYNONYMS.len() <= 64);
+
+/// Per sentence of `note`, the lexicon's aspects it names (bit `i`: `lexicon_matchers()[i]`), made
+/// once per note: a sentence on the searched aspect used to ask every lexicon aspect again on
+/// every search.
+fn lexicon_aspects(note: &Prepared) -> &[u64] {
+    note.lexicon_aspects.get_or_init(|| {
+        note.sentences
+            .iter()
+            .map(|s| {
+                lexicon_matchers()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.weight(&s.words) > 0.0)
+                    .fold(0u64, |mask, (i, _)| mask | 1 << i)
+            })
+            .collect()
+    })
+}
+
 fn has_figure(sentence: &str) -> bool {
     sentence.chars().any(|c| c.is_ascii_digit())
 }
@@ -158,12 +179,19 @@ pub fn search_aspect(
     }
     let own_words: Vec<&String> = matcher.own.iter().flatten().collect();
     let is_own = |t: &str| own_words.iter().any(|a| text::stem(a) == text::stem(t));
-    let sibling_matchers: Vec<Matcher> = siblings.iter().map(|s| Matcher::new(s)).collect();
-    let others: Vec<&Matcher> = sibling_matchers
+    // The other aspects a sentence may be about: the plan's siblings, and the lexicon's (as a
+    // mask over each sentence's precomputed lexicon aspects).
+    let is_other = |m: &Matcher| !m.own.iter().flatten().any(|w| is_own(w));
+    let other_siblings: Vec<Matcher> = siblings
         .iter()
-        .chain(lexicon_matchers())
-        .filter(|m| !m.own.iter().flatten().any(|w| is_own(w)))
+        .map(|s| Matcher::new(s))
+        .filter(is_other)
         .collect();
+    let other_lexicon: u64 = lexicon_matchers()
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| is_other(m))
+        .fold(0u64, |mask, (i, _)| mask | 1 << i);
     let salient: Vec<String> = params
         .query
         .as_deref()
@@ -200,7 +228,8 @@ pub fn search_aspect(
         let mut on_aspect = 0.0;
         let mut best: Option<(f64, &str)> = None;
         let mut fallback: Option<(f64, &str)> = None;
-        for sentence in &prepared.sentences {
+        let lexicon_of = lexicon_aspects(prepared);
+        for (sentence, lexicon_mask) in prepared.sentences.iter().zip(lexicon_of) {
             let (s, tokens) = (sentence.text.as_str(), &sentence.words);
             let salient_score: f64 = weights
                 .iter()
@@ -209,7 +238,11 @@ pub fn search_aspect(
                 .sum();
             let w = matcher.weight(tokens);
             if w > 0.0 {
-                let shared = others.iter().filter(|m| m.weight(tokens) > 0.0).count();
+                let shared = other_siblings
+                    .iter()
+                    .filter(|m| m.weight(tokens) > 0.0)
+                    .count()
+                    + (lexicon_mask & other_lexicon).count_ones() as usize;
                 let figure = if has_figure(s) { FIGURE_BONUS } else { 0.0 };
                 let value = w * (1.0 + figure) / (1.0 + shared as f64);
                 on_aspect += value;
@@ -273,4 +306,32 @@ pub fn search_aspect(
         )
     };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notes_lexicon_aspects_are_what_each_matcher_says_of_each_sentence() {
+        let note = Note {
+            id: "n".into(),
+            title: "Running costs".into(),
+            text: "The price rose by 4 %. Response time fell to 80 ms at p95. It rained.".into(),
+            tags: vec![],
+        };
+        let corpus = Corpus::new(vec![note.clone()]);
+        let p = corpus.prepared(0);
+        let masks = lexicon_aspects(p).to_vec();
+        assert_eq!(masks.len(), p.sentences.len());
+        for (s, mask) in p.sentences.iter().zip(&masks) {
+            for (i, m) in lexicon_matchers().iter().enumerate() {
+                assert_eq!(mask >> i & 1 == 1, m.weight(&s.words) > 0.0, "{}", s.text);
+            }
+        }
+        // Sentences on an aspect and one on none.
+        assert!(masks[0] != 0 && masks[1] != 0 && masks[2] == 0, "{masks:?}");
+        // What was worked out is not part of the note's preparation.
+        assert_eq!(*p, *Corpus::new(vec![note]).prepared(0));
+    }
 }
