@@ -118,7 +118,7 @@ fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
                 call: "answer".into(),
                 messages: vec![ChatMessage::user(s.question.clone())],
                 schema: json!({"type": "object"}),
-                input: json!({"topic": s.topic, "visits": s.visits}),
+                input: json!({"topic": s.topic, "visits": s.visits}).to_string(),
             };
             let id = format!("answer-{}", ctx.task_id());
             let stream = |chunk: &str| ctx.stream_chunk(&id, chunk);
@@ -163,13 +163,14 @@ fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
 
 fn model() -> Arc<dyn ChatModel> {
     let answer: Responder = Arc::new(|req: &ChatRequest| {
-        let visits = req.input["visits"].as_u64().unwrap_or(0);
+        let input = req.input_value().unwrap_or_default();
+        let visits = input["visits"].as_u64().unwrap_or(0);
         let greeting = if visits > 1 {
             "Welcome back!"
         } else {
             "Hello!"
         };
-        Ok(json!({"text": format!("{greeting} Here is what I know about {}.", req.input["topic"])}))
+        Ok(json!({"text": format!("{greeting} Here is what I know about {}.", input["topic"])}))
     });
     let cfg: SimConfig = "sim:p50=20ms,seed=7"
         .parse()

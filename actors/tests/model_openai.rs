@@ -117,7 +117,7 @@ fn request() -> ChatRequest {
         ],
         schema: json!({"type": "object", "required": ["answer"], "additionalProperties": false,
                         "properties": {"answer": {"type": "integer"}}}),
-        input: json!({}),
+        input: "{}".into(),
     }
 }
 

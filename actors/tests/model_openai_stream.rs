@@ -99,7 +99,7 @@ fn request() -> ChatRequest {
         call: "write".into(),
         messages: vec![ChatMessage::user("Write.")],
         schema: json!({"type": "object"}),
-        input: json!({}),
+        input: "{}".into(),
     }
 }
 

@@ -14,13 +14,15 @@ fn request(call: &str) -> ChatRequest {
         call: call.into(),
         messages: vec![ChatMessage::user("n?")],
         schema: json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}),
-        input: json!({"x": 20}),
+        input: json!({"x": 20}).to_string(),
     }
 }
 
 fn responders() -> HashMap<String, Responder> {
-    let double: Responder =
-        Arc::new(|req: &ChatRequest| Ok(json!({"n": req.input["x"].as_i64().unwrap_or(0) * 2})));
+    let double: Responder = Arc::new(|req: &ChatRequest| {
+        let input = req.input_value().unwrap_or_default();
+        Ok(json!({"n": input["x"].as_i64().unwrap_or(0) * 2}))
+    });
     HashMap::from([("double".to_string(), double)])
 }
 

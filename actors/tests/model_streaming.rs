@@ -23,7 +23,7 @@ fn request() -> ChatRequest {
         call: "write".into(),
         messages: vec![ChatMessage::user("Write a line.")],
         schema: json!({"type": "object"}),
-        input: json!({}),
+        input: "{}".into(),
     }
 }
 

@@ -78,9 +78,17 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// JSON Schema of the answer (an object schema).
     pub schema: serde_json::Value,
-    /// The structured input the prompt was built from. HTTP providers ignore it; the simulator
-    /// hands it to the offline responder.
-    pub input: serde_json::Value,
+    /// The structured input the prompt was built from, as JSON text (the same text the prompt
+    /// quotes: serialised once). HTTP providers ignore it; the simulator hands it to the offline
+    /// responder.
+    pub input: String,
+}
+
+impl ChatRequest {
+    /// The structured input as a JSON value (for responders that read a field or two).
+    pub fn input_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(&self.input)
+    }
 }
 
 /// Tokens a call used.

@@ -91,7 +91,9 @@ pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
     req: &Q,
     schema: Value,
 ) -> Result<PolicyReply<T>, PolicyError> {
-    let input = serde_json::to_value(req)
+    // JSON text, once, for the prompt and the request: building a `Value` first allocated every
+    // field and string of the request, and the prompt serialised that again.
+    let input = serde_json::to_string(req)
         .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
     let chat = ChatRequest {
         call: call.to_string(),
@@ -121,8 +123,7 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
 ) -> Responder {
     Arc::new(move |req: &ChatRequest| {
-        // Read in place: cloning the input first copied every note's text once more per call.
-        let q = Q::deserialize(&req.input).map_err(|e| ModelError::Malformed {
+        let q = serde_json::from_str::<Q>(&req.input).map_err(|e| ModelError::Malformed {
             call: req.call.clone(),
             detail: format!("simulator input does not decode: {e}"),
         })?;

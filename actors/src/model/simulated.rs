@@ -157,7 +157,7 @@ impl SimulatedModel {
         for m in &req.messages {
             m.content.hash(&mut h);
         }
-        req.input.to_string().hash(&mut h);
+        req.input.hash(&mut h);
         let line = format!(
             "{}\t{}\t{:016x}\n",
             std::process::id(),
