@@ -156,6 +156,94 @@ pub struct Corpus {
     /// [`Corpus::document_frequency`] by term, as asked (at most [`DF_MEMO`] terms): every search
     /// step weighs its query's terms by rarity, and the same terms come back step after step.
     df: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    /// Every word of the notes with the notes holding it, built on the first
+    /// [`Corpus::mentioning`].
+    words: std::sync::OnceLock<WordIndex>,
+}
+
+/// The notes' words, sorted, each with the set of notes that hold it: which notes mention a
+/// term is then a binary search per word instead of one per word and note.
+#[derive(Debug)]
+struct WordIndex {
+    words: Vec<String>,
+    holders: Vec<Notes>,
+}
+
+/// A set of notes, by their place in the corpus.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notes(Vec<u64>);
+
+impl Notes {
+    /// No note of a corpus of `len` notes.
+    pub(crate) fn none(len: usize) -> Self {
+        Self(vec![0; len.div_ceil(64)])
+    }
+
+    fn all(len: usize) -> Self {
+        let mut s = Self::none(len);
+        for i in 0..len {
+            s.insert(i);
+        }
+        s
+    }
+
+    fn insert(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Whether note `i` is in the set.
+    pub fn contains(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|b| b >> (i % 64) & 1 == 1)
+    }
+
+    /// Adds the notes of `other`.
+    pub fn union_with(&mut self, other: &Notes) {
+        self.0.iter_mut().zip(&other.0).for_each(|(a, b)| *a |= b);
+    }
+
+    fn intersect_with(&mut self, other: &Notes) {
+        self.0.iter_mut().zip(&other.0).for_each(|(a, b)| *a &= b);
+    }
+
+    /// How many notes.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|b| b.count_ones() as usize).sum()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|b| *b == 0)
+    }
+}
+
+impl WordIndex {
+    fn new(prepared: &[Prepared]) -> Self {
+        let mut by_word: std::collections::BTreeMap<&str, Notes> = Default::default();
+        for (i, p) in prepared.iter().enumerate() {
+            for w in &p.vocabulary {
+                by_word
+                    .entry(w.as_str())
+                    .or_insert_with(|| Notes::none(prepared.len()))
+                    .insert(i);
+            }
+        }
+        let (words, holders) = by_word.into_iter().map(|(w, n)| (w.to_string(), n)).unzip();
+        Self { words, holders }
+    }
+
+    /// The notes holding a word that starts with `word`'s stem ([`Prepared::has_word`]).
+    fn with_word(&self, word: &str, len: usize) -> Notes {
+        let prefix = text::stem(word);
+        let from = self.words.partition_point(|w| w.as_str() < prefix);
+        let mut out = Notes::none(len);
+        for (w, holders) in self.words[from..].iter().zip(&self.holders[from..]) {
+            if !w.starts_with(prefix) {
+                break;
+            }
+            out.union_with(holders);
+        }
+        out
+    }
 }
 
 /// Most terms whose document frequency a corpus remembers.
@@ -185,6 +273,7 @@ impl Corpus {
             prepared,
             bm25,
             df: Default::default(),
+            words: Default::default(),
         }
     }
 
@@ -211,6 +300,21 @@ impl Corpus {
     /// The index of the note with id `id`.
     pub fn position(&self, id: &str) -> Option<usize> {
         self.notes.iter().position(|n| n.id == id)
+    }
+
+    /// The notes that mention `term` (exactly those whose [`Prepared::mentions_term`] holds).
+    pub fn mentioning(&self, term: &Term) -> Notes {
+        let len = self.notes.len();
+        let index = self.words.get_or_init(|| WordIndex::new(&self.prepared));
+        let mut out = Notes::none(len);
+        for words in term.alternatives.iter().filter(|w| !w.is_empty()) {
+            let mut all = Notes::all(len);
+            for w in words {
+                all.intersect_with(&index.with_word(w, len));
+            }
+            out.union_with(&all);
+        }
+        out
     }
 
     fn df_memo(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
@@ -279,6 +383,38 @@ mod tests {
         ) {
             let n = note(&words[0], &words.join(" "), &[]);
             prop_assert_eq!(Prepared::new(&n).mentions(&term), n.mentions(&term));
+        }
+
+        /// The corpus's word index finds exactly the notes each note's own check finds (words
+        /// from a small vocabulary, so notes share them and stems and prefixes meet).
+        #[test]
+        fn mentioning_is_each_notes_own_check(
+            notes in proptest::collection::vec(
+                proptest::collection::vec("(cost|costs|price|pric|risk|risks|latency|heat|pump|pumps|a|io)", 0..8),
+                0..70,
+            ),
+            term in "(cost|costs|price|risk|latency|heat pump|pumps|io)(\\|(cost|risk|heat))?",
+        ) {
+            let corpus = Corpus::new(
+                notes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, words)| {
+                        let mut n = note(&format!("t{i}"), &words.join(" "), &[]);
+                        n.id = format!("n{i}");
+                        n
+                    })
+                    .collect(),
+            );
+            let split = Term::new(&term);
+            let found = corpus.mentioning(&split);
+            for (i, (_, p)) in corpus.iter().enumerate() {
+                prop_assert_eq!(found.contains(i), p.mentions_term(&split), "note {}", i);
+            }
+            prop_assert_eq!(
+                found.len(),
+                corpus.iter().filter(|(_, p)| p.mentions_term(&split)).count()
+            );
         }
     }
 }

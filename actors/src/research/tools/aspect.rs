@@ -24,7 +24,7 @@
 //! aspect.
 
 use super::ToolOutcome;
-use crate::research::corpus::{has_prefix, Corpus, Prepared, Term};
+use crate::research::corpus::{has_prefix, Corpus, Notes, Prepared, Term};
 use crate::research::lexicon;
 use crate::research::notes::Note;
 use crate::research::state::{Finding, StepParams};
@@ -139,11 +139,13 @@ fn has_figure(sentence: &str) -> bool {
 }
 
 /// Tags carried by at least half of the notes that mention a topic term.
-fn topical_tags(corpus: &Corpus, topic: &[Term]) -> Vec<String> {
+fn topical_tags(corpus: &Corpus, mention_topic: &Notes) -> Vec<String> {
     let on_topic: Vec<&Note> = corpus
+        .notes()
         .iter()
-        .filter(|(_, p)| topic.iter().any(|t| p.mentions_term(t)))
-        .map(|(n, _)| n)
+        .enumerate()
+        .filter(|(i, _)| mention_topic.contains(*i))
+        .map(|(_, n)| n)
         .collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for n in &on_topic {
@@ -203,15 +205,24 @@ pub fn search_aspect(
     let weights = super::search::weigh_terms(&salient, corpus);
     let salient_terms: Vec<(Term, f64)> = weights.iter().map(|(t, w)| (Term::new(t), *w)).collect();
     let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
-    let topic: Vec<Term> = params.require_any.iter().map(|t| Term::new(t)).collect();
-    let tags = topical_tags(corpus, &topic);
+    // Which notes name the topic, and each salient term: looked up once in the corpus's word
+    // index instead of once per note.
+    let mut mention_topic = Notes::none(corpus.notes().len());
+    for t in &params.require_any {
+        mention_topic.union_with(&corpus.mentioning(&Term::new(t)));
+    }
+    let salient_notes: Vec<(Notes, f64)> = salient_terms
+        .iter()
+        .map(|(t, w)| (corpus.mentioning(t), *w))
+        .collect();
+    let tags = topical_tags(corpus, &mention_topic);
     let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
     let mut scored: Vec<Scored> = Vec::new();
-    for (note, prepared) in corpus.iter() {
+    for (i, (note, prepared)) in corpus.iter().enumerate() {
         let on_topic = if params.require_any.is_empty() {
             true
         } else if note.tags.is_empty() || tags.is_empty() {
-            topic.iter().any(|t| prepared.mentions_term(t))
+            mention_topic.contains(i)
         } else {
             note.tags.iter().any(|t| tags.contains(t))
         };
@@ -257,9 +268,9 @@ pub fn search_aspect(
         if on_aspect == 0.0 && title == 0.0 && tag == 0.0 {
             continue;
         }
-        let salient_note: f64 = salient_terms
+        let salient_note: f64 = salient_notes
             .iter()
-            .filter(|(t, _)| prepared.mentions_term(t))
+            .filter(|(notes, _)| notes.contains(i))
             .map(|(_, w)| w)
             .sum();
         let score = title
