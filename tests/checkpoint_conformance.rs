@@ -87,24 +87,8 @@ async fn sqlite_reopens_an_existing_file_without_reapplying_migrations() {
 async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
     use planwright::checkpoint::{CheckpointError, TaskWrite, WriteKind};
     use planwright::{CheckpointId, TaskId, ThreadId};
-    let path = backends::sqlite_path("schema2");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "CREATE TABLE planwright_schema (version INTEGER NOT NULL);
-             INSERT INTO planwright_schema VALUES (1), (2);
-             CREATE TABLE threads (thread_id TEXT PRIMARY KEY, metadata TEXT);
-             CREATE TABLE checkpoints (thread_id TEXT NOT NULL, id INTEGER NOT NULL,
-                 parent INTEGER, fingerprint TEXT NOT NULL, kind TEXT NOT NULL,
-                 body BLOB NOT NULL, next_tasks BLOB NOT NULL, metadata TEXT NOT NULL,
-                 checksum TEXT, PRIMARY KEY (thread_id, id)) WITHOUT ROWID;
-             CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint INTEGER NOT NULL,
-                 task_step INTEGER NOT NULL, task_index INTEGER NOT NULL, node TEXT NOT NULL,
-                 kind TEXT NOT NULL, key TEXT NOT NULL, payload BLOB NOT NULL,
-                 PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)) WITHOUT ROWID;",
-        )
-        .unwrap();
-        let meta = r#"{"step":1,"source":"loop","nodes":[],"created_at_ms":1,"extra":null}"#;
+    let path = {
+        let (path, conn) = backends::sqlite_file_at_schema("schema2", 2);
         for (t, id, parent, kind, body) in [
             ("b", 1, None, "snapshot", "{}"),
             ("a", 1, None, "snapshot", "{}"),
@@ -112,7 +96,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
         ] {
             conn.execute(
                 "INSERT INTO checkpoints VALUES (?1, ?2, ?3, 'fp', ?4, CAST(?5 AS BLOB), X'5B5D', ?6, NULL)",
-                rusqlite::params![t, id, parent, kind, body, meta],
+                rusqlite::params![t, id, parent, kind, body, backends::OLD_METADATA],
             )
             .unwrap();
         }
@@ -121,7 +105,8 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
             [],
         )
         .unwrap();
-    }
+        path
+    };
     let cp = connect(&format!("sqlite:{}", path.display()))
         .await
         .unwrap();

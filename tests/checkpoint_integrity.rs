@@ -215,31 +215,15 @@ async fn a_thread_missing_a_checkpoint_is_an_error_when_read_or_continued_never_
 
 #[tokio::test]
 async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
-    let path = backends::sqlite_path("v1");
-    {
-        // The schema of version 1, as an older build left it.
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "CREATE TABLE planwright_schema (version INTEGER NOT NULL);
-             INSERT INTO planwright_schema VALUES (1);
-             CREATE TABLE threads (thread_id TEXT PRIMARY KEY, metadata TEXT);
-             CREATE TABLE checkpoints (thread_id TEXT NOT NULL, id INTEGER NOT NULL,
-                 parent INTEGER, fingerprint TEXT NOT NULL, kind TEXT NOT NULL,
-                 body BLOB NOT NULL, next_tasks BLOB NOT NULL, metadata TEXT NOT NULL,
-                 PRIMARY KEY (thread_id, id)) WITHOUT ROWID;
-             CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint INTEGER NOT NULL,
-                 task_step INTEGER NOT NULL, task_index INTEGER NOT NULL, node TEXT NOT NULL,
-                 kind TEXT NOT NULL, key TEXT NOT NULL, payload BLOB NOT NULL,
-                 PRIMARY KEY (thread_id, checkpoint, task_step, task_index, kind, key)) WITHOUT ROWID;",
-        )
-        .unwrap();
-        let meta = r#"{"step":1,"source":"loop","nodes":[],"created_at_ms":1,"extra":null}"#;
+    let path = {
+        let (path, conn) = backends::sqlite_file_at_schema("v1", 1);
         conn.execute(
             "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1)",
-            [meta],
+            [backends::OLD_METADATA],
         )
         .unwrap();
-    }
+        path
+    };
     let cp = connect(&format!("sqlite:{}", path.display()))
         .await
         .unwrap();
