@@ -4,6 +4,8 @@
 mod backends;
 #[path = "support/checkpoint_suite.rs"]
 mod checkpoint_suite;
+#[path = "support/old_schema.rs"]
+mod old_schema;
 
 use planwright::checkpoint::{connect, BodyKind, Checkpointer, MemoryCheckpointer};
 use proptest::prelude::*;
@@ -88,7 +90,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
     use planwright::checkpoint::{CheckpointError, TaskWrite, WriteKind};
     use planwright::{CheckpointId, TaskId, ThreadId};
     let path = {
-        let (path, conn) = backends::sqlite_file_at_schema("schema2", 2);
+        let (path, conn) = old_schema::sqlite_file_at_schema("schema2", 2);
         for (t, id, parent, kind, body) in [
             ("b", 1, None, "snapshot", "{}"),
             ("a", 1, None, "snapshot", "{}"),
@@ -96,7 +98,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
         ] {
             conn.execute(
                 "INSERT INTO checkpoints VALUES (?1, ?2, ?3, 'fp', ?4, CAST(?5 AS BLOB), X'5B5D', ?6, NULL)",
-                rusqlite::params![t, id, parent, kind, body, backends::OLD_METADATA],
+                rusqlite::params![t, id, parent, kind, body, old_schema::OLD_METADATA],
             )
             .unwrap();
         }

@@ -8,6 +8,8 @@ mod backends;
 #[path = "support/checkpoint_suite.rs"]
 #[allow(dead_code)]
 mod checkpoint_suite;
+#[path = "support/old_schema.rs"]
+mod old_schema;
 mod support;
 
 use checkpoint_suite::rec_at;
@@ -216,10 +218,10 @@ async fn a_thread_missing_a_checkpoint_is_an_error_when_read_or_continued_never_
 #[tokio::test]
 async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
     let path = {
-        let (path, conn) = backends::sqlite_file_at_schema("v1", 1);
+        let (path, conn) = old_schema::sqlite_file_at_schema("v1", 1);
         conn.execute(
             "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1)",
-            [backends::OLD_METADATA],
+            [old_schema::OLD_METADATA],
         )
         .unwrap();
         path

@@ -8,35 +8,49 @@
 //! nothing (stalled), or the replans are used up. The router then only reads the plan's statuses
 //! and `blocked_reason`.
 
-use crate::research::state::{status, HistoryEntry, ResearchState, ResearchUpdate, StepStatus};
+use crate::research::state::{
+    status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResult, StepStatus,
+};
 use planwright::{NodeContext, NodeError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Progress so far: complete steps plus distinct notes they used. A replan after which this
 /// does not grow made no progress.
 pub fn progress_score(s: &ResearchState) -> u32 {
-    let complete: Vec<&str> = s
-        .active_steps()
+    score_of(&s.plan, &s.step_results)
+}
+
+/// The open gaps: every unmet criterion of a failed or skipped step.
+pub fn gaps(s: &ResearchState) -> Vec<String> {
+    gaps_of(&s.plan, &s.step_results)
+}
+
+/// The steps of `plan` not replaced ([`ResearchState::active_steps`] of a plan being marked).
+fn active(plan: &[PlanStep]) -> impl Iterator<Item = &PlanStep> {
+    plan.iter().filter(|s| s.status != StepStatus::Replaced)
+}
+
+fn score_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> u32 {
+    let complete: Vec<&str> = active(plan)
         .filter(|st| st.status == StepStatus::Complete)
         .map(|st| st.id.as_str())
         .collect();
     let notes: BTreeSet<&str> = complete
         .iter()
-        .filter_map(|id| s.step_results.get(*id))
+        .filter_map(|id| results.get(*id))
         .flat_map(|r| r.sources.iter().map(String::as_str))
         .collect();
     (complete.len() + notes.len()) as u32
 }
 
-/// The open gaps: every unmet criterion of a failed or skipped step.
-pub fn gaps(s: &ResearchState) -> Vec<String> {
+fn gaps_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> Vec<String> {
     let mut out = Vec::new();
-    for st in s.active_steps() {
+    for st in active(plan) {
         if !matches!(st.status, StepStatus::Failed | StepStatus::Skipped) {
             continue;
         }
         let kind = if st.optional { "optional" } else { "required" };
-        if let Some(r) = s.step_results.get(&st.id) {
+        if let Some(r) = results.get(&st.id) {
             for u in &r.unmet {
                 out.push(format!("{} ({kind}: {}): {u}", st.id, st.description));
             }
@@ -47,11 +61,12 @@ pub fn gaps(s: &ResearchState) -> Vec<String> {
 
 /// The node.
 pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
-    let mut next = s.clone();
+    // Only the plan changes: the rest of the state is read where it is.
+    let mut plan = s.plan.clone();
     let mut marks = Vec::new();
     for id in &s.selected_steps {
         let (Some(step), Some(r)) = (
-            next.plan.iter_mut().find(|p| &p.id == id),
+            plan.iter_mut().find(|p| &p.id == id),
             s.step_results.get(id),
         ) else {
             continue;
@@ -67,16 +82,13 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
         };
         marks.push(format!("{id}: {:?}", step.status).to_lowercase());
     }
-    let open = gaps(&next);
-    let score = progress_score(&next);
-    let failed: Vec<&str> = next
-        .active_steps()
+    let open = gaps_of(&plan, &s.step_results);
+    let score = score_of(&plan, &s.step_results);
+    let failed: Vec<&str> = active(&plan)
         .filter(|st| st.status == StepStatus::Failed)
         .map(|st| st.id.as_str())
         .collect();
-    let pending = next
-        .active_steps()
-        .any(|st| st.status == StepStatus::Pending);
+    let pending = active(&plan).any(|st| st.status == StepStatus::Pending);
     let mut blocked = None;
     let decision = if !failed.is_empty() {
         let why = open.join("; ");
@@ -119,7 +131,7 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
         .knowledge_gaps(open)
         .observations(vec![format!("assessment: {detail}")])
         .execution_history(vec![HistoryEntry::new("progress_assessed", detail)])
-        .plan(next.plan);
+        .plan(plan);
     if let Some(reason) = blocked {
         u = u
             .status(status::NEEDS_REVIEW.to_string())
