@@ -8,7 +8,7 @@
 use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
 use crate::research::notes::Note;
-use crate::research::output::{evidence, final_output};
+use crate::research::output::{evidence, final_output_with, Ending};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
 use crate::research::policy::{SectionInput, SectionKind, SynthesisRequest};
@@ -167,10 +167,15 @@ pub async fn synthesize_report(
         Ok(r) => r,
         Err(e) => {
             let mut u = policy_failure("synthesize_report", e, &ctx, env.model_attempts)?;
-            let mut view = (*s).clone();
-            view.blocked_reason = u.blocked_reason.clone().flatten();
-            view.errors.extend(u.errors.clone().unwrap_or_default());
-            u = u.final_output(final_output(&view, status::FAILED, ""));
+            let blocked = u.blocked_reason.clone().flatten();
+            let mut errors = s.errors.clone();
+            errors.extend(u.errors.clone().unwrap_or_default());
+            let ending = Ending {
+                knowledge_gaps: &s.knowledge_gaps,
+                blocked_reason: blocked.as_deref(),
+                errors: &errors,
+            };
+            u = u.final_output(final_output_with(&s, status::FAILED, "", ending));
             return Ok(u);
         }
     };
@@ -185,8 +190,6 @@ pub async fn synthesize_report(
     let (report, removed) = citations::enforce_supported(&reply.value.text, &notes);
     let mut gaps = s.knowledge_gaps.clone();
     gaps.extend(removed.iter().cloned());
-    let mut view = (*s).clone();
-    view.knowledge_gaps = gaps.clone();
     let cited = citations::cited_ids(&report);
     let distinct: HashSet<&String> = cited.iter().collect();
     let mut detail = format!(
@@ -203,7 +206,16 @@ pub async fn synthesize_report(
     }
     Ok(ResearchUpdate::default()
         .model_usage(usage)
-        .final_output(final_output(&view, status::OK, &report))
+        .final_output(final_output_with(
+            &s,
+            status::OK,
+            &report,
+            Ending {
+                knowledge_gaps: &gaps,
+                blocked_reason: s.blocked_reason.as_deref(),
+                errors: &s.errors,
+            },
+        ))
         .final_report(report)
         .knowledge_gaps(gaps)
         .status(status::OK.to_string())
@@ -238,11 +250,14 @@ pub fn mark_needs_review(s: &ResearchState, _: &NodeContext) -> Result<ResearchU
     } else {
         String::new()
     };
-    let mut view = s.clone();
-    view.blocked_reason = Some(reason.clone());
+    let ending = Ending {
+        knowledge_gaps: &s.knowledge_gaps,
+        blocked_reason: Some(&reason),
+        errors: &s.errors,
+    };
     Ok(ResearchUpdate::default()
         .status(st.to_string())
-        .final_output(final_output(&view, st, &draft))
+        .final_output(final_output_with(s, st, &draft, ending))
         .final_report(draft)
         .blocked_reason(Some(reason.clone()))
         .execution_history(vec![HistoryEntry::new("needs_review", reason)]))
