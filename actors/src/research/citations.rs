@@ -44,15 +44,33 @@ pub fn cited_ids(text: &str) -> Vec<String> {
 /// Whether `note` supports `claim`: the claim's figures are the note's, and at least half of its
 /// content words (citations left out) are in the note.
 pub fn supports(note: &Note, claim: &str) -> bool {
+    NoteEvidence::of(note).supports(claim)
+}
+
+/// What [`supports`] reads of a note (its title and text, and the figures they state), made once
+/// per note when one brief's sentences cite it again and again.
+struct NoteEvidence {
+    text: String,
+    values: Vec<f64>,
+}
+
+impl NoteEvidence {
+    fn of(note: &Note) -> Self {
+        let text = format!("{} {}", note.title, note.text);
+        let values = figures::extract(&text).iter().map(|f| f.value).collect();
+        Self { text, values }
+    }
+
+    fn supports(&self, claim: &str) -> bool {
+        supported_by(&self.text, &self.values, claim)
+    }
+}
+
+fn supported_by(note_text: &str, note_values: &[f64], claim: &str) -> bool {
     let mut bare = claim.to_string();
     for id in cited_ids(claim) {
         bare = bare.replace(&format!("[{id}]"), " ");
     }
-    let note_text = format!("{} {}", note.title, note.text);
-    let note_values: Vec<f64> = figures::extract(&note_text)
-        .iter()
-        .map(|f| f.value)
-        .collect();
     let figures_ok = figures::extract(&bare).iter().all(|f| {
         note_values
             .iter()
@@ -67,7 +85,7 @@ pub fn supports(note: &Note, claim: &str) -> bool {
     }
     let shared = words
         .iter()
-        .filter(|w| text::has_word_prefix(&note_text, w))
+        .filter(|w| text::has_word_prefix(note_text, w))
         .count();
     figures_ok && shared as f64 >= MIN_SHARED * words.len() as f64
 }
@@ -92,6 +110,7 @@ fn enforce_with(
     let mut gaps = Vec::new();
     let mut lines = Vec::new();
     let mut in_sources = false;
+    let evidence: std::cell::RefCell<HashMap<&str, NoteEvidence>> = Default::default();
     for line in text.lines() {
         if let Some(h) = line.strip_prefix("## ") {
             in_sources = h.trim().eq_ignore_ascii_case("sources");
@@ -121,9 +140,13 @@ fn enforce_with(
                 let Some(notes) = notes else { return true };
                 if cited.is_empty()
                     || cited.iter().any(|id| {
-                        notes
-                            .get(id.as_str())
-                            .is_some_and(|n| supports(n, sentence))
+                        notes.get_key_value(id.as_str()).is_some_and(|(id, n)| {
+                            evidence
+                                .borrow_mut()
+                                .entry(id)
+                                .or_insert_with(|| NoteEvidence::of(n))
+                                .supports(sentence)
+                        })
                     })
                 {
                     return true;
