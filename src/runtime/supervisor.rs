@@ -406,7 +406,7 @@ impl<S: State> Run<S> {
         &mut self,
         writes: Vec<crate::checkpoint::TaskWrite>,
     ) -> Result<(), RunError> {
-        let (true, Some(head)) = (self.sh.checkpointer.is_some(), self.saved.head) else {
+        let Some(head) = self.saved.head.filter(|_| self.sh.checkpointer.is_some()) else {
             return Ok(());
         };
         self.sh

@@ -326,12 +326,7 @@ impl Corpus {
         if let Some(n) = self.df_memo().get(term) {
             return *n;
         }
-        let split = Term::new(term);
-        let n = self
-            .prepared
-            .iter()
-            .filter(|p| p.mentions_term(&split))
-            .count();
+        let n = self.mentioning(&Term::new(term)).len();
         let mut df = self.df_memo();
         if df.len() < DF_MEMO {
             df.insert(term.to_string(), n);

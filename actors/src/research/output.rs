@@ -45,21 +45,8 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
 /// brief itself is the state's `final_report`, the plan its `plan`, and each note's evidence
 /// sentence is in `step_results` (`output_json` joins them): not copied here, so a conversation's
 /// last checkpoint does not hold them twice. `report_words` says how long the brief is.
-pub fn final_output(s: &ResearchState, status: &str, report: &str) -> Value {
-    final_output_with(
-        s,
-        status,
-        report,
-        Ending {
-            knowledge_gaps: &s.knowledge_gaps,
-            blocked_reason: s.blocked_reason.as_deref(),
-            errors: &s.errors,
-        },
-    )
-}
-
 /// What a finishing node is about to write over the state it read (gaps, blocked reason,
-/// errors), for [`final_output_with`].
+/// errors), for [`final_output`].
 pub struct Ending<'a> {
     /// The gaps the output reports.
     pub knowledge_gaps: &'a [String],
@@ -69,9 +56,9 @@ pub struct Ending<'a> {
     pub errors: &'a [String],
 }
 
-/// [`final_output`] with the gaps, blocked reason and errors a finishing node writes, read from
-/// `ending` instead of a copy of the whole state made to hold them.
-pub fn final_output_with(s: &ResearchState, status: &str, report: &str, ending: Ending) -> Value {
+/// The gaps, blocked reason and errors come from `ending`: what the finishing node writes, not
+/// a copy of the whole state made to hold them.
+pub fn final_output(s: &ResearchState, status: &str, report: &str, ending: Ending) -> Value {
     let sources: Vec<String> = evidence(s).into_iter().map(|e| e.source_id).collect();
     json!({
         "status": status,

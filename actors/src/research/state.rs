@@ -269,8 +269,12 @@ impl ResearchState {
 
     /// Steps that are part of the current plan (not replaced).
     pub fn active_steps(&self) -> impl Iterator<Item = &PlanStep> {
-        self.plan
-            .iter()
-            .filter(|s| s.status != StepStatus::Replaced)
+        active_steps(&self.plan)
     }
+}
+
+/// The steps of `plan` that are part of it (not replaced): [`ResearchState::active_steps`] of a
+/// plan a node is still marking.
+pub fn active_steps(plan: &[PlanStep]) -> impl Iterator<Item = &PlanStep> {
+    plan.iter().filter(|s| s.status != StepStatus::Replaced)
 }

@@ -85,30 +85,50 @@ impl Bm25Index {
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         let n = self.doc_len.len() as f64;
         let mut scores: HashMap<usize, f64> = HashMap::new();
-        let mut terms = tokenize(query);
-        terms.sort();
-        terms.dedup();
-        for term in terms {
+        for term in query_terms(query) {
             let Some(posting) = self.postings.get(&term) else {
                 continue;
             };
-            let df = posting.len() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let idf = idf(n, posting.len() as f64);
             for &(doc, tf) in posting {
-                let tf = f64::from(tf);
-                let norm = 1.0 - B + B * self.doc_len[doc] / self.avg_len.max(1e-9);
-                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+                *scores.entry(doc).or_default() +=
+                    term_score(idf, tf, self.doc_len[doc], self.avg_len);
             }
         }
-        let mut hits: Vec<Hit> = scores
-            .into_iter()
-            .filter(|(_, s)| *s > 0.0)
-            .map(|(doc, score)| Hit { doc, score })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
-        hits.truncate(limit);
-        hits
+        ranked(scores, limit)
     }
+}
+
+/// The query's distinct tokens, sorted (the order scores are summed in).
+fn query_terms(query: &str) -> Vec<String> {
+    let mut terms = tokenize(query);
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+/// A term's inverse document frequency among `n` documents, `df` of which hold it.
+fn idf(n: f64, df: f64) -> f64 {
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+/// What a term held `tf` times adds to the score of a document of `len` tokens.
+fn term_score(idf: f64, tf: u32, len: f64, avg_len: f64) -> f64 {
+    let tf = f64::from(tf);
+    let norm = 1.0 - B + B * len / avg_len.max(1e-9);
+    idf * tf * (K1 + 1.0) / (tf + K1 * norm)
+}
+
+/// The `limit` best of `scores` (by document) above zero, best first, ties by document order.
+fn ranked(scores: impl IntoIterator<Item = (usize, f64)>, limit: usize) -> Vec<Hit> {
+    let mut hits: Vec<Hit> = scores
+        .into_iter()
+        .filter(|(_, s)| *s > 0.0)
+        .map(|(doc, score)| Hit { doc, score })
+        .collect();
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+    hits.truncate(limit);
+    hits
 }
 
 /// What `Bm25Index::build(docs).search(query, limit)` returns, for a query over documents that
@@ -119,9 +139,7 @@ pub fn rank_once<'a>(
     query: &str,
     limit: usize,
 ) -> Vec<Hit> {
-    let mut terms = tokenize(query);
-    terms.sort();
-    terms.dedup();
+    let terms = query_terms(query);
     // Per document: its length and how often it holds each query term.
     let mut docs_tf: Vec<(f64, Vec<u32>)> = Vec::new();
     let mut word = String::new();
@@ -139,27 +157,21 @@ pub fn rank_once<'a>(
     }
     let n = docs_tf.len() as f64;
     let avg_len = docs_tf.iter().map(|d| d.0).sum::<f64>() / n.max(1.0);
-    let mut hits = Vec::new();
-    for (doc, (len, tf)) in docs_tf.iter().enumerate() {
-        // Summed in the same order as `search` (terms sorted), so the scores are the same bits.
-        let mut score: Option<f64> = None;
-        for (k, &f) in tf.iter().enumerate() {
-            if f == 0 {
-                continue;
-            }
-            let df = docs_tf.iter().filter(|d| d.1[k] > 0).count() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            let f = f64::from(f);
-            let norm = 1.0 - B + B * len / avg_len.max(1e-9);
-            *score.get_or_insert(0.0) += idf * f * (K1 + 1.0) / (f + K1 * norm);
-        }
-        if let Some(score) = score.filter(|s| *s > 0.0) {
-            hits.push(Hit { doc, score });
-        }
-    }
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
-    hits.truncate(limit);
-    hits
+    let idfs: Vec<f64> = (0..terms.len())
+        .map(|k| idf(n, docs_tf.iter().filter(|d| d.1[k] > 0).count() as f64))
+        .collect();
+    // Summed in the same order as `search` (terms sorted), so the scores are the same bits; a
+    // document holding no query term has no score, as it has none in `search`.
+    let scores = docs_tf.iter().enumerate().filter_map(|(doc, (len, tf))| {
+        tf.iter()
+            .zip(&idfs)
+            .filter(|(f, _)| **f > 0)
+            .fold(None, |score: Option<f64>, (&f, &idf)| {
+                Some(score.unwrap_or(0.0) + term_score(idf, f, *len, avg_len))
+            })
+            .map(|score| (doc, score))
+    });
+    ranked(scores, limit)
 }
 
 /// The alphanumeric runs of `text`, as they are (see [`tokenize`]).

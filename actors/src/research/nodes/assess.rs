@@ -9,7 +9,8 @@
 //! and `blocked_reason`.
 
 use crate::research::state::{
-    status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResult, StepStatus,
+    active_steps, status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResult,
+    StepStatus,
 };
 use planwright::{NodeContext, NodeError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,13 +26,8 @@ pub fn gaps(s: &ResearchState) -> Vec<String> {
     gaps_of(&s.plan, &s.step_results)
 }
 
-/// The steps of `plan` not replaced ([`ResearchState::active_steps`] of a plan being marked).
-fn active(plan: &[PlanStep]) -> impl Iterator<Item = &PlanStep> {
-    plan.iter().filter(|s| s.status != StepStatus::Replaced)
-}
-
 fn score_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> u32 {
-    let complete: Vec<&str> = active(plan)
+    let complete: Vec<&str> = active_steps(plan)
         .filter(|st| st.status == StepStatus::Complete)
         .map(|st| st.id.as_str())
         .collect();
@@ -45,7 +41,7 @@ fn score_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> u32 {
 
 fn gaps_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> Vec<String> {
     let mut out = Vec::new();
-    for st in active(plan) {
+    for st in active_steps(plan) {
         if !matches!(st.status, StepStatus::Failed | StepStatus::Skipped) {
             continue;
         }
@@ -84,11 +80,11 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
     }
     let open = gaps_of(&plan, &s.step_results);
     let score = score_of(&plan, &s.step_results);
-    let failed: Vec<&str> = active(&plan)
+    let failed: Vec<&str> = active_steps(&plan)
         .filter(|st| st.status == StepStatus::Failed)
         .map(|st| st.id.as_str())
         .collect();
-    let pending = active(&plan).any(|st| st.status == StepStatus::Pending);
+    let pending = active_steps(&plan).any(|st| st.status == StepStatus::Pending);
     let mut blocked = None;
     let decision = if !failed.is_empty() {
         let why = open.join("; ");

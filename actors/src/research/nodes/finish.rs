@@ -8,7 +8,7 @@
 use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
 use crate::research::notes::Note;
-use crate::research::output::{evidence, final_output_with, Ending};
+use crate::research::output::{evidence, final_output, Ending};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
 use crate::research::policy::{SectionInput, SectionKind, SynthesisRequest};
@@ -175,7 +175,7 @@ pub async fn synthesize_report(
                 blocked_reason: blocked.as_deref(),
                 errors: &errors,
             };
-            u = u.final_output(final_output_with(&s, status::FAILED, "", ending));
+            u = u.final_output(final_output(&s, status::FAILED, "", ending));
             return Ok(u);
         }
     };
@@ -206,7 +206,7 @@ pub async fn synthesize_report(
     }
     Ok(ResearchUpdate::default()
         .model_usage(usage)
-        .final_output(final_output_with(
+        .final_output(final_output(
             &s,
             status::OK,
             &report,
@@ -257,7 +257,7 @@ pub fn mark_needs_review(s: &ResearchState, _: &NodeContext) -> Result<ResearchU
     };
     Ok(ResearchUpdate::default()
         .status(st.to_string())
-        .final_output(final_output_with(s, st, &draft, ending))
+        .final_output(final_output(s, st, &draft, ending))
         .final_report(draft)
         .blocked_reason(Some(reason.clone()))
         .execution_history(vec![HistoryEntry::new("needs_review", reason)]))
