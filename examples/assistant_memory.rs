@@ -117,7 +117,7 @@ fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
             let req = ChatRequest {
                 call: "answer".into(),
                 messages: vec![ChatMessage::user(s.question.clone())],
-                schema: json!({"type": "object"}),
+                schema: std::sync::Arc::new(json!({"type": "object"})),
                 input: json!({"topic": s.topic, "visits": s.visits}).to_string(),
             };
             let id = format!("answer-{}", ctx.task_id());
@@ -170,7 +170,10 @@ fn model() -> Arc<dyn ChatModel> {
         } else {
             "Hello!"
         };
-        Ok(json!({"text": format!("{greeting} Here is what I know about {}.", input["topic"])}))
+        Ok(
+            json!({"text": format!("{greeting} Here is what I know about {}.", input["topic"])})
+                .to_string(),
+        )
     });
     let cfg: SimConfig = "sim:p50=20ms,seed=7"
         .parse()

@@ -115,8 +115,10 @@ fn request() -> ChatRequest {
             ChatMessage::system("You decide."),
             ChatMessage::user("What next?"),
         ],
-        schema: json!({"type": "object", "required": ["answer"], "additionalProperties": false,
+        schema: std::sync::Arc::new(
+            json!({"type": "object", "required": ["answer"], "additionalProperties": false,
                         "properties": {"answer": {"type": "integer"}}}),
+        ),
         input: "{}".into(),
     }
 }

@@ -98,7 +98,7 @@ fn request() -> ChatRequest {
     ChatRequest {
         call: "write".into(),
         messages: vec![ChatMessage::user("Write.")],
-        schema: json!({"type": "object"}),
+        schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
     }
 }

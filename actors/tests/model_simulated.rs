@@ -13,7 +13,9 @@ fn request(call: &str) -> ChatRequest {
     ChatRequest {
         call: call.into(),
         messages: vec![ChatMessage::user("n?")],
-        schema: json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}),
+        schema: std::sync::Arc::new(
+            json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}),
+        ),
         input: json!({"x": 20}).to_string(),
     }
 }
@@ -21,7 +23,7 @@ fn request(call: &str) -> ChatRequest {
 fn responders() -> HashMap<String, Responder> {
     let double: Responder = Arc::new(|req: &ChatRequest| {
         let input = req.input_value().unwrap_or_default();
-        Ok(json!({"n": input["x"].as_i64().unwrap_or(0) * 2}))
+        Ok(json!({"n": input["x"].as_i64().unwrap_or(0) * 2}).to_string())
     });
     HashMap::from([("double".to_string(), double)])
 }

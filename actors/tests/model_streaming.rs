@@ -22,7 +22,7 @@ fn request() -> ChatRequest {
     ChatRequest {
         call: "write".into(),
         messages: vec![ChatMessage::user("Write a line.")],
-        schema: json!({"type": "object"}),
+        schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
     }
 }
@@ -48,7 +48,7 @@ fn graph(model: Arc<dyn ChatModel>) -> StateGraph<Answer> {
 
 fn simulator() -> Arc<dyn ChatModel> {
     let line: Responder = Arc::new(|_req: &ChatRequest| {
-        Ok(json!({"line": "the quick brown fox jumps over the lazy dog"}))
+        Ok(json!({"line": "the quick brown fox jumps over the lazy dog"}).to_string())
     });
     let cfg: SimConfig = "sim:p50=50ms,seed=3".parse().unwrap();
     Arc::new(SimulatedModel::new(

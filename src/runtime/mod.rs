@@ -1,6 +1,7 @@
 //! The runtime: the pure superstep machine, node actors, supervisors and the engine.
 
 pub mod body_codec;
+mod commit_window;
 mod engine;
 mod error;
 mod histogram;
@@ -16,6 +17,7 @@ pub mod superstep;
 mod supervisor;
 mod writer;
 
+pub use commit_window::CommitWindow;
 pub use engine::{CheckpointInfo, Engine, EngineBuilder, Resume, ThreadState};
 pub use error::{Refusal, RunError};
 pub use persist::Durability;

@@ -76,8 +76,8 @@ pub struct ChatRequest {
     pub call: String,
     /// The conversation.
     pub messages: Vec<ChatMessage>,
-    /// JSON Schema of the answer (an object schema).
-    pub schema: serde_json::Value,
+    /// JSON Schema of the answer (an object schema), shared: a policy's schemas are built once.
+    pub schema: std::sync::Arc<serde_json::Value>,
     /// The structured input the prompt was built from, as JSON text (the same text the prompt
     /// quotes: serialised once). HTTP providers ignore it; the simulator hands it to the offline
     /// responder.
@@ -166,9 +166,10 @@ pub fn word_chunks(text: &str) -> Vec<&str> {
     out
 }
 
-/// An offline answer for one call kind: the JSON the offline policy answers to a request.
-pub type Responder =
-    Arc<dyn Fn(&ChatRequest) -> Result<serde_json::Value, ModelError> + Send + Sync>;
+/// An offline answer for one call kind: the JSON text the offline policy answers to a request
+/// (text, not a `serde_json::Value`: the answer is written once, straight to what a model's reply
+/// carries).
+pub type Responder = Arc<dyn Fn(&ChatRequest) -> Result<String, ModelError> + Send + Sync>;
 
 /// Sends `req`, parses the reply as JSON and checks it against `req.schema`. An answer that does
 /// not parse or does not match is retried once with the problem fed back to the model; a second

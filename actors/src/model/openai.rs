@@ -98,7 +98,7 @@ impl OpenAiModel {
             "messages": req.messages,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": schema_name(&req.call), "schema": req.schema, "strict": true}
+                "json_schema": {"name": schema_name(&req.call), "schema": &*req.schema, "strict": true}
             }
         })
     }

@@ -73,7 +73,7 @@ impl PolicyClient {
         call: &str,
         instruction: &str,
         req: &Q,
-        schema: Value,
+        schema: Arc<Value>,
     ) -> Result<PolicyReply<T>, PolicyError> {
         ask_policy(&*self.model, self.system, call, instruction, req, schema).await
     }
@@ -89,7 +89,7 @@ pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
     call: &str,
     instruction: &str,
     req: &Q,
-    schema: Value,
+    schema: Arc<Value>,
 ) -> Result<PolicyReply<T>, PolicyError> {
     // JSON text, once, for the prompt and the request: building a `Value` first allocated every
     // field and string of the request, and the prompt serialised that again.
@@ -131,6 +131,6 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
             call: req.call.clone(),
             detail,
         })?;
-        serde_json::to_value(a).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
+        serde_json::to_string(&a).map_err(|e| ModelError::Config(format!("offline answer: {e}")))
     })
 }

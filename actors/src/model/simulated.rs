@@ -243,7 +243,7 @@ impl ChatModel for SimulatedModel {
                 req.call
             ))
         })?;
-        let content = responder(req)?.to_string();
+        let content = responder(req)?;
         self.log_call(req);
         Ok(ChatReply {
             usage: Usage {

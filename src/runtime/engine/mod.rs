@@ -92,9 +92,18 @@ pub struct EngineBuilder<S: State> {
     durability: Durability,
     migration: Option<MigrationHook<S>>,
     store: Option<Arc<dyn crate::store::Store>>,
+    commit_window: crate::runtime::CommitWindow,
 }
 
 impl<S: State> EngineBuilder<S> {
+    /// How the checkpoint writer gathers concurrent conversations' writes into one commit
+    /// (default [`CommitWindow::default`](crate::runtime::CommitWindow): 2 ms, only under load;
+    /// [`CommitWindow::OFF`](crate::runtime::CommitWindow::OFF) commits at once).
+    pub fn commit_window(mut self, window: crate::runtime::CommitWindow) -> Self {
+        self.commit_window = window;
+        self
+    }
+
     /// Gives every node of this engine's runs a store (cross-thread memory), read with
     /// [`NodeContext::store`](crate::NodeContext::store).
     pub fn store(mut self, store: Arc<dyn crate::store::Store>) -> Self {
@@ -151,7 +160,11 @@ impl<S: State> EngineBuilder<S> {
             nodes.push(actor);
             stats.push(s);
         }
-        let writer = self.checkpointer.clone().map(AsyncWriter::spawn);
+        let window = self.commit_window;
+        let writer = self
+            .checkpointer
+            .clone()
+            .map(|cp| AsyncWriter::spawn(cp, window));
         for n in self.graph.nodes() {
             if let Some(sub) = &n.subgraph {
                 sub.attach(crate::runtime::subgraph::Services {
@@ -215,6 +228,7 @@ impl<S: State> Engine<S> {
             durability: Durability::Sync,
             migration: None,
             store: None,
+            commit_window: Default::default(),
         }
     }
 

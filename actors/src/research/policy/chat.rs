@@ -18,7 +18,7 @@ use crate::research::state::PlanStep;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 const SYSTEM: &str =
     "You plan and write research briefs from source notes. Use only the notes given; \
@@ -43,29 +43,39 @@ struct Plan {
     steps: Vec<PlanStep>,
 }
 
-fn plan_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["steps"],
-        "properties": {"steps": {"type": "array", "items": {
-            "type": "object",
-            "required": ["id", "description", "depends_on", "tool", "acceptance_criteria"],
-            "properties": {
-                "id": {"type": "string"},
-                "description": {"type": "string"},
-                "depends_on": {"type": "array", "items": {"type": "string"}},
-                "tool": {"type": "string"},
-                "params": {"type": "object"},
-                "acceptance_criteria": {"type": "array"},
-                "optional": {"type": "boolean"},
-                "status": {"type": "string"}
-            }
-        }}}
-    })
+fn plan_schema() -> Arc<Value> {
+    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
+        Arc::new({
+            json!({
+                "type": "object",
+                "required": ["steps"],
+                "properties": {"steps": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "description", "depends_on", "tool", "acceptance_criteria"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "description": {"type": "string"},
+                        "depends_on": {"type": "array", "items": {"type": "string"}},
+                        "tool": {"type": "string"},
+                        "params": {"type": "object"},
+                        "acceptance_criteria": {"type": "array"},
+                        "optional": {"type": "boolean"},
+                        "status": {"type": "string"}
+                    }
+                }}}
+            })
+        })
+    });
+    SCHEMA.clone()
 }
 
-fn report_schema() -> Value {
-    json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})
+fn report_schema() -> Arc<Value> {
+    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
+        Arc::new({
+            json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})
+        })
+    });
+    SCHEMA.clone()
 }
 
 #[async_trait::async_trait]
