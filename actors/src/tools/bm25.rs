@@ -84,18 +84,19 @@ impl Bm25Index {
     /// not returned.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         let n = self.doc_len.len() as f64;
-        let mut scores: HashMap<usize, f64> = HashMap::new();
+        // One score per document, summed in the same order as before (a hash map by document
+        // cost more than the scoring: corpora are small, so a dense vector is cheaper).
+        let mut scores = vec![0.0f64; self.doc_len.len()];
         for term in query_terms(query) {
             let Some(posting) = self.postings.get(&term) else {
                 continue;
             };
             let idf = idf(n, posting.len() as f64);
             for &(doc, tf) in posting {
-                *scores.entry(doc).or_default() +=
-                    term_score(idf, tf, self.doc_len[doc], self.avg_len);
+                scores[doc] += term_score(idf, tf, self.doc_len[doc], self.avg_len);
             }
         }
-        ranked(scores, limit)
+        ranked(scores.into_iter().enumerate(), limit)
     }
 }
 

@@ -23,7 +23,7 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
     if params.dimensions.is_empty() {
         return ToolOutcome::failed("compare needs at least one dimension in `dimensions`");
     }
-    let notes = input.dep_notes();
+    let notes = input.dep_notes_prepared();
     if notes.is_empty() {
         return ToolOutcome::failed("nothing to compare: the dependencies used no notes");
     }
@@ -36,14 +36,16 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             .map(|t| (t, 1.0))
             .collect();
         let mut cells = Vec::new();
-        for note in notes.iter().filter(|n| n.mentions(dim)) {
+        for (note, prepared) in notes.iter().filter(|(n, _)| n.mentions(dim)) {
             if cells.len() >= PER_DIMENSION {
                 break;
             }
             let has_figure = |s: &String| figures::extract(s).iter().any(|f| !f.unit.is_empty());
-            let mut on_dim: Vec<String> = text::sentences(&note.text)
-                .into_iter()
+            // The note's sentences, split once when the corpus was prepared.
+            let sentences = || prepared.sentences.iter().map(|s| &s.text);
+            let mut on_dim: Vec<String> = sentences()
                 .filter(|s| text::mentions_term(std::iter::once(s.as_str()), dim))
+                .cloned()
                 .collect();
             let filed_under = text::mentions_term(
                 note.tags
@@ -53,9 +55,9 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
                 dim,
             );
             if filed_under && !on_dim.iter().any(has_figure) {
-                for s in text::sentences(&note.text) {
-                    if has_figure(&s) && !on_dim.contains(&s) {
-                        on_dim.push(s);
+                for s in sentences() {
+                    if has_figure(s) && !on_dim.contains(s) {
+                        on_dim.push(s.clone());
                     }
                 }
             }

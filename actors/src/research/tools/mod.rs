@@ -100,6 +100,15 @@ pub struct ToolInput<'a> {
 impl ToolInput<'_> {
     /// The notes the dependencies used, in first-use order.
     pub fn dep_notes(&self) -> Vec<&Note> {
+        self.dep_notes_prepared()
+            .into_iter()
+            .map(|(note, _)| note)
+            .collect()
+    }
+
+    /// The notes the dependencies used, in first-use order, each with its preparation (its
+    /// sentences already split).
+    pub fn dep_notes_prepared(&self) -> Vec<(&Note, &crate::research::corpus::Prepared)> {
         let mut ids: Vec<&str> = Vec::new();
         for r in &self.deps {
             for s in &r.sources {
@@ -109,7 +118,8 @@ impl ToolInput<'_> {
             }
         }
         ids.iter()
-            .filter_map(|id| self.corpus.notes().iter().find(|n| n.id == *id))
+            .filter_map(|id| self.corpus.position(id))
+            .map(|i| (&self.corpus.notes()[i], self.corpus.prepared(i)))
             .collect()
     }
 }
