@@ -27,7 +27,7 @@ fn assert_grounded(s: &ResearchState) {
         for f in &r.findings {
             let note = s.source_notes.iter().find(|n| n.id == f.note_id).unwrap();
             assert!(
-                note.text.contains(&f.sentence),
+                note.text.contains(&*f.sentence),
                 "finding not quoted from {}: {}",
                 f.note_id,
                 f.sentence

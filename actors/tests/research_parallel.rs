@@ -122,7 +122,7 @@ async fn max_parallel_steps_bounds_how_many_run_at_once() {
 #[tokio::test(start_paused = true)]
 async fn steps_run_only_after_their_dependencies_complete() {
     let s = run_timed(diamond(), 4).await;
-    for step in &s.plan {
+    for step in s.plan.iter() {
         let (start, _) = times(&s, &step.id);
         for dep in &step.depends_on {
             let (_, dep_end) = times(&s, dep);
@@ -145,7 +145,7 @@ async fn a_step_whose_dependency_is_incomplete_is_not_executed() {
     ))
     .unwrap();
     s.goal = BATTERY_GOAL.into();
-    s.plan = diamond();
+    s.plan = diamond().into();
     let env = Arc::new(Env {
         policy: Arc::new(OfflineResearchPolicy),
         clock: Arc::new(TokioClock::new()),
@@ -167,6 +167,6 @@ async fn a_step_whose_dependency_is_incomplete_is_not_executed() {
     assert_eq!(u.execution_history.unwrap()[0].event, "step_blocked");
     // The selection never puts a step before its dependencies, and waits for failed ones.
     assert_eq!(runnable(&s), ["a", "b", "c", "d", "e"]);
-    s.plan[0].status = StepStatus::Failed;
+    Arc::make_mut(&mut s.plan)[0].status = StepStatus::Failed;
     assert_eq!(runnable(&s), ["b", "c"]);
 }

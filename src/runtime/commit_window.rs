@@ -26,6 +26,19 @@ pub struct CommitWindow {
 }
 
 impl CommitWindow {
+    /// The window for `cp` when the engine's builder names none: [`CommitWindow::default`] for a
+    /// backend that takes one batch at a time (SQLite), [`CommitWindow::OFF`] for one that takes
+    /// several at once (PostgreSQL): there, a batch starts as soon as it can and what arrives
+    /// meanwhile gathers behind the batches in flight; a window on top is not measured, and it
+    /// would put every run in lockstep with one batch.
+    pub fn for_backend(cp: &dyn crate::checkpoint::Checkpointer) -> CommitWindow {
+        if cp.max_concurrent_batches() > 1 {
+            CommitWindow::OFF
+        } else {
+            CommitWindow::default()
+        }
+    }
+
     /// Commit at once, whatever the load (the behaviour before windows existed).
     pub const OFF: CommitWindow = CommitWindow {
         window: Duration::ZERO,
@@ -57,6 +70,7 @@ impl Default for CommitWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::Checkpointer;
 
     #[test]
     fn a_lone_conversation_is_never_delayed() {
@@ -71,6 +85,13 @@ mod tests {
         let w = CommitWindow::default();
         assert!(w.lingers(0, 4));
         assert!(w.lingers(12, 1));
+    }
+
+    #[test]
+    fn a_backend_taking_one_batch_at_a_time_gets_the_window_by_default() {
+        let cp = crate::checkpoint::MemoryCheckpointer::new();
+        assert_eq!(cp.max_concurrent_batches(), 1);
+        assert_eq!(CommitWindow::for_backend(&cp), CommitWindow::default());
     }
 
     #[test]

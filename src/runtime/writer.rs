@@ -126,7 +126,9 @@ async fn run(
                 }
             }
         }
-        if window.lingers(previous, queued.len()) {
+        // With a batch in flight (a backend that takes several at once), what arrives gathers
+        // behind it anyway: the window is for a writer whose storage is idle.
+        if w.inflight.is_empty() && window.lingers(previous, queued.len()) {
             gather(&mut w, &mut rx, &mut queued, window).await;
         }
         previous = queued.len();

@@ -26,7 +26,7 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
                 .findings
                 .iter()
                 .find(|f| &f.note_id == id)
-                .map(|f| f.sentence.as_str())
+                .map(|f| &*f.sentence)
                 .unwrap_or_default();
             out.push(Evidence {
                 source_id: id.clone(),

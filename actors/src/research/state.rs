@@ -8,6 +8,7 @@ use super::constraints::Constraints;
 use super::note_set::NoteSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where a plan step stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,12 +136,16 @@ pub struct Finding {
     /// The dimension or section it speaks to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
-    /// The sentence, verbatim.
-    pub sentence: String,
+    /// The sentence, verbatim (shared text: copying a state copies no sentence).
+    pub sentence: Arc<str>,
     /// The figures the note states on the finding's topic (exact values; the brief rounds them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<super::figures::Figure>,
 }
+
+/// Results by step id, each shared: a dependent step's view of the state, and a replan request,
+/// copy the map, not the findings.
+pub type StepResults = BTreeMap<String, Arc<StepResult>>;
 
 /// One entry of `execution_history`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -159,14 +164,19 @@ pub struct HistoryEntry {
     /// End time of a step (ms).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
-    /// Details, readable.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub detail: String,
+    /// Details, readable (shared with the observation that repeats it, and cheap to copy when a
+    /// dependent step's view of the state is made).
+    #[serde(skip_serializing_if = "is_empty")]
+    pub detail: Arc<str>,
+}
+
+fn is_empty(s: &Arc<str>) -> bool {
+    s.is_empty()
 }
 
 impl HistoryEntry {
     /// An entry with an event name and a detail.
-    pub fn new(event: &str, detail: impl Into<String>) -> Self {
+    pub fn new(event: &str, detail: impl Into<Arc<str>>) -> Self {
         Self {
             event: event.to_string(),
             detail: detail.into(),
@@ -217,7 +227,7 @@ planwright::state! {
         /// Notes the executor may use (the bundled corpus is stored by name, see `note_set`).
         replace source_notes: NoteSet,
         /// The plan, in order.
-        replace plan: Vec<PlanStep>,
+        replace plan: Arc<Vec<PlanStep>>,
         /// Validation problems of the current plan, each named.
         replace plan_errors: Vec<String>,
         /// Whether the plan may run.
@@ -227,9 +237,10 @@ planwright::state! {
         /// Every step of the batch being executed (steps run in parallel, dependency-driven).
         replace selected_steps: Vec<String>,
         /// Result by step id.
-        merge step_results: BTreeMap<String, StepResult>,
-        /// Facts and tool outputs gathered.
-        append observations: Vec<String>,
+        merge step_results: StepResults,
+        /// Facts and tool outputs gathered (shared text: a dependent step's view of the state
+        /// copies the list, not the text).
+        append observations: Vec<Arc<str>>,
         /// Missing evidence and unmet criteria, as of the last assessment.
         replace knowledge_gaps: Vec<String>,
         /// Ordered record of decisions and step executions.

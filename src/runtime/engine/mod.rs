@@ -92,15 +92,16 @@ pub struct EngineBuilder<S: State> {
     durability: Durability,
     migration: Option<MigrationHook<S>>,
     store: Option<Arc<dyn crate::store::Store>>,
-    commit_window: crate::runtime::CommitWindow,
+    commit_window: Option<crate::runtime::CommitWindow>,
 }
 
 impl<S: State> EngineBuilder<S> {
     /// How the checkpoint writer gathers concurrent conversations' writes into one commit
-    /// (default [`CommitWindow::default`](crate::runtime::CommitWindow): 2 ms, only under load;
+    /// (default [`CommitWindow::for_backend`](crate::runtime::CommitWindow::for_backend): 2 ms
+    /// under load on SQLite, none on PostgreSQL;
     /// [`CommitWindow::OFF`](crate::runtime::CommitWindow::OFF) commits at once).
     pub fn commit_window(mut self, window: crate::runtime::CommitWindow) -> Self {
-        self.commit_window = window;
+        self.commit_window = Some(window);
         self
     }
 
@@ -161,10 +162,10 @@ impl<S: State> EngineBuilder<S> {
             stats.push(s);
         }
         let window = self.commit_window;
-        let writer = self
-            .checkpointer
-            .clone()
-            .map(|cp| AsyncWriter::spawn(cp, window));
+        let writer = self.checkpointer.clone().map(|cp| {
+            let window = window.unwrap_or_else(|| crate::runtime::CommitWindow::for_backend(&*cp));
+            AsyncWriter::spawn(cp, window)
+        });
         for n in self.graph.nodes() {
             if let Some(sub) = &n.subgraph {
                 sub.attach(crate::runtime::subgraph::Services {
@@ -228,7 +229,7 @@ impl<S: State> Engine<S> {
             durability: Durability::Sync,
             migration: None,
             store: None,
-            commit_window: Default::default(),
+            commit_window: None,
         }
     }
 

@@ -9,11 +9,11 @@
 //! and `blocked_reason`.
 
 use crate::research::state::{
-    active_steps, status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResult,
+    active_steps, status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResults,
     StepStatus,
 };
 use planwright::{NodeContext, NodeError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Progress so far: complete steps plus distinct notes they used. A replan after which this
 /// does not grow made no progress.
@@ -26,7 +26,7 @@ pub fn gaps(s: &ResearchState) -> Vec<String> {
     gaps_of(&s.plan, &s.step_results)
 }
 
-fn score_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> u32 {
+fn score_of(plan: &[PlanStep], results: &StepResults) -> u32 {
     let complete: Vec<&str> = active_steps(plan)
         .filter(|st| st.status == StepStatus::Complete)
         .map(|st| st.id.as_str())
@@ -39,7 +39,7 @@ fn score_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> u32 {
     (complete.len() + notes.len()) as u32
 }
 
-fn gaps_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> Vec<String> {
+fn gaps_of(plan: &[PlanStep], results: &StepResults) -> Vec<String> {
     let mut out = Vec::new();
     for st in active_steps(plan) {
         if !matches!(st.status, StepStatus::Failed | StepStatus::Skipped) {
@@ -58,7 +58,7 @@ fn gaps_of(plan: &[PlanStep], results: &BTreeMap<String, StepResult>) -> Vec<Str
 /// The node.
 pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
     // Only the plan changes: the rest of the state is read where it is.
-    let mut plan = s.plan.clone();
+    let mut plan = (*s.plan).clone();
     let mut marks = Vec::new();
     for id in &s.selected_steps {
         let (Some(step), Some(r)) = (
@@ -125,9 +125,9 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
     let mut u = ResearchUpdate::default()
         .current_step_id(None)
         .knowledge_gaps(open)
-        .observations(vec![format!("assessment: {detail}")])
+        .observations(vec![format!("assessment: {detail}").into()])
         .execution_history(vec![HistoryEntry::new("progress_assessed", detail)])
-        .plan(plan);
+        .plan(plan.into());
     if let Some(reason) = blocked {
         u = u
             .status(status::NEEDS_REVIEW.to_string())

@@ -100,7 +100,7 @@ pub fn select_next_step(s: &ResearchState, _: &NodeContext) -> Result<ResearchUp
         .selected_steps(selected))
 }
 
-fn step_entry(event: &str, id: &str, r: &StepResult, detail: String) -> HistoryEntry {
+fn step_entry(event: &str, id: &str, r: &StepResult, detail: Arc<str>) -> HistoryEntry {
     HistoryEntry {
         event: event.into(),
         step_id: Some(id.to_string()),
@@ -149,8 +149,8 @@ pub async fn execute_step(
             ..StepResult::default()
         };
         return Ok(ResearchUpdate::default()
-            .execution_history(vec![step_entry("step_blocked", &id, &r, reason)])
-            .step_results(BTreeMap::from([(id, r)])));
+            .execution_history(vec![step_entry("step_blocked", &id, &r, reason.into())])
+            .step_results(BTreeMap::from([(id, Arc::new(r))])));
     }
     ctx.emit(json!({"step_started": id, "tool": step.tool}));
     let latency = env.step_latency
@@ -164,7 +164,7 @@ pub async fn execute_step(
     let deps: Vec<&StepResult> = step
         .depends_on
         .iter()
-        .filter_map(|d| s.step_results.get(d))
+        .filter_map(|d| s.step_results.get(d).map(|r| &**r))
         .collect();
     let out = tools::run(
         &step,
@@ -210,12 +210,14 @@ pub async fn execute_step(
             format!("unmet: {}", r.unmet.join("; "))
         }
     );
+    // One text for the history entry and the observation.
+    let detail: Arc<str> = detail.into();
     let mut history = vec![step_entry("step_executed", &id, &r, detail.clone())];
     if let Some(e) = &r.error {
         history.push(HistoryEntry {
             event: "tool_error".into(),
             step_id: Some(id.clone()),
-            detail: e.clone(),
+            detail: e.as_str().into(),
             ..HistoryEntry::default()
         });
     }
@@ -228,5 +230,5 @@ pub async fn execute_step(
         .observations(vec![detail])
         .execution_history(history)
         .errors(errors)
-        .step_results(BTreeMap::from([(id, r)])))
+        .step_results(BTreeMap::from([(id, Arc::new(r))])))
 }

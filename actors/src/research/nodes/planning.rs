@@ -95,7 +95,7 @@ pub async fn create_plan(
                         summary(&plan)
                     ),
                 )])
-                .plan(plan))
+                .plan(plan.into()))
         }
         Err(e) => policy_failure("create_plan", e, &ctx, env.model_attempts),
     }
@@ -150,7 +150,7 @@ pub async fn repair_plan(
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
         notes: plan_notes(&s),
-        plan: s.plan.clone(),
+        plan: s.plan.to_vec(),
         errors: s.plan_errors.clone(),
     };
     match env.policy.repair_plan(&req).await {
@@ -174,7 +174,7 @@ pub async fn repair_plan(
                 .approved_plan(!needs_approval(&plan, &s.constraints))
                 .review_decision(None)
                 .execution_history(vec![HistoryEntry::new("plan_repaired", detail)])
-                .plan(plan))
+                .plan(plan.into()))
         }
         Err(e) => policy_failure("repair_plan", e, &ctx, env.model_attempts),
     }
@@ -194,7 +194,7 @@ pub async fn replan(
             &format!("{} {}", s.goal, s.knowledge_gaps.join(" ")),
             s.constraints.note_tokens,
         ),
-        plan: s.plan.clone(),
+        plan: s.plan.to_vec(),
         step_results: s.step_results.clone(),
         knowledge_gaps: s.knowledge_gaps.clone(),
         replan_count: s.replan_count,
@@ -238,9 +238,9 @@ pub async fn replan(
                 .plan_errors(Vec::new())
                 .approved_plan(!needs_approval(&plan, &s.constraints))
                 .review_decision(None)
-                .observations(vec![detail.clone()])
+                .observations(vec![detail.as_str().into()])
                 .execution_history(vec![HistoryEntry::new("replanned", detail)])
-                .plan(plan))
+                .plan(plan.into()))
         }
         Err(e) => policy_failure("replan", e, &ctx, env.model_attempts),
     }

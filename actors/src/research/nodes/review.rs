@@ -163,7 +163,7 @@ pub fn review_plan(s: &ResearchState, ctx: &NodeContext) -> Result<ResearchUpdat
                 .review_decision(Some("edited".into()))
                 .repair_count(0)
                 .execution_history(vec![HistoryEntry::new("plan_reviewed", detail)])
-                .plan(plan))
+                .plan(plan.into()))
         }
         Err(e) => Err(NodeError::Interrupt(payload(s, Some(&e.to_string())))),
     }

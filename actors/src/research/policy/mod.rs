@@ -20,9 +20,8 @@ pub use crate::model::policy::{PolicyError, PolicyReply, TokenUsage};
 
 use super::constraints::Constraints;
 use super::notes::Note;
-use super::state::{Finding, PlanStep, StepResult};
+use super::state::{Finding, PlanStep, StepResults};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Asks for a first plan.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -62,7 +61,7 @@ pub struct ReplanRequest {
     /// The current plan with statuses; complete steps must be kept as they are.
     pub plan: Vec<PlanStep>,
     /// Results so far.
-    pub step_results: BTreeMap<String, StepResult>,
+    pub step_results: StepResults,
     /// The gaps that made a replan necessary.
     pub knowledge_gaps: Vec<String>,
     /// Replans already made.

@@ -57,7 +57,7 @@ pub fn write_report(req: &SynthesisRequest) -> Report {
                 let Some(f) = req.sections[i].findings.get(round) else {
                     continue;
                 };
-                if !used.insert(f.sentence.as_str()) {
+                if !used.insert(&*f.sentence) {
                     continue;
                 }
                 let line = format!("{} [{}]", f.sentence, f.note_id);

@@ -302,7 +302,7 @@ pub fn search_aspect(
             figures: Vec::new(),
             note_id: s.note.id.clone(),
             topic: None,
-            sentence: s.sentence,
+            sentence: s.sentence.into(),
         });
     }
     // The sentences are in `findings`; the readable output names the notes only.

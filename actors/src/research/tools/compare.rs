@@ -81,7 +81,7 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             out.findings.push(Finding {
                 note_id: note.id.clone(),
                 topic: Some(dim.clone()),
-                sentence,
+                sentence: sentence.into(),
                 figures,
             });
         }

@@ -45,7 +45,7 @@ pub fn search(params: &StepParams, corpus: &Corpus, siblings: &[String]) -> Tool
             figures: Vec::new(),
             note_id: note.id.clone(),
             topic: None,
-            sentence,
+            sentence: sentence.into(),
         });
     }
     out.output = if lines.is_empty() {
@@ -117,7 +117,7 @@ mod tests {
         };
         let out = search(&params, &Corpus::new(notes), &[]);
         assert_eq!(out.sources, vec!["a", "c"]);
-        assert_eq!(out.findings[0].sentence, "Heat pumps cut heating bills.");
+        assert_eq!(&*out.findings[0].sentence, "Heat pumps cut heating bills.");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn summarize(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             figures: Vec::new(),
             note_id: id.to_string(),
             topic: None,
-            sentence,
+            sentence: sentence.into(),
         });
     }
     out.output = lines.join(" ");
