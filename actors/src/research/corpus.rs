@@ -48,6 +48,9 @@ pub struct Prepared {
     /// Per sentence, which of the lexicon's aspects it names (bit `i`: the `i`-th aspect), worked
     /// out on the first aspect search that reads it (`tools::aspect`).
     pub(crate) lexicon_aspects: Derived<Vec<u64>>,
+    /// Per sentence, the figures it states ([`figures::extract`](super::figures::extract)),
+    /// worked out on first use (`compare` reads them for every dimension a note names).
+    sentence_figures: Derived<Vec<Vec<super::figures::Figure>>>,
 }
 
 /// A value worked out from the rest of a [`Prepared`] when first needed: not part of what the
@@ -99,7 +102,19 @@ impl Prepared {
             sentences,
             vocabulary,
             lexicon_aspects: Derived::default(),
+            sentence_figures: Derived::default(),
         }
+    }
+
+    /// The figures each sentence states, in sentence order (each `figures::extract` of the
+    /// sentence's text).
+    pub fn sentence_figures(&self) -> &[Vec<super::figures::Figure>] {
+        self.sentence_figures.get_or_init(|| {
+            self.sentences
+                .iter()
+                .map(|s| super::figures::extract(&s.text))
+                .collect()
+        })
     }
 
     /// Whether some word of the note starts with the stem of `word` (as `text::has_word_prefix`).
@@ -368,6 +383,23 @@ mod tests {
         ] {
             assert_eq!(p.mentions(term), n.mentions(term), "{term}");
         }
+    }
+
+    #[test]
+    fn each_sentences_figures_are_what_extract_finds_in_it() {
+        let n = note(
+            "Costs",
+            "Hosting costs 4.10 EUR per month. Latency fell to 35 ms. No figure here.",
+            &[],
+        );
+        let p = Prepared::new(&n);
+        let figures = p.sentence_figures();
+        assert_eq!(figures.len(), p.sentences.len());
+        for (s, f) in p.sentences.iter().zip(figures) {
+            assert_eq!(f, &super::super::figures::extract(&s.text), "{}", s.text);
+        }
+        assert_eq!(figures[0][0].unit, "EUR per month");
+        assert!(figures[2].is_empty());
     }
 
     proptest! {

@@ -11,7 +11,7 @@
 
 use super::search::best_sentence;
 use super::{ToolInput, ToolOutcome};
-use crate::research::figures::{self, Figure};
+use crate::research::figures::Figure;
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 
@@ -40,12 +40,14 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             if cells.len() >= PER_DIMENSION {
                 break;
             }
-            let has_figure = |s: &String| figures::extract(s).iter().any(|f| !f.unit.is_empty());
-            // The note's sentences, split once when the corpus was prepared.
-            let sentences = || prepared.sentences.iter().map(|s| &s.text);
-            let mut on_dim: Vec<String> = sentences()
-                .filter(|s| text::mentions_term(std::iter::once(s.as_str()), dim))
-                .cloned()
+            // The note's sentences, split once when the corpus was prepared, and their figures,
+            // extracted once per note.
+            let text_of = |i: usize| prepared.sentences[i].text.as_str();
+            let all_figures = prepared.sentence_figures();
+            let has_figure = |i: &usize| all_figures[*i].iter().any(|f| !f.unit.is_empty());
+            let n = prepared.sentences.len();
+            let mut on_dim: Vec<usize> = (0..n)
+                .filter(|&i| text::mentions_term(std::iter::once(text_of(i)), dim))
                 .collect();
             let filed_under = text::mentions_term(
                 note.tags
@@ -55,21 +57,21 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
                 dim,
             );
             if filed_under && !on_dim.iter().any(has_figure) {
-                for s in sentences() {
-                    if has_figure(s) && !on_dim.contains(s) {
-                        on_dim.push(s.clone());
+                for i in 0..n {
+                    if has_figure(&i) && !on_dim.iter().any(|&j| text_of(j) == text_of(i)) {
+                        on_dim.push(i);
                     }
                 }
             }
             let figures: Vec<Figure> = on_dim
                 .iter()
-                .flat_map(|s| figures::extract(s))
+                .flat_map(|&i| all_figures[i].iter().cloned())
                 .filter(|f| !f.unit.is_empty())
                 .collect();
             let sentence = on_dim
                 .iter()
-                .find(|s| has_figure(s))
-                .cloned()
+                .find(|i| has_figure(i))
+                .map(|&i| text_of(i).to_string())
                 .unwrap_or_else(|| best_sentence(&note.text, &terms));
             let shown: Vec<String> = figures.iter().map(Figure::human).collect();
             cells.push(if shown.is_empty() {
