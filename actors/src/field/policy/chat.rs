@@ -35,30 +35,30 @@ impl ChatFieldPolicy {
 
 fn decision_schema() -> Arc<Value> {
     static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
+        Arc::new(
             json!({"type": "object", "required": ["action", "reasoning"], "properties": {
                 "action": {"type": "string", "enum": ["search", "ask_user", "reflect", "calculate", "finish"]},
                 "target": {"type": "string"},
                 "query": {"type": "string"},
                 "question": {"type": "string"},
                 "reasoning": {"type": "string"}
-            }})
-        })
+            }}),
+        )
     });
     SCHEMA.clone()
 }
 
 fn decomposition_schema() -> Arc<Value> {
     static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
+        Arc::new(
             json!({"type": "object", "required": ["field", "components", "formula"], "properties": {
                 "field": {"type": "string"},
                 "components": {"type": "array", "items": {"type": "string"}},
                 "formula": {"type": "string"},
                 "descriptions": {"type": "object"},
                 "types": {"type": "object"}
-            }})
-        })
+            }}),
+        )
     });
     SCHEMA.clone()
 }
@@ -104,9 +104,9 @@ const EXTRACT_PROMPT: &str = "Read the field's value from the documents as the f
 
 fn reflect_schema() -> Arc<Value> {
     static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
-            json!({"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}})
-        })
+        Arc::new(
+            json!({"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}}),
+        )
     });
     SCHEMA.clone()
 }

@@ -45,35 +45,33 @@ struct Plan {
 
 fn plan_schema() -> Arc<Value> {
     static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
-            json!({
+        Arc::new(json!({
+            "type": "object",
+            "required": ["steps"],
+            "properties": {"steps": {"type": "array", "items": {
                 "type": "object",
-                "required": ["steps"],
-                "properties": {"steps": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["id", "description", "depends_on", "tool", "acceptance_criteria"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "description": {"type": "string"},
-                        "depends_on": {"type": "array", "items": {"type": "string"}},
-                        "tool": {"type": "string"},
-                        "params": {"type": "object"},
-                        "acceptance_criteria": {"type": "array"},
-                        "optional": {"type": "boolean"},
-                        "status": {"type": "string"}
-                    }
-                }}}
-            })
-        })
+                "required": ["id", "description", "depends_on", "tool", "acceptance_criteria"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "description": {"type": "string"},
+                    "depends_on": {"type": "array", "items": {"type": "string"}},
+                    "tool": {"type": "string"},
+                    "params": {"type": "object"},
+                    "acceptance_criteria": {"type": "array"},
+                    "optional": {"type": "boolean"},
+                    "status": {"type": "string"}
+                }
+            }}}
+        }))
     });
     SCHEMA.clone()
 }
 
 fn report_schema() -> Arc<Value> {
     static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
-            json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})
-        })
+        Arc::new(
+            json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
+        )
     });
     SCHEMA.clone()
 }
