@@ -117,6 +117,20 @@ pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
     }
 }
 
+/// Declares `fn name() -> Arc<serde_json::Value>` returning the JSON schema its block builds,
+/// built once per process: a policy's answer schemas do not change between calls, and building
+/// one per request was half a percent of a research load's CPU.
+macro_rules! shared_schema {
+    (fn $name:ident() $body:block) => {
+        fn $name() -> std::sync::Arc<serde_json::Value> {
+            static SCHEMA: std::sync::LazyLock<std::sync::Arc<serde_json::Value>> =
+                std::sync::LazyLock::new(|| std::sync::Arc::new($body));
+            SCHEMA.clone()
+        }
+    };
+}
+pub(crate) use shared_schema;
+
 /// A simulator responder from an offline answer function: decodes the request's `input`, answers
 /// it, and encodes the answer; an answer function's error is a malformed reply.
 pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(

@@ -9,11 +9,11 @@ use super::{
 };
 use crate::field::schema::Decomposition;
 use crate::field::state::PlannerDecision;
-use crate::model::policy::{responder, PolicyClient};
+use crate::model::policy::{responder, shared_schema, PolicyClient};
 use crate::model::{ChatModel, Responder};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 const SYSTEM: &str = "You help size a market by filling the numbers of a schema. Use only the \
 documents given; quote sentences verbatim; never invent a document id. Answer with JSON matching \
@@ -33,82 +33,70 @@ impl ChatFieldPolicy {
     }
 }
 
-fn decision_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new(
-            json!({"type": "object", "required": ["action", "reasoning"], "properties": {
-                "action": {"type": "string", "enum": ["search", "ask_user", "reflect", "calculate", "finish"]},
-                "target": {"type": "string"},
-                "query": {"type": "string"},
-                "question": {"type": "string"},
-                "reasoning": {"type": "string"}
-            }}),
-        )
-    });
-    SCHEMA.clone()
+shared_schema! {
+    fn decision_schema() {
+        json!({"type": "object", "required": ["action", "reasoning"], "properties": {
+            "action": {"type": "string", "enum": ["search", "ask_user", "reflect", "calculate", "finish"]},
+            "target": {"type": "string"},
+            "query": {"type": "string"},
+            "question": {"type": "string"},
+            "reasoning": {"type": "string"}
+        }})
+    }
 }
 
-fn decomposition_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new(
-            json!({"type": "object", "required": ["field", "components", "formula"], "properties": {
-                "field": {"type": "string"},
-                "components": {"type": "array", "items": {"type": "string"}},
-                "formula": {"type": "string"},
-                "descriptions": {"type": "object"},
-                "types": {"type": "object"}
-            }}),
-        )
-    });
-    SCHEMA.clone()
+shared_schema! {
+    fn decomposition_schema() {
+        json!({"type": "object", "required": ["field", "components", "formula"], "properties": {
+            "field": {"type": "string"},
+            "components": {"type": "array", "items": {"type": "string"}},
+            "formula": {"type": "string"},
+            "descriptions": {"type": "object"},
+            "types": {"type": "object"}
+        }})
+    }
 }
 
-fn extract_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new({
-            let reading = json!({
-                "type": "object", "required": ["value", "span"], "properties": {
-                    "value": {"type": "number"}, "span": {"type": "string"},
-                    "conversions": {"type": "array", "items": {"type": "object", "required": ["kind"], "properties": {
-                        "kind": {"enum": ["scale", "percent", "range", "period", "currency", "year"]},
-                        "word": {"type": "string"}, "factor": {"type": "number"},
-                        "low": {"type": "number"}, "high": {"type": "number"},
-                        "from": {"type": "string"}, "to": {"type": "string"},
-                        "rate": {"type": "number"}, "source": {"type": "string"},
-                        "year": {"type": "integer"}, "offered": {"type": "array", "items": {"type": "integer"}},
-                        "why": {"type": "string"}
-                    }}}
+shared_schema! {
+    fn extract_schema() {
+        let reading = json!({
+            "type": "object", "required": ["value", "span"], "properties": {
+                "value": {"type": "number"}, "span": {"type": "string"},
+                "conversions": {"type": "array", "items": {"type": "object", "required": ["kind"], "properties": {
+                    "kind": {"enum": ["scale", "percent", "range", "period", "currency", "year"]},
+                    "word": {"type": "string"}, "factor": {"type": "number"},
+                    "low": {"type": "number"}, "high": {"type": "number"},
+                    "from": {"type": "string"}, "to": {"type": "string"},
+                    "rate": {"type": "number"}, "source": {"type": "string"},
+                    "year": {"type": "integer"}, "offered": {"type": "array", "items": {"type": "integer"}},
+                    "why": {"type": "string"}
+                }}}
+            }
+        });
+        json!({"type": "object", "properties": {
+            "found": {
+                "type": ["object", "null"], "required": ["value", "quote", "source_id", "span"], "properties": {
+                    "value": {"type": "number"}, "quote": {"type": "string"}, "source_id": {"type": "string"},
+                    "span": {"type": "string"}, "conversions": reading["properties"]["conversions"].clone()
                 }
-            });
-            json!({"type": "object", "properties": {
-                "found": {
-                    "type": ["object", "null"], "required": ["value", "quote", "source_id", "span"], "properties": {
-                        "value": {"type": "number"}, "quote": {"type": "string"}, "source_id": {"type": "string"},
-                        "span": {"type": "string"}, "conversions": reading["properties"]["conversions"].clone()
-                    }
-                },
-                "ask": {
-                    "type": ["object", "null"], "required": ["source_id", "quote", "candidates", "why"], "properties": {
-                        "source_id": {"type": "string"}, "quote": {"type": "string"},
-                        "candidates": {"type": "array", "items": reading}, "why": {"type": "string"}
-                    }
+            },
+            "ask": {
+                "type": ["object", "null"], "required": ["source_id", "quote", "candidates", "why"], "properties": {
+                    "source_id": {"type": "string"}, "quote": {"type": "string"},
+                    "candidates": {"type": "array", "items": reading}, "why": {"type": "string"}
                 }
-            }})
-        })
-    });
-    SCHEMA.clone()
+            }
+        }})
+    }
 }
 
 /// What the extraction call asks of the model: a reading, not just a number.
 const EXTRACT_PROMPT: &str = "Read the field's value from the documents as the field means it. Give `found` with: the value in the field's unit (ratios between 0 and 1); the sentence it appears in, verbatim (`quote`); the document id; the exact words of the quote the number was read from (`span`, e.g. \"12 USD per seat per month\"); and every conversion you made, in order: `period` (from, to, factor: per month → per year is 12), `scale` (word, factor), `range` (low, high: the value is the midpoint), `percent` (÷ 100), `currency` (from, to, rate, source: only at a rate given in `rates`), `year` (year, offered, why). Never take a figure for another region than `region`, nor a price in another currency than `currency` without a rate. When the quote offers several figures the field's description does not decide between (two years, two regions, two units), give `ask` with the candidates (each a value, span and conversions) and why, instead of guessing; null when no document gives the field.";
 
-fn reflect_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new(
-            json!({"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}}),
-        )
-    });
-    SCHEMA.clone()
+shared_schema! {
+    fn reflect_schema() {
+        json!({"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}})
+    }
 }
 
 #[async_trait::async_trait]

@@ -12,13 +12,13 @@ use super::{
     PlanRequest, PolicyError, PolicyReply, RepairRequest, ReplanRequest, Report, ResearchPolicy,
     SynthesisRequest,
 };
-use crate::model::policy::{responder, PolicyClient};
+use crate::model::policy::{responder, shared_schema, PolicyClient};
 use crate::model::{ChatModel, Responder};
 use crate::research::state::PlanStep;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 const SYSTEM: &str =
     "You plan and write research briefs from source notes. Use only the notes given; \
@@ -43,9 +43,9 @@ struct Plan {
     steps: Vec<PlanStep>,
 }
 
-fn plan_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new(json!({
+shared_schema! {
+    fn plan_schema() {
+        json!({
             "type": "object",
             "required": ["steps"],
             "properties": {"steps": {"type": "array", "items": {
@@ -62,18 +62,14 @@ fn plan_schema() -> Arc<Value> {
                     "status": {"type": "string"}
                 }
             }}}
-        }))
-    });
-    SCHEMA.clone()
+        })
+    }
 }
 
-fn report_schema() -> Arc<Value> {
-    static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
-        Arc::new(
-            json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
-        )
-    });
-    SCHEMA.clone()
+shared_schema! {
+    fn report_schema() {
+        json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})
+    }
 }
 
 #[async_trait::async_trait]
