@@ -117,13 +117,48 @@ pub(crate) fn update_write<S: State>(
     task: &TaskSpec,
     update: &S::Update,
 ) -> Result<TaskWrite, RunError> {
-    Ok(TaskWrite {
+    Ok(update_write_keeping_json(graph, task, update)?.0)
+}
+
+/// [`update_write`], and the update's JSON before compression: the superstep's delta is the
+/// array of its updates, so a supervisor that kept each task's JSON joins them
+/// ([`delta_json`]) instead of serialising every update again.
+pub(crate) fn update_write_keeping_json<S: State>(
+    graph: &CompiledGraph<S>,
+    task: &TaskSpec,
+    update: &S::Update,
+) -> Result<(TaskWrite, Vec<u8>), RunError> {
+    let json = serde_json::to_vec(update)?;
+    let write = TaskWrite {
         task: task.id,
         node: task.node.to_string(),
         kind: WriteKind::Update,
         key: String::new(),
-        payload: body_codec::encode_with(serde_json::to_vec(update)?, graph.body_dictionary()),
-    })
+        payload: body_codec::encode_with(json.clone(), graph.body_dictionary()),
+    };
+    Ok((write, json))
+}
+
+/// The JSON of a superstep's updates (the delta's body before compression): `serde_json::to_vec`
+/// of the updates, or, when every task's JSON was kept as its write was saved, those joined
+/// into the same array, byte for byte.
+pub(crate) fn delta_json<U: serde::Serialize>(
+    updates: &[U],
+    kept: &[Option<Vec<u8>>],
+) -> Result<Vec<u8>, RunError> {
+    if kept.len() != updates.len() || kept.iter().any(Option::is_none) {
+        return Ok(serde_json::to_vec(updates)?);
+    }
+    let mut out = Vec::with_capacity(2 + kept.iter().flatten().map(|j| j.len() + 1).sum::<usize>());
+    out.push(b'[');
+    for (i, json) in kept.iter().flatten().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(json);
+    }
+    out.push(b']');
+    Ok(out)
 }
 
 /// A task write of where a command node's finished task said to go next.
@@ -389,4 +424,56 @@ pub(crate) async fn load<S: State>(
 
 fn task_index(tasks: &[TaskSpec], id: TaskId) -> Option<usize> {
     tasks.iter().position(|t| t.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delta_json;
+    use proptest::prelude::*;
+
+    crate::state! {
+        /// Updates of varied shape for the delta test.
+        #[allow(dead_code)]
+        pub struct Varied => VariedUpdate {
+            /// Text with escapes.
+            replace text: Option<String>,
+            /// A list.
+            append items: Vec<i64>,
+            /// A map.
+            merge seen: std::collections::BTreeMap<String, f64>,
+        }
+    }
+
+    fn update() -> impl Strategy<Value = VariedUpdate> {
+        (
+            proptest::option::of(proptest::option::of(".{0,12}")),
+            proptest::option::of(proptest::collection::vec(any::<i64>(), 0..4)),
+            proptest::option::of(proptest::collection::btree_map(
+                "[a-z\"\\\\]{0,4}",
+                -1e9f64..1e9,
+                0..3,
+            )),
+        )
+            .prop_map(|(text, items, seen)| VariedUpdate { text, items, seen })
+    }
+
+    proptest! {
+        /// Joining each update's kept JSON gives the bytes serialising the updates gives; a
+        /// missing one falls back to serialising them all.
+        #[test]
+        fn a_delta_joined_from_kept_json_is_the_serialised_updates(
+            updates in proptest::collection::vec(update(), 0..5),
+            drop_one in any::<prop::sample::Index>(),
+        ) {
+            let whole = serde_json::to_vec(&updates).unwrap();
+            let mut kept: Vec<Option<Vec<u8>>> =
+                updates.iter().map(|u| Some(serde_json::to_vec(u).unwrap())).collect();
+            prop_assert_eq!(delta_json(&updates, &kept).unwrap(), whole.clone());
+            if !kept.is_empty() {
+                let i = drop_one.index(kept.len());
+                kept[i] = None;
+                prop_assert_eq!(delta_json(&updates, &kept).unwrap(), whole);
+            }
+        }
+    }
 }

@@ -87,6 +87,9 @@ pub(crate) struct Run<S: State> {
     ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
+    /// Per task, the JSON of its update as its write was saved (parallel supersteps of durable
+    /// runs), joined into the superstep's delta instead of serialising the updates again.
+    update_json: Vec<Option<Vec<u8>>>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -123,6 +126,7 @@ impl<S: State> Actor for Supervisor<S> {
             per_run: a.per_run,
             step: Step::new(0),
             ready: Vec::new(),
+            update_json: Vec::new(),
             memo_stores: Vec::new(),
             goto_slots: Vec::new(),
             events: a.events,
@@ -148,6 +152,7 @@ impl<S: State> Run<S> {
         let n = self.saved.tasks.len();
         self.step = Step::new(n);
         self.memo_stores = vec![None; n];
+        self.update_json.clear();
         if self.sh.graph.has_command_nodes() {
             self.goto_slots = vec![None; n];
         }
@@ -317,7 +322,13 @@ impl<S: State> Run<S> {
                     .and_then(Option::take)
                     .and_then(|s| s.goto.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
-                    let mut writes = vec![persist::update_write(&self.sh.graph, &spec, &update)?];
+                    let (write, json) =
+                        persist::update_write_keeping_json(&self.sh.graph, &spec, &update)?;
+                    if self.update_json.len() < self.saved.tasks.len() {
+                        self.update_json.resize(self.saved.tasks.len(), None);
+                    }
+                    self.update_json[i] = Some(json);
+                    let mut writes = vec![write];
                     if let Some(g) = &goto {
                         writes.push(persist::goto_write(&spec, g)?);
                     }
@@ -449,7 +460,10 @@ impl<S: State> Run<S> {
             ));
         }
         let delta = if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
-            Some(serde_json::to_vec(&updates)?)
+            Some(persist::delta_json(
+                &updates,
+                &std::mem::take(&mut self.update_json),
+            )?)
         } else {
             None
         };
