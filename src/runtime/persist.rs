@@ -431,18 +431,22 @@ mod tests {
     use super::delta_json;
     use proptest::prelude::*;
 
-    crate::state! {
-        /// Updates of varied shape for the delta test.
-        #[allow(dead_code)]
-        pub struct Varied => VariedUpdate {
-            /// Text with escapes.
-            replace text: Option<String>,
-            /// A list.
-            append items: Vec<i64>,
-            /// A map.
-            merge seen: std::collections::BTreeMap<String, f64>,
+    /// A state whose updates vary in shape (only its update type is used).
+    #[allow(dead_code)]
+    mod varied {
+        crate::state! {
+            /// Updates of varied shape for the delta test.
+            pub struct Varied => VariedUpdate {
+                /// Text with escapes.
+                replace text: Option<String>,
+                /// A list.
+                append items: Vec<i64>,
+                /// A map.
+                merge seen: std::collections::BTreeMap<String, f64>,
+            }
         }
     }
+    use varied::VariedUpdate;
 
     fn update() -> impl Strategy<Value = VariedUpdate> {
         (
