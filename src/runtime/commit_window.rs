@@ -8,7 +8,7 @@
 //! `commit_siblings`, the wait only happens when load is evident — the batch being gathered, or the
 //! one before it, holds at least `siblings` items — so a conversation running alone is never
 //! delayed. On the 10,000-conversation research load a 2 ms window took the process's CPU per node
-//! execution down by ~10 % with no rise in conversation latency (docs/PERFORMANCE.md).
+//! execution down by 10–15 % with no rise in conversation latency (docs/PERFORMANCE.md).
 
 use std::time::Duration;
 

@@ -162,8 +162,8 @@ async fn run(
 
 /// Waits out `window.window`, then takes what arrived meanwhile, up to `window.max_items` queued;
 /// batches in flight that finish meanwhile are settled. The writer sleeps through the window
-/// rather than waking for each arrival: a wake-up per message cost about what the window saved
-/// (measured: system CPU stayed where it was without a window).
+/// rather than waking for each arrival: a version that woke per message gained about half as
+/// much (its system CPU did not drop).
 async fn gather(
     w: &mut Committer,
     rx: &mut mpsc::UnboundedReceiver<WriterMsg>,

@@ -41,10 +41,6 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
     out
 }
 
-/// The seed's `final_output`: status, the notes relied on, gaps, and why the run stopped. The
-/// brief itself is the state's `final_report`, the plan its `plan`, and each note's evidence
-/// sentence is in `step_results` (`output_json` joins them): not copied here, so a conversation's
-/// last checkpoint does not hold them twice. `report_words` says how long the brief is.
 /// What a finishing node is about to write over the state it read (gaps, blocked reason,
 /// errors), for [`final_output`].
 pub struct Ending<'a> {
@@ -56,8 +52,12 @@ pub struct Ending<'a> {
     pub errors: &'a [String],
 }
 
-/// The gaps, blocked reason and errors come from `ending`: what the finishing node writes, not
-/// a copy of the whole state made to hold them.
+/// The seed's `final_output`: status, the notes relied on, gaps, and why the run stopped. The
+/// brief itself is the state's `final_report`, the plan its `plan`, and each note's evidence
+/// sentence is in `step_results` (`output_json` joins them): not copied here, so a conversation's
+/// last checkpoint does not hold them twice. `report_words` says how long the brief is. The gaps,
+/// blocked reason and errors come from `ending`: what the finishing node writes, not a copy of
+/// the whole state made to hold them.
 pub fn final_output(s: &ResearchState, status: &str, report: &str, ending: Ending) -> Value {
     let sources: Vec<String> = evidence(s).into_iter().map(|e| e.source_id).collect();
     json!({

@@ -84,8 +84,8 @@ impl Bm25Index {
     /// not returned.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         let n = self.doc_len.len() as f64;
-        // One score per document, summed in the same order as before (a hash map by document
-        // cost more than the scoring: corpora are small, so a dense vector is cheaper).
+        // One score per document (corpora are small: a dense vector costs less than a map),
+        // summed in the query's sorted term order, as `rank_once` sums them.
         let mut scores = vec![0.0f64; self.doc_len.len()];
         for term in query_terms(query) {
             let Some(posting) = self.postings.get(&term) else {
@@ -161,16 +161,17 @@ pub fn rank_once<'a>(
     let idfs: Vec<f64> = (0..terms.len())
         .map(|k| idf(n, docs_tf.iter().filter(|d| d.1[k] > 0).count() as f64))
         .collect();
-    // Summed in the same order as `search` (terms sorted), so the scores are the same bits; a
-    // document holding no query term has no score, as it has none in `search`.
-    let scores = docs_tf.iter().enumerate().filter_map(|(doc, (len, tf))| {
-        tf.iter()
+    // Summed from 0.0 in the same order as `search` (terms sorted), so the scores are the same
+    // bits; a document holding no query term scores 0.0 and is left out by `ranked`, as there.
+    let scores = docs_tf.iter().enumerate().map(|(doc, (len, tf))| {
+        let score = tf
+            .iter()
             .zip(&idfs)
             .filter(|(f, _)| **f > 0)
-            .fold(None, |score: Option<f64>, (&f, &idf)| {
-                Some(score.unwrap_or(0.0) + term_score(idf, f, *len, avg_len))
-            })
-            .map(|score| (doc, score))
+            .fold(0.0, |score, (&f, &idf)| {
+                score + term_score(idf, f, *len, avg_len)
+            });
+        (doc, score)
     });
     ranked(scores, limit)
 }
