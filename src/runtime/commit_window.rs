@@ -21,7 +21,7 @@ pub struct CommitWindow {
     /// The fewest items the batch being gathered or the previous one must hold for the writer to
     /// wait at all.
     pub siblings: usize,
-    /// The most items one commit holds (the rest wait for the next).
+    /// The most items one commit holds (the rest wait for the next); 0 is taken as 1.
     pub max_items: usize,
 }
 

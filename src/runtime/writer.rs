@@ -105,6 +105,11 @@ async fn run(
 ) {
     use futures::StreamExt;
     let most = cp.max_concurrent_batches().max(1);
+    // A batch of at most zero items would read as a closed channel and stop the writer.
+    let window = CommitWindow {
+        max_items: window.max_items.max(1),
+        ..window
+    };
     let mut w = Committer {
         cp,
         inflight: Default::default(),
@@ -440,6 +445,21 @@ mod tests {
                 .unwrap();
             assert_eq!(flush_after(&w, &t).await, std::time::Duration::ZERO);
         }
+        assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(3)));
+    }
+
+    /// `max_items: 0` is taken as 1: the writer keeps committing (a receive of at most zero
+    /// messages would look like a closed channel and stop it).
+    #[tokio::test(start_paused = true)]
+    async fn a_window_of_at_most_zero_items_still_commits() {
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let t = ThreadId::new("t");
+        let w = writer_here(cp.clone(), window(usize::MAX, 0));
+        for id in 1..=3 {
+            w.send(WriterMsg::Put(record(&t, id, (id > 1).then(|| id - 1))))
+                .unwrap();
+        }
+        assert_eq!(flush_after(&w, &t).await, std::time::Duration::ZERO);
         assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(3)));
     }
 }
