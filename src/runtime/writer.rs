@@ -167,8 +167,8 @@ async fn run(
 
 /// Waits out `window.window`, then takes what arrived meanwhile, up to `window.max_items` queued;
 /// batches in flight that finish meanwhile are settled. The writer sleeps through the window
-/// rather than waking for each arrival: a version that woke per message gained about half as
-/// much (its system CPU did not drop).
+/// rather than waking for each arrival: a version that woke per message gained far less (its
+/// system CPU did not drop; docs/PERFORMANCE.md).
 async fn gather(
     w: &mut Committer,
     rx: &mut mpsc::UnboundedReceiver<WriterMsg>,
