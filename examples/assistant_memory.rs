@@ -119,6 +119,7 @@ fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
                 messages: vec![ChatMessage::user(s.question.clone())],
                 schema: std::sync::Arc::new(json!({"type": "object"})),
                 input: json!({"topic": s.topic, "visits": s.visits}).to_string(),
+                typed: None,
             };
             let id = format!("answer-{}", ctx.task_id());
             let stream = |chunk: &str| ctx.stream_chunk(&id, chunk);

@@ -120,6 +120,7 @@ fn request() -> ChatRequest {
                         "properties": {"answer": {"type": "integer"}}}),
         ),
         input: "{}".into(),
+        typed: None,
     }
 }
 

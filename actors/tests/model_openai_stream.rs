@@ -100,6 +100,7 @@ fn request() -> ChatRequest {
         messages: vec![ChatMessage::user("Write.")],
         schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
+        typed: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn request(call: &str) -> ChatRequest {
             json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}),
         ),
         input: json!({"x": 20}).to_string(),
+        typed: None,
     }
 }
 

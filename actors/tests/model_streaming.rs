@@ -24,6 +24,7 @@ fn request() -> ChatRequest {
         messages: vec![ChatMessage::user("Write a line.")],
         schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
+        typed: None,
     }
 }
 

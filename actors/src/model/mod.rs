@@ -82,6 +82,40 @@ pub struct ChatRequest {
     /// quotes: serialised once). HTTP providers ignore it; the simulator hands it to the offline
     /// responder.
     pub input: String,
+    /// The request value `input` was written from, for an in-process model that asks for it
+    /// ([`ChatModel::takes_typed_input`]): the simulator's offline responders read it instead of
+    /// parsing `input` back (parsing was 3 % of a research load's CPU, work a remote model does
+    /// on its own machine). `None` for every other model.
+    pub typed: Option<TypedInput>,
+}
+
+/// A policy's request value, shared with an in-process model ([`ChatRequest::typed`]).
+#[derive(Clone)]
+pub struct TypedInput(std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl TypedInput {
+    /// Wraps a request value.
+    pub fn new<T: std::any::Any + Send + Sync>(value: T) -> Self {
+        Self(std::sync::Arc::new(value))
+    }
+
+    /// The value, if it is a `T`.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for TypedInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TypedInput(..)")
+    }
+}
+
+/// Always equal: the value mirrors [`ChatRequest::input`], which requests are compared by.
+impl PartialEq for TypedInput {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ChatRequest {
@@ -129,6 +163,12 @@ pub trait ChatModel: Send + Sync {
     fn name(&self) -> &str;
     /// One chat completion.
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError>;
+
+    /// Whether this model reads [`ChatRequest::typed`] (an in-process model answering from the
+    /// request value); a policy then shares its request value with the request. Default: no.
+    fn takes_typed_input(&self) -> bool {
+        false
+    }
 
     /// One chat completion whose answer is handed to `on_chunk` piece by piece as it arrives
     /// (for a node to stream with `NodeContext::stream_chunk`); the reply is the whole answer.

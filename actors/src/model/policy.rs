@@ -68,7 +68,7 @@ impl PolicyClient {
     }
 
     /// [`ask_policy`] with this client's model and system prompt.
-    pub async fn call<Q: Serialize, T: DeserializeOwned>(
+    pub async fn call<Q: Serialize + Clone + Send + Sync + 'static, T: DeserializeOwned>(
         &self,
         call: &str,
         instruction: &str,
@@ -83,7 +83,7 @@ impl PolicyClient {
 /// message after `instruction`; the answer must match `schema`. Transient model errors (timeouts,
 /// rate limits, 5xx) become [`PolicyError::Transient`], which a node's retry policy retries; the
 /// rest are [`PolicyError::Failed`].
-pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
+pub async fn ask_policy<Q: Serialize + Clone + Send + Sync + 'static, T: DeserializeOwned>(
     model: &dyn ChatModel,
     system: &str,
     call: &str,
@@ -103,6 +103,9 @@ pub async fn ask_policy<Q: Serialize, T: DeserializeOwned>(
         ],
         schema,
         input,
+        typed: model
+            .takes_typed_input()
+            .then(|| super::TypedInput::new(req.clone())),
     };
     match ask::<T>(model, chat).await {
         Ok((value, usage)) => Ok(PolicyReply {
@@ -131,17 +134,27 @@ macro_rules! shared_schema {
 }
 pub(crate) use shared_schema;
 
-/// A simulator responder from an offline answer function: decodes the request's `input`, answers
-/// it, and encodes the answer; an answer function's error is a malformed reply.
+/// A simulator responder from an offline answer function: takes the request's value
+/// ([`ChatRequest::typed`]) or, without one, decodes its `input`; answers it, and encodes the
+/// answer. An answer function's error is a malformed reply.
 pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
 ) -> Responder {
     Arc::new(move |req: &ChatRequest| {
-        let q = serde_json::from_str::<Q>(&req.input).map_err(|e| ModelError::Malformed {
-            call: req.call.clone(),
-            detail: format!("simulator input does not decode: {e}"),
-        })?;
-        let a = f(&q).map_err(|detail| ModelError::Malformed {
+        let decoded;
+        let q = match req.typed.as_ref().and_then(|t| t.get::<Q>()) {
+            Some(q) => q,
+            None => {
+                decoded = serde_json::from_str::<Q>(&req.input).map_err(|e| {
+                    ModelError::Malformed {
+                        call: req.call.clone(),
+                        detail: format!("simulator input does not decode: {e}"),
+                    }
+                })?;
+                &decoded
+            }
+        };
+        let a = f(q).map_err(|detail| ModelError::Malformed {
             call: req.call.clone(),
             detail,
         })?;

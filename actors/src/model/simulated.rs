@@ -197,6 +197,10 @@ impl ChatModel for SimulatedModel {
         "sim"
     }
 
+    fn takes_typed_input(&self) -> bool {
+        true
+    }
+
     async fn chat_streaming(
         &self,
         req: &ChatRequest,

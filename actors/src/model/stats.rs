@@ -89,6 +89,10 @@ impl super::ChatModel for CountedModel {
         self.inner.name()
     }
 
+    fn takes_typed_input(&self) -> bool {
+        self.inner.takes_typed_input()
+    }
+
     async fn chat(&self, req: &super::ChatRequest) -> Result<super::ChatReply, ModelError> {
         let r = self.inner.chat(req).await;
         self.stats

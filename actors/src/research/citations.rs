@@ -7,10 +7,12 @@
 //! checked without a model: every figure the sentence states appears in the note, and at least
 //! [`MIN_SHARED`] of the sentence's content words appear in the note's title or text.
 
+use super::corpus::{has_prefix, Corpus};
 use super::figures;
 use super::notes::Note;
 use super::text;
-use std::collections::{HashMap, HashSet};
+use crate::tools::bm25::tokenize;
+use std::collections::HashSet;
 
 /// Share of a claim's content words that the cited note must contain.
 pub const MIN_SHARED: f64 = 0.5;
@@ -49,8 +51,11 @@ pub fn supports(note: &Note, claim: &str) -> bool {
 
 /// What [`supports`] reads of a note (its title and text, and the figures they state), made once
 /// per note when one brief's sentences cite it again and again.
-struct NoteEvidence {
-    text: String,
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NoteEvidence {
+    /// The words of title and text, lower-case, sorted, without repeats: a claim's word is looked
+    /// up with a binary search ([`has_prefix`]) where it scanned the whole text.
+    words: Vec<String>,
     values: Vec<f64>,
 }
 
@@ -58,15 +63,20 @@ impl NoteEvidence {
     fn of(note: &Note) -> Self {
         let text = format!("{} {}", note.title, note.text);
         let values = figures::extract(&text).iter().map(|f| f.value).collect();
-        Self { text, values }
+        let mut words = tokenize(&text);
+        words.sort_unstable();
+        words.dedup();
+        Self { words, values }
     }
 
     fn supports(&self, claim: &str) -> bool {
-        supported_by(&self.text, &self.values, claim)
+        supported_by(&self.words, &self.values, claim)
     }
 }
 
-fn supported_by(note_text: &str, note_values: &[f64], claim: &str) -> bool {
+/// Whether a note whose sorted words are `note_words` and whose figures are `note_values`
+/// supports `claim`.
+fn supported_by(note_words: &[String], note_values: &[f64], claim: &str) -> bool {
     let mut bare = claim.to_string();
     for id in cited_ids(claim) {
         bare = bare.replace(&format!("[{id}]"), " ");
@@ -85,7 +95,7 @@ fn supported_by(note_text: &str, note_values: &[f64], claim: &str) -> bool {
     }
     let shared = words
         .iter()
-        .filter(|w| text::has_word_prefix(note_text, w))
+        .filter(|w| has_prefix(note_words, text::stem(w)))
         .count();
     figures_ok && shared as f64 >= MIN_SHARED * words.len() as f64
 }
@@ -96,21 +106,42 @@ pub fn enforce(text: &str, allowed: &HashSet<String>) -> (String, Vec<String>) {
     enforce_with(text, &|id| allowed.contains(id), None)
 }
 
-/// Like [`enforce`], and also removes a sentence when none of the notes it cites supports it
-/// ([`supports`]). The brief's source list (lines `- [id] title` under `## Sources`) is kept.
-pub fn enforce_supported(text: &str, notes: &HashMap<&str, &Note>) -> (String, Vec<String>) {
-    enforce_with(text, &|id| notes.contains_key(id), Some(notes))
+/// Like [`enforce`] for the notes of `corpus` whose ids are in `allowed`, and also removes a
+/// sentence when none of the notes it cites supports it ([`supports`]). The brief's source list
+/// (lines `- [id] title` under `## Sources`) is kept. What a note offers as evidence is worked out
+/// once per note of the corpus, for every brief that cites it.
+pub fn enforce_supported(
+    text: &str,
+    allowed: &HashSet<&str>,
+    corpus: &Corpus,
+) -> (String, Vec<String>) {
+    let citable = |id: &str| allowed.contains(id).then(|| corpus.position(id)).flatten();
+    enforce_with(
+        text,
+        &|id| citable(id).is_some(),
+        Some(&|id| citable(id).map(|i| evidence_of(corpus, i))),
+    )
 }
+
+/// The evidence note `i` of `corpus` offers, made on first use.
+fn evidence_of(corpus: &Corpus, i: usize) -> &NoteEvidence {
+    corpus
+        .prepared(i)
+        .citation_evidence
+        .get_or_init(|| NoteEvidence::of(&corpus.notes()[i]))
+}
+
+/// A cited note's evidence, by id (`None`: not citable).
+type EvidenceOf<'a> = dyn Fn(&str) -> Option<&'a NoteEvidence> + 'a;
 
 fn enforce_with(
     text: &str,
     allowed: &dyn Fn(&str) -> bool,
-    notes: Option<&HashMap<&str, &Note>>,
+    evidence: Option<&EvidenceOf<'_>>,
 ) -> (String, Vec<String>) {
     let mut gaps = Vec::new();
     let mut lines = Vec::new();
     let mut in_sources = false;
-    let evidence: std::cell::RefCell<HashMap<&str, NoteEvidence>> = Default::default();
     for line in text.lines() {
         if let Some(h) = line.strip_prefix("## ") {
             in_sources = h.trim().eq_ignore_ascii_case("sources");
@@ -137,17 +168,11 @@ fn enforce_with(
                     ));
                     return false;
                 }
-                let Some(notes) = notes else { return true };
+                let Some(evidence) = evidence else { return true };
                 if cited.is_empty()
-                    || cited.iter().any(|id| {
-                        notes.get_key_value(id.as_str()).is_some_and(|(id, n)| {
-                            evidence
-                                .borrow_mut()
-                                .entry(id)
-                                .or_insert_with(|| NoteEvidence::of(n))
-                                .supports(sentence)
-                        })
-                    })
+                    || cited
+                        .iter()
+                        .any(|id| evidence(id).is_some_and(|e| e.supports(sentence)))
                 {
                     return true;
                 }
@@ -173,6 +198,25 @@ fn enforce_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A claim's word is in a note's evidence exactly when `text::has_word_prefix` finds it
+        /// in the note's title and text (mixed case, punctuation, stems, prefixes).
+        #[test]
+        fn evidence_words_answer_as_the_text_scan(
+            title in "(Heat|pump|costs|Risk|io)( (Heat|pump|costs|Risk|io)){0,3}",
+            text in "((Heat|pumps|cost|risks|latency|the|Über|io|a)[,.;]? ){0,12}",
+            word in "(heat|pump|pumps|cost|costs|risk|risks|latency|über|io|the|x)",
+        ) {
+            let note = Note { id: "n".into(), title: title.clone(), text: text.clone(), tags: vec![] };
+            let evidence = NoteEvidence::of(&note);
+            prop_assert_eq!(
+                has_prefix(&evidence.words, text::stem(&word)),
+                text::has_word_prefix(&format!("{title} {text}"), &word)
+            );
+        }
+    }
 
     #[test]
     fn finds_citations_but_not_links() {
@@ -190,11 +234,11 @@ mod tests {
             text: "The cost per resolved conversation fell from 4.10 EUR to 0.90 EUR.".into(),
             tags: vec![],
         };
-        let notes: HashMap<&str, &Note> = [("c", &note)].into();
+        let corpus = Corpus::new(vec![note]);
         let brief = "The cost per resolved conversation fell to 0.90 EUR [c]. \
                      Costs fell to 0.50 EUR per conversation [c]. \
                      Agents were happier with shorter shifts [c].\n\n## Sources\n\n- [c] Cost\n";
-        let (text, gaps) = enforce_supported(brief, &notes);
+        let (text, gaps) = enforce_supported(brief, &["c"].into(), &corpus);
         assert!(
             text.starts_with("The cost per resolved conversation fell to 0.90 EUR [c].\n"),
             "{text}"

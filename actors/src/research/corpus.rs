@@ -51,6 +51,9 @@ pub struct Prepared {
     /// Per sentence, the figures it states ([`figures::extract`](super::figures::extract)),
     /// worked out on first use (`compare` reads them for every dimension a note names).
     sentence_figures: Derived<Vec<Vec<super::figures::Figure>>>,
+    /// What the note offers a claim citing it (`citations`), worked out on first use: every
+    /// brief that cites the note checks its sentences against it.
+    pub(crate) citation_evidence: Derived<super::citations::NoteEvidence>,
 }
 
 /// A value worked out from the rest of a [`Prepared`] when first needed: not part of what the
@@ -103,6 +106,7 @@ impl Prepared {
             vocabulary,
             lexicon_aspects: Derived::default(),
             sentence_figures: Derived::default(),
+            citation_evidence: Derived::default(),
         }
     }
 
@@ -159,6 +163,21 @@ impl Term {
                 })
                 .collect(),
         }
+    }
+}
+
+impl Term {
+    /// Whether the words of `fields` (each sorted, as [`Sentence::words`] and
+    /// [`Prepared::title`]) mention the term as [`text::mentions_term`] would mention it in those
+    /// fields' text: an alternative's every word starts some word of some field, by stem.
+    pub fn named_in(&self, fields: &[&[String]]) -> bool {
+        self.alternatives.iter().any(|words| {
+            !words.is_empty()
+                && words.iter().all(|w| {
+                    let stem = text::stem(w);
+                    fields.iter().any(|f| has_prefix(f, stem))
+                })
+        })
     }
 }
 
@@ -410,6 +429,39 @@ mod tests {
         ) {
             let n = note(&words[0], &words.join(" "), &[]);
             prop_assert_eq!(Prepared::new(&n).mentions(&term), n.mentions(&term));
+        }
+
+        /// A term named in a sentence's or the title's and tags' prepared words is exactly a
+        /// term `text::mentions_term` finds in their text (mixed case, punctuation, `|`
+        /// alternatives, stems and prefixes).
+        #[test]
+        fn named_in_matches_mentions_term_on_text(
+            sentence in proptest::collection::vec("(Cost|costs|price|Pric|risk|risks|latency|heat|pump|pumps|a|io|the|of)[,.;]?", 0..10),
+            title in proptest::collection::vec("(Cost|risk|heat|pump|latency|of)", 0..4),
+            tags in proptest::collection::vec("(cost|risks|pump-heat|io)", 0..3),
+            term in "(cost|costs|price|Risk|latency|heat pump|pumps|io|the)(\\|(cost|risk|heat of))?",
+        ) {
+            let text = format!("{}.", sentence.join(" "));
+            let n = Note { tags: tags.clone(), ..note(&title.join(" "), &text, &[]) };
+            let p = Prepared::new(&n);
+            let split = Term::new(&term);
+            for s in &p.sentences {
+                prop_assert_eq!(
+                    split.named_in(&[&s.words]),
+                    text::mentions_term(std::iter::once(s.text.as_str()), &term),
+                    "{:?}", s.text
+                );
+            }
+            let fields: Vec<&[String]> = std::iter::once(p.title.as_slice())
+                .chain(p.tags.iter().map(Vec::as_slice))
+                .collect();
+            prop_assert_eq!(
+                split.named_in(&fields),
+                text::mentions_term(
+                    n.tags.iter().map(String::as_str).chain(std::iter::once(n.title.as_str())),
+                    &term
+                )
+            );
         }
 
         /// The corpus's word index finds exactly the notes each note's own check finds (words

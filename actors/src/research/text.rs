@@ -126,26 +126,25 @@ pub fn primary(term: &str) -> &str {
     term.split('|').next().unwrap_or(term).trim()
 }
 
-/// Splits text into sentences (on `.`, `!`, `?` followed by a space or the end).
+/// Splits text into sentences (on `.`, `!`, `?` followed by a space or the end), each trimmed.
+/// Slices of `text`, copied once each (this runs over every note a brief cites).
 pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut current = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
-        current.push(c);
-        let boundary =
-            matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
-        if boundary {
-            let s = current.trim().to_string();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|&(_, n)| n.is_whitespace()) {
+            let end = i + c.len_utf8();
+            let s = text[start..end].trim();
             if !s.is_empty() {
-                out.push(s);
+                out.push(s.to_string());
             }
-            current.clear();
+            start = end;
         }
     }
-    let s = current.trim().to_string();
+    let s = text[start..].trim();
     if !s.is_empty() {
-        out.push(s);
+        out.push(s.to_string());
     }
     out
 }
@@ -158,6 +157,37 @@ pub fn word_count(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The splitting `sentences` did before it sliced: char by char into a buffer.
+    fn sentences_char_by_char(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        let chars: Vec<char> = text.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            current.push(c);
+            if matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace())
+            {
+                let s = current.trim().to_string();
+                if !s.is_empty() {
+                    out.push(s);
+                }
+                current.clear();
+            }
+        }
+        let s = current.trim().to_string();
+        if !s.is_empty() {
+            out.push(s);
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn sentences_split_as_char_by_char(text in "([a-zé€ 0-9]|[.!?]|\\s|\\.\\.|\\. ){0,40}") {
+            prop_assert_eq!(sentences(&text), sentences_char_by_char(&text));
+        }
+    }
 
     #[test]
     fn topic_terms_drop_task_words() {

@@ -7,7 +7,6 @@
 
 use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
-use crate::research::notes::Note;
 use crate::research::output::{evidence, final_output, Ending};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
@@ -17,7 +16,7 @@ use crate::research::state::{
 };
 use crate::research::text;
 use planwright::{NodeContext, NodeError};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 fn title_case(s: &str) -> String {
@@ -181,13 +180,8 @@ pub async fn synthesize_report(
     };
     let usage = emit_usage(&ctx, "synthesize_report", reply.usage);
     let allowed: HashSet<&str> = ev.iter().map(|e| e.source_id.as_str()).collect();
-    let notes: HashMap<&str, &Note> = s
-        .source_notes
-        .iter()
-        .filter(|n| allowed.contains(n.id.as_str()))
-        .map(|n| (n.id.as_str(), n))
-        .collect();
-    let (report, removed) = citations::enforce_supported(&reply.value.text, &notes);
+    let (report, removed) =
+        citations::enforce_supported(&reply.value.text, &allowed, s.source_notes.corpus());
     let mut gaps = s.knowledge_gaps.clone();
     gaps.extend(removed.iter().cloned());
     let cited = citations::cited_ids(&report);

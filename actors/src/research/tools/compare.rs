@@ -11,6 +11,7 @@
 
 use super::search::best_sentence;
 use super::{ToolInput, ToolOutcome};
+use crate::research::corpus::Term;
 use crate::research::figures::Figure;
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
@@ -35,8 +36,11 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             .flat_map(text::content_terms)
             .map(|t| (t, 1.0))
             .collect();
+        // The dimension split once; sentences, title and tags are matched on their prepared
+        // words (the same answers as `Note::mentions` and `text::mentions_term` on their text).
+        let term = Term::new(dim);
         let mut cells = Vec::new();
-        for (note, prepared) in notes.iter().filter(|(n, _)| n.mentions(dim)) {
+        for (note, prepared) in notes.iter().filter(|(_, p)| p.mentions_term(&term)) {
             if cells.len() >= PER_DIMENSION {
                 break;
             }
@@ -47,15 +51,12 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             let has_figure = |i: &usize| all_figures[*i].iter().any(|f| !f.unit.is_empty());
             let n = prepared.sentences.len();
             let mut on_dim: Vec<usize> = (0..n)
-                .filter(|&i| text::mentions_term(std::iter::once(text_of(i)), dim))
+                .filter(|&i| term.named_in(&[&prepared.sentences[i].words]))
                 .collect();
-            let filed_under = text::mentions_term(
-                note.tags
-                    .iter()
-                    .map(String::as_str)
-                    .chain(std::iter::once(note.title.as_str())),
-                dim,
-            );
+            let title_and_tags: Vec<&[String]> = std::iter::once(prepared.title.as_slice())
+                .chain(prepared.tags.iter().map(Vec::as_slice))
+                .collect();
+            let filed_under = term.named_in(&title_and_tags);
             if filed_under && !on_dim.iter().any(has_figure) {
                 for i in 0..n {
                     if has_figure(&i) && !on_dim.iter().any(|&j| text_of(j) == text_of(i)) {
