@@ -573,10 +573,10 @@ impl<S: State> Run<S> {
     }
 
     async fn pause(&mut self, interrupts: Vec<Interrupt>) -> Result<(), RunError> {
-        self.pauses = interrupts.clone();
         self.events.emit(|| RunEvent::Interrupted {
             interrupts: interrupts.clone(),
         });
+        self.pauses = interrupts;
         self.finish(Ok(RunStatus::Interrupted)).await;
         Ok(())
     }
@@ -624,14 +624,17 @@ impl<S: State> Run<S> {
             steps: self.steps_run,
             node_executions: self.node_executions,
         });
+        // The run is over: its pauses go to the outcome (and stay with the saved thread when it
+        // paused before a step), not copied once more.
+        let pauses = std::mem::take(&mut self.pauses);
+        if self.saved.paused_before {
+            self.saved.pauses = pauses.clone();
+        }
         let interrupts: Vec<Interrupt> = if status == RunStatus::Interrupted {
-            self.pauses.clone()
+            pauses
         } else {
             Vec::new()
         };
-        if self.saved.paused_before {
-            self.saved.pauses = self.pauses.clone();
-        }
         let outcome = result.map(|status| RunOutcome {
             run_id: self.run_id,
             thread_id: self.thread.clone(),

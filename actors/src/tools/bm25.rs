@@ -42,6 +42,16 @@ pub fn tokenize(text: &str) -> Vec<String> {
     raw_tokens(text).map(str::to_lowercase).collect()
 }
 
+/// Hands each of [`tokenize`]'s tokens to `f`, in order, lower-cased in one reused buffer: for
+/// callers that keep few of them (nothing is allocated per token).
+pub fn for_each_token(text: &str, mut f: impl FnMut(&str)) {
+    let mut word = String::new();
+    for tok in raw_tokens(text) {
+        lowercase_into(tok, &mut word);
+        f(&word);
+    }
+}
+
 impl Bm25Index {
     /// Indexes documents given as (title, text) pairs, in order.
     pub fn build<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {

@@ -75,7 +75,7 @@ pub async fn create_plan(
     let req = PlanRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        notes: plan_notes(&s),
+        notes: plan_notes(&s).into(),
     };
     match env.policy.create_plan(&req).await {
         Ok(reply) => {
@@ -149,7 +149,7 @@ pub async fn repair_plan(
     let req = RepairRequest {
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
-        notes: plan_notes(&s),
+        notes: plan_notes(&s).into(),
         plan: s.plan.to_vec(),
         errors: s.plan_errors.clone(),
     };
@@ -193,7 +193,8 @@ pub async fn replan(
             s.source_notes.corpus(),
             &format!("{} {}", s.goal, s.knowledge_gaps.join(" ")),
             s.constraints.note_tokens,
-        ),
+        )
+        .into(),
         plan: s.plan.to_vec(),
         step_results: s.step_results.clone(),
         knowledge_gaps: s.knowledge_gaps.clone(),

@@ -22,6 +22,7 @@ use super::constraints::Constraints;
 use super::notes::Note;
 use super::state::{Finding, PlanStep, StepResults};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Asks for a first plan.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -30,8 +31,8 @@ pub struct PlanRequest {
     pub goal: String,
     /// The constraints.
     pub constraints: Constraints,
-    /// The notes the plan will run against.
-    pub notes: Vec<Note>,
+    /// The notes the plan will run against (shared: a request is cloned for an in-process model).
+    pub notes: Arc<[Note]>,
 }
 
 /// Asks to fix a plan that failed validation.
@@ -42,7 +43,7 @@ pub struct RepairRequest {
     /// The constraints.
     pub constraints: Constraints,
     /// The notes.
-    pub notes: Vec<Note>,
+    pub notes: Arc<[Note]>,
     /// The invalid plan.
     pub plan: Vec<PlanStep>,
     /// Its problems, each named.
@@ -57,7 +58,7 @@ pub struct ReplanRequest {
     /// The constraints.
     pub constraints: Constraints,
     /// The notes.
-    pub notes: Vec<Note>,
+    pub notes: Arc<[Note]>,
     /// The current plan with statuses; complete steps must be kept as they are.
     pub plan: Vec<PlanStep>,
     /// Results so far.

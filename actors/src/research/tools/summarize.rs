@@ -1,6 +1,7 @@
 //! `summarize`: an extractive summary: the sentences of the gathered notes most about the goal.
 
 use super::{ToolInput, ToolOutcome};
+use crate::research::corpus::has_prefix;
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 
@@ -10,23 +11,24 @@ pub const DEFAULT_SENTENCES: u32 = 4;
 /// Picks up to `max_sentences` sentences from the notes the dependencies used, scored by how many
 /// goal terms they mention, at most one per note, best first (ties: note order).
 pub fn summarize(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
-    let notes = input.dep_notes();
+    let notes = input.dep_notes_prepared();
     if notes.is_empty() {
         return ToolOutcome::failed("nothing to summarize: the dependencies used no notes");
     }
     let terms = text::topic_terms(input.goal);
-    let mut scored: Vec<(usize, usize, String, &str)> = Vec::new();
-    for (order, note) in notes.iter().enumerate() {
-        let best = text::sentences(&note.text)
-            .into_iter()
+    // A term is mentioned as `text::has_word_prefix` finds it: some word starts with its stem,
+    // looked up in the sentence's prepared words (split and sorted once per note).
+    let stems: Vec<&str> = terms.iter().map(|t| text::stem(t)).collect();
+    let mut scored: Vec<(usize, usize, &str, &str)> = Vec::new();
+    for (order, (note, prepared)) in notes.iter().enumerate() {
+        let best = prepared
+            .sentences
+            .iter()
             .map(|s| {
-                let score = terms
-                    .iter()
-                    .filter(|t| text::has_word_prefix(&s, t))
-                    .count();
-                (score, s)
+                let score = stems.iter().filter(|t| has_prefix(&s.words, t)).count();
+                (score, s.text.as_str())
             })
-            .fold(None::<(usize, String)>, |acc, (score, s)| match acc {
+            .fold(None::<(usize, &str)>, |acc, (score, s)| match acc {
                 Some((b, _)) if b >= score => acc,
                 _ => Some((score, s)),
             });
