@@ -167,6 +167,12 @@ impl Term {
 }
 
 impl Term {
+    /// A term of these alternatives, each a list of words already split (as [`Term::new`] splits
+    /// them); an empty alternative names nothing.
+    pub(crate) fn from_alternatives(alternatives: Vec<Vec<String>>) -> Self {
+        Self { alternatives }
+    }
+
     /// Whether the words of `fields` (each sorted, as [`Sentence::words`] and
     /// [`Prepared::title`]) mention the term as [`text::mentions_term`] would mention it in those
     /// fields' text: an alternative's every word starts some word of some field, by stem.

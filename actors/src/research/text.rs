@@ -50,8 +50,9 @@ const TASK_WORDS: &[&str] = &[
 
 /// Whether `word` is a stopword.
 pub fn is_stopword(word: &str) -> bool {
-    // Sorted (a test checks): a binary search, where a scan compared every token with all 78.
-    STOPWORDS.binary_search(&word).is_ok()
+    // A scan, not a binary search: the scan compares lengths first and rarely calls `memcmp`;
+    // a binary search called it for every step (measured: 0.9 % of a research load).
+    STOPWORDS.contains(&word)
 }
 
 /// Content terms of `text`, in order, without duplicates: tokens of 3+ characters that are not

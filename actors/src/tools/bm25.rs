@@ -195,7 +195,10 @@ fn raw_tokens(text: &str) -> impl Iterator<Item = &str> {
 /// `word` becomes `tok.to_lowercase()`, in a buffer that is reused.
 fn lowercase_into(tok: &str, word: &mut String) {
     word.clear();
-    if tok.contains('\u{3A3}') {
+    if tok.is_ascii() {
+        word.push_str(tok);
+        word.make_ascii_lowercase();
+    } else if tok.contains('\u{3A3}') {
         // A capital sigma lower-cases by its place in the word: leave it to the library.
         word.push_str(&tok.to_lowercase());
     } else {
