@@ -124,7 +124,6 @@ pub async fn execute_step(
         .to_string();
     let step = s
         .step(&id)
-        .cloned()
         .ok_or_else(|| NodeError::fatal(format!("execute_step: no step `{id}` in the plan")))?;
     let started = env.clock.now_ms();
     let waiting: Vec<&str> = step
@@ -167,7 +166,7 @@ pub async fn execute_step(
         .filter_map(|d| s.step_results.get(d).map(|r| &**r))
         .collect();
     let out = tools::run(
-        &step,
+        step,
         &ToolInput {
             goal: &s.goal,
             corpus: s.source_notes.corpus(),

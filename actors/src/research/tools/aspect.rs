@@ -31,7 +31,7 @@ use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 use crate::tools::bm25::tokenize;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 /// Weight of a title that names the aspect, in sentences.
 const TITLE_WEIGHT: f64 = 3.0;
@@ -106,6 +106,27 @@ impl Matcher {
     }
 }
 
+/// Most aspects [`matcher_of`] keeps; past it, it starts again (aspect names are few in practice;
+/// the bound keeps a stream of distinct ones from growing memory).
+const MATCHER_MEMO: usize = 1024;
+
+/// The matcher of `aspect`, built once per process: a plan's aspects come back in every search
+/// step of every conversation, and building one (splitting and stemming the aspect and its
+/// lexicon synonyms, for the step's aspect and each sibling) was ~1.5 % of a research load.
+fn matcher_of(aspect: &str) -> Arc<Matcher> {
+    static MEMO: LazyLock<Mutex<HashMap<String, Arc<Matcher>>>> = LazyLock::new(Default::default);
+    if let Some(m) = MEMO.lock().unwrap_or_else(|p| p.into_inner()).get(aspect) {
+        return m.clone();
+    }
+    let made = Arc::new(Matcher::new(aspect));
+    let mut memo = MEMO.lock().unwrap_or_else(|p| p.into_inner());
+    if memo.len() >= MATCHER_MEMO {
+        memo.clear();
+    }
+    memo.insert(aspect.to_string(), made.clone());
+    made
+}
+
 /// Matchers of every aspect the lexicon knows, built once: the lexicon is fixed, and every
 /// search used to split and stem all of its words again.
 fn lexicon_matchers() -> &'static [Matcher] {
@@ -175,7 +196,7 @@ pub fn search_aspect(
     corpus: &Corpus,
     siblings: &[String],
 ) -> ToolOutcome {
-    let matcher = Matcher::new(aspect);
+    let matcher = matcher_of(aspect);
     if matcher.own.is_empty() {
         return ToolOutcome::failed(format!("aspect `{aspect}` has no words to search for"));
     }
@@ -184,10 +205,10 @@ pub fn search_aspect(
     // The other aspects a sentence may be about: the plan's siblings, and the lexicon's (as a
     // mask over each sentence's precomputed lexicon aspects).
     let is_other = |m: &Matcher| !m.own.iter().flatten().any(|w| is_own(w));
-    let other_siblings: Vec<Matcher> = siblings
+    let other_siblings: Vec<Arc<Matcher>> = siblings
         .iter()
-        .map(|s| Matcher::new(s))
-        .filter(is_other)
+        .map(|s| matcher_of(s))
+        .filter(|m| is_other(m))
         .collect();
     let other_lexicon: u64 = lexicon_matchers()
         .iter()
