@@ -145,12 +145,11 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
         let q = match req.typed.as_ref().and_then(|t| t.get::<Q>()) {
             Some(q) => q,
             None => {
-                decoded = serde_json::from_str::<Q>(&req.input).map_err(|e| {
-                    ModelError::Malformed {
+                decoded =
+                    serde_json::from_str::<Q>(&req.input).map_err(|e| ModelError::Malformed {
                         call: req.call.clone(),
                         detail: format!("simulator input does not decode: {e}"),
-                    }
-                })?;
+                    })?;
                 &decoded
             }
         };

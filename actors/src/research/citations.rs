@@ -168,7 +168,9 @@ fn enforce_with(
                     ));
                     return false;
                 }
-                let Some(evidence) = evidence else { return true };
+                let Some(evidence) = evidence else {
+                    return true;
+                };
                 if cited.is_empty()
                     || cited
                         .iter()
