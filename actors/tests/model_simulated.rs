@@ -147,3 +147,76 @@ async fn scripted_answers_come_in_order_and_run_out_clearly() {
     assert_eq!(snap[0].errors.get("timeout"), Some(&1));
     assert!(snap[0].prompt_tokens > 0);
 }
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct X {
+    x: i64,
+}
+
+/// The simulator's offline responder reads the request value a policy shares and parses `input`
+/// only without one; a policy shares its value with the simulator and not with other models.
+#[tokio::test(start_paused = true)]
+async fn a_responder_reads_the_shared_request_value_and_parses_input_without_one() {
+    use planwright_actors::model::policy::{ask_policy, responder};
+    use planwright_actors::model::TypedInput;
+    let double = responder(|q: &X| Ok(json!({"n": q.x * 2})));
+    // The value wins over the text (they never differ in use; here they do, to tell them apart).
+    let mut req = request("double");
+    req.typed = Some(TypedInput::new(X { x: 4 }));
+    assert_eq!(double(&req).unwrap(), "{\"n\":8}");
+    // A value of another type, or none: `input` is parsed.
+    req.typed = Some(TypedInput::new("not an X".to_string()));
+    assert_eq!(double(&req).unwrap(), "{\"n\":40}");
+    req.typed = None;
+    assert_eq!(double(&req).unwrap(), "{\"n\":40}");
+    // Through a policy call: the simulator gets the value, a scripted model only the text.
+    let sim = SimulatedModel::new(
+        "sim:p50=1ms,p99=2ms,errors=0,seed=1"
+            .parse::<SimConfig>()
+            .unwrap(),
+        HashMap::from([("double".to_string(), double)]),
+    );
+    assert!(sim.takes_typed_input());
+    let schema = Arc::new(json!({"type": "object", "required": ["n"]}));
+    let reply = ask_policy::<X, N>(
+        &sim,
+        "sys",
+        "double",
+        "Double x.",
+        &X { x: 21 },
+        schema.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.value.n, 42);
+    assert!(!ScriptedModel::new().takes_typed_input());
+    let plain = SeesTyped::default();
+    ask_policy::<X, N>(&plain, "sys", "double", "Double x.", &X { x: 21 }, schema)
+        .await
+        .unwrap();
+    assert_eq!(*plain.saw.lock().unwrap(), Some(false));
+}
+
+/// A model that does not take typed input and notes whether a request carried it anyway.
+#[derive(Default)]
+struct SeesTyped {
+    saw: std::sync::Mutex<Option<bool>>,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for SeesTyped {
+    fn name(&self) -> &str {
+        "sees-typed"
+    }
+
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+    ) -> Result<planwright_actors::model::ChatReply, ModelError> {
+        *self.saw.lock().unwrap() = Some(req.typed.is_some());
+        Ok(planwright_actors::model::ChatReply {
+            content: json!({"n": 1}).to_string(),
+            usage: Default::default(),
+        })
+    }
+}

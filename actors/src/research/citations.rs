@@ -49,8 +49,9 @@ pub fn supports(note: &Note, claim: &str) -> bool {
     NoteEvidence::of(note).supports(claim)
 }
 
-/// What [`supports`] reads of a note (its title and text, and the figures they state), made once
-/// per note when one brief's sentences cite it again and again.
+/// What [`supports`] reads of a note (its title and text, and the figures they state): made once
+/// per note of a corpus and kept with the note's preparation ([`enforce_supported`]), since every
+/// brief that cites the note checks its sentences against it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NoteEvidence {
     /// The words of title and text, lower-case, sorted, without repeats: a claim's word is looked

@@ -87,7 +87,7 @@ impl Matcher {
 
     /// The notes that name the aspect or a related word anywhere (title, tags or text): a
     /// sentence can name it only if its note does, so a note that does not is skipped whole.
-    /// Looked up in the corpus's word index (asking each note's words was 1.5 % of a research
+    /// Looked up in the corpus's word index (asking each note's words was 0.9 % of a research
     /// load); `in_notes_asked_one_by_one` in the tests is the rule it answers.
     fn notes_naming(&self, corpus: &Corpus) -> Notes {
         let alternatives = self.own.iter().chain(&self.related).cloned().collect();
