@@ -156,7 +156,35 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
+    // Schema 4: every thread numbered in the order it was first written, every row keyed by it.
+    let numbers: Vec<(String, i64)> = conn
+        .prepare("SELECT thread_id, no FROM thread_numbers ORDER BY no")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(numbers, [("a".to_string(), 1), ("b".to_string(), 2)]);
+    let unkeyed: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM checkpoints c JOIN thread_numbers n ON n.thread_id = c.thread_id
+                     WHERE c.thread_no IS NOT n.no)
+                  + (SELECT COUNT(*) FROM writes w JOIN thread_numbers n ON n.thread_id = w.thread_id
+                     WHERE w.thread_no IS NOT n.no)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(unkeyed, 0);
+    let key: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_index_info('checkpoints_key') ORDER BY seqno")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(key, ["thread_no", "id"]);
     // Rows in arrival order: the migrated ones by key, then the new one.
     let order: Vec<(String, i64)> = conn
         .prepare("SELECT thread_id, id FROM checkpoints ORDER BY seq")

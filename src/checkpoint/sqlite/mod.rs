@@ -268,10 +268,11 @@ impl Drop for SqliteCheckpointer {
 /// The conditional write of one record inside an open transaction.
 fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointError> {
     let t = r.thread_id.as_str();
+    let no = thread_no(tx, t)?;
     let head: Option<i64> = tx
-        .prepare_cached(HEAD_SQL)
+        .prepare_cached(HEAD_BY_NO_SQL)
         .map_err(be)?
-        .query_row([t], |row| row.get(0))
+        .query_row([no], |row| row.get(0))
         .map_err(be)?;
     let found = head.map(|h| id_from_sql(&r.thread_id, h)).transpose()?;
     if found != r.parent || r.parent.is_some_and(|p| p >= r.id) {
@@ -284,8 +285,8 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
     let metadata = metadata_json(&r.metadata)?;
     let sum = checksum_with(r, &metadata);
     tx.prepare_cached(
-        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )
     .map_err(be)?
     .execute(params![
@@ -298,6 +299,7 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
         r.next_tasks,
         metadata,
         sum,
+        no,
     ])
     .map_err(be)?;
     Ok(())
@@ -305,7 +307,36 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
 
 /// A thread's head: its newest checkpoint (NULL when it has none). The key index makes it one
 /// index probe; keeping no separate head column means a checkpoint write touches one table.
-const HEAD_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_id = ?1";
+const HEAD_SQL: &str = "SELECT MAX(id) FROM checkpoints
+     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)";
+
+/// [`HEAD_SQL`] for a thread whose number is known (`?1`).
+const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
+
+/// Selects a thread's rows by its number (`?1` is the thread's id): the key index is
+/// `(thread_no, id)`, see [`thread_no`].
+const BY_THREAD: &str = "thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)";
+
+/// The thread's number, given on its first write: the key indexes hold it instead of the thread's
+/// id, so an entry is ~10 bytes instead of ~45 and the entries of the threads written lately sit
+/// together, whatever their ids look like — a commit of many running threads' checkpoints rewrote
+/// a key-index page per thread (see "Row order" in docs/checkpoints.md).
+fn thread_no(tx: &Connection, thread: &str) -> Result<i64, CheckpointError> {
+    let found: Option<i64> = tx
+        .prepare_cached("SELECT no FROM thread_numbers WHERE thread_id = ?1")
+        .map_err(be)?
+        .query_row([thread], |r| r.get(0))
+        .optional()
+        .map_err(be)?;
+    if let Some(no) = found {
+        return Ok(no);
+    }
+    tx.prepare_cached("INSERT INTO thread_numbers (thread_id) VALUES (?1)")
+        .map_err(be)?
+        .execute([thread])
+        .map_err(be)?;
+    Ok(tx.last_insert_rowid())
+}
 
 const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
 
@@ -454,7 +485,7 @@ impl Checkpointer for SqliteCheckpointer {
             let mut stmt = c
                 .prepare_cached(
                     "SELECT task_step, task_index, node, kind, key, payload FROM writes
-                     WHERE thread_id = ?1 AND checkpoint = ?2
+                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint = ?2
                      ORDER BY task_step, task_index, key, kind",
                 )
                 .map_err(be)?;
@@ -501,9 +532,8 @@ impl Checkpointer for SqliteCheckpointer {
         let thread = thread.clone();
         let sql_id = id_to_sql(id)?;
         self.call(move |c| {
-            let sql = format!(
-                "SELECT {RECORD_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND id = ?2"
-            );
+            let sql =
+                format!("SELECT {RECORD_COLUMNS} FROM checkpoints WHERE {BY_THREAD} AND id = ?2");
             query_records(c, &thread, &sql, params![thread.as_str(), sql_id])?
                 .pop()
                 .ok_or(CheckpointError::NotFound {
@@ -527,7 +557,7 @@ impl Checkpointer for SqliteCheckpointer {
             // then the chain was read again; resumes under load spent 2 % of their CPU there).
             let sql = format!(
                 "SELECT {RECORD_COLUMNS} FROM checkpoints
-                 WHERE thread_id = ?1 AND id <= ?2 ORDER BY id DESC"
+                 WHERE {BY_THREAD} AND id <= ?2 ORDER BY id DESC"
             );
             let mut stmt = c.prepare_cached(&sql).map_err(be)?;
             let mut rows = stmt
@@ -577,7 +607,7 @@ impl Checkpointer for SqliteCheckpointer {
             let mut stmt = c
                 .prepare_cached(
                     "SELECT id, parent, metadata FROM checkpoints
-                     WHERE thread_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2 ORDER BY id DESC LIMIT ?3",
                 )
                 .map_err(be)?;
             let mut rows = stmt
@@ -612,11 +642,14 @@ impl Checkpointer for SqliteCheckpointer {
             let mut stmt = c
                 .prepare_cached(
                     "WITH heads AS (
-                         SELECT thread_id, MAX(id) AS head FROM checkpoints
-                         WHERE substr(thread_id, 1, length(?1)) = ?1
-                         GROUP BY thread_id ORDER BY thread_id LIMIT ?2 OFFSET ?3)
+                         SELECT thread_id, no, head FROM (
+                             SELECT n.thread_id, n.no,
+                                 (SELECT MAX(id) FROM checkpoints c WHERE c.thread_no = n.no) AS head
+                             FROM thread_numbers n
+                             WHERE substr(n.thread_id, 1, length(?1)) = ?1)
+                         WHERE head IS NOT NULL ORDER BY thread_id LIMIT ?2 OFFSET ?3)
                      SELECT h.thread_id, h.head, t.metadata, c.metadata FROM heads h
-                     JOIN checkpoints c ON c.thread_id = h.thread_id AND c.id = h.head
+                     JOIN checkpoints c ON c.thread_no = h.no AND c.id = h.head
                      LEFT JOIN threads t ON t.thread_id = h.thread_id
                      ORDER BY h.thread_id",
                 )
@@ -693,11 +726,13 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
-            for table in ["writes", "checkpoints", "threads"] {
-                tx.execute(
-                    &format!("DELETE FROM {table} WHERE thread_id = ?1"),
-                    [thread.as_str()],
-                )
+            for sql in [
+                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)",
+                "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)",
+                "DELETE FROM threads WHERE thread_id = ?1",
+                "DELETE FROM thread_numbers WHERE thread_id = ?1",
+            ] {
+                tx.execute(sql, [thread.as_str()])
                 .map_err(be)?;
             }
             tx.commit().map_err(be)
@@ -721,7 +756,7 @@ impl Checkpointer for SqliteCheckpointer {
             let row = tx
                 .query_row(
                     "SELECT parent, fingerprint, next_tasks, metadata FROM checkpoints
-                     WHERE thread_id = ?1 AND id = ?2",
+                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id = ?2",
                     params![t, keep],
                     |r| {
                         Ok((
@@ -751,17 +786,17 @@ impl Checkpointer for SqliteCheckpointer {
             );
             tx.execute(
                 "UPDATE checkpoints SET kind = 'snapshot', body = ?3, checksum = ?4
-                 WHERE thread_id = ?1 AND id = ?2",
+                 WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id = ?2",
                 params![t, keep, snapshot, sum],
             )
             .map_err(be)?;
             tx.execute(
-                "DELETE FROM checkpoints WHERE thread_id = ?1 AND id < ?2",
+                "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2",
                 params![t, keep],
             )
             .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint < ?2",
+                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint < ?2",
                 params![t, keep],
             )
             .map_err(be)?;
@@ -785,7 +820,7 @@ impl Checkpointer for SqliteCheckpointer {
             let snapshot: Option<i64> = tx
                 .query_row(
                     "SELECT MAX(id) FROM checkpoints
-                     WHERE thread_id = ?1 AND id <= ?2 AND kind = 'snapshot'",
+                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id <= ?2 AND kind = 'snapshot'",
                     params![t, keep],
                     |r| r.get(0),
                 )
@@ -795,12 +830,12 @@ impl Checkpointer for SqliteCheckpointer {
             };
             let n = tx
                 .execute(
-                    "DELETE FROM checkpoints WHERE thread_id = ?1 AND id < ?2",
+                    "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2",
                     params![t, snapshot],
                 )
                 .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint < ?2",
+                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint < ?2",
                 params![t, snapshot],
             )
             .map_err(be)?;
@@ -829,12 +864,12 @@ impl Checkpointer for SqliteCheckpointer {
             let t = thread.as_str();
             let n = tx
                 .execute(
-                    "DELETE FROM checkpoints WHERE thread_id = ?1 AND id > ?2",
+                    "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id > ?2",
                     params![t, cut],
                 )
                 .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint >= ?2",
+                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint >= ?2",
                 params![t, at.unwrap_or(cut)],
             )
             .map_err(be)?;
@@ -868,10 +903,11 @@ fn insert_writes(
     let mut stmt = tx
         .prepare_cached(
             "INSERT OR REPLACE INTO writes
-             (thread_id, checkpoint, task_step, task_index, node, kind, key, payload)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             (thread_id, checkpoint, task_step, task_index, node, kind, key, payload, thread_no)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(be)?;
+    let no = thread_no(tx, thread)?;
     for w in writes {
         stmt.execute(params![
             thread,
@@ -881,7 +917,8 @@ fn insert_writes(
             w.node,
             write_kind_str(w.kind),
             w.key,
-            w.payload
+            w.payload,
+            no
         ])
         .map_err(be)?;
     }
