@@ -134,9 +134,8 @@ impl Prepared {
 
     /// [`Prepared::mentions`] for a term split once ([`Term::new`]), for loops over many notes.
     pub fn mentions_term(&self, term: &Term) -> bool {
-        term.alternatives
-            .iter()
-            .any(|words| !words.is_empty() && words.iter().all(|w| self.has_word(w)))
+        // The vocabulary holds every word of title, text and tags: `has_word`'s lookup.
+        term.named_in(&[&self.vocabulary])
     }
 }
 

@@ -305,17 +305,25 @@ fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointEr
     Ok(())
 }
 
+/// The condition selecting a thread's rows of `checkpoints` or `writes` by its number, `?1` being
+/// the thread's id (a literal, for `concat!` into statements; [`BY_THREAD`] for `format!`).
+macro_rules! by_thread {
+    () => {
+        "thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)"
+    };
+}
+
 /// A thread's head: its newest checkpoint (NULL when it has none). The key index makes it one
-/// index probe; keeping no separate head column means a checkpoint write touches one table.
-const HEAD_SQL: &str = "SELECT MAX(id) FROM checkpoints
-     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)";
+/// index probe (after the thread's number); keeping no separate head column means a checkpoint
+/// write touches one table besides the numbers, and those only on a thread's first write.
+const HEAD_SQL: &str = concat!("SELECT MAX(id) FROM checkpoints WHERE ", by_thread!());
 
 /// [`HEAD_SQL`] for a thread whose number is known (`?1`).
 const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
 
 /// Selects a thread's rows by its number (`?1` is the thread's id): the key index is
 /// `(thread_no, id)`, see [`thread_no`].
-const BY_THREAD: &str = "thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)";
+const BY_THREAD: &str = by_thread!();
 
 /// The thread's number, given on its first write: the key indexes hold it instead of the thread's
 /// id, so an entry is ~10 bytes instead of ~45 and the entries of the threads written lately sit
@@ -483,11 +491,13 @@ impl Checkpointer for SqliteCheckpointer {
         let cp = id_to_sql(checkpoint)?;
         self.call(move |c| {
             let mut stmt = c
-                .prepare_cached(
+                .prepare_cached(concat!(
                     "SELECT task_step, task_index, node, kind, key, payload FROM writes
-                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint = ?2
-                     ORDER BY task_step, task_index, key, kind",
-                )
+                     WHERE ",
+                    by_thread!(),
+                    " AND checkpoint = ?2
+                     ORDER BY task_step, task_index, key, kind"
+                ))
                 .map_err(be)?;
             let mut rows = stmt.query(params![thread.as_str(), cp]).map_err(be)?;
             let mut out = Vec::new();
@@ -605,10 +615,12 @@ impl Checkpointer for SqliteCheckpointer {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.call(move |c| {
             let mut stmt = c
-                .prepare_cached(
+                .prepare_cached(concat!(
                     "SELECT id, parent, metadata FROM checkpoints
-                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2 ORDER BY id DESC LIMIT ?3",
-                )
+                     WHERE ",
+                    by_thread!(),
+                    " AND id < ?2 ORDER BY id DESC LIMIT ?3"
+                ))
                 .map_err(be)?;
             let mut rows = stmt
                 .query(params![thread.as_str(), before, limit])
@@ -727,13 +739,12 @@ impl Checkpointer for SqliteCheckpointer {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
             for sql in [
-                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)",
-                "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1)",
+                concat!("DELETE FROM writes WHERE ", by_thread!()),
+                concat!("DELETE FROM checkpoints WHERE ", by_thread!()),
                 "DELETE FROM threads WHERE thread_id = ?1",
                 "DELETE FROM thread_numbers WHERE thread_id = ?1",
             ] {
-                tx.execute(sql, [thread.as_str()])
-                .map_err(be)?;
+                tx.execute(sql, [thread.as_str()]).map_err(be)?;
             }
             tx.commit().map_err(be)
         })
@@ -755,8 +766,12 @@ impl Checkpointer for SqliteCheckpointer {
             let t = thread.as_str();
             let row = tx
                 .query_row(
-                    "SELECT parent, fingerprint, next_tasks, metadata FROM checkpoints
-                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id = ?2",
+                    concat!(
+                        "SELECT parent, fingerprint, next_tasks, metadata FROM checkpoints
+                     WHERE ",
+                        by_thread!(),
+                        " AND id = ?2"
+                    ),
                     params![t, keep],
                     |r| {
                         Ok((
@@ -785,18 +800,30 @@ impl Checkpointer for SqliteCheckpointer {
                 meta.as_bytes(),
             );
             tx.execute(
-                "UPDATE checkpoints SET kind = 'snapshot', body = ?3, checksum = ?4
-                 WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id = ?2",
+                concat!(
+                    "UPDATE checkpoints SET kind = 'snapshot', body = ?3, checksum = ?4
+                 WHERE ",
+                    by_thread!(),
+                    " AND id = ?2"
+                ),
                 params![t, keep, snapshot, sum],
             )
             .map_err(be)?;
             tx.execute(
-                "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2",
+                concat!(
+                    "DELETE FROM checkpoints WHERE ",
+                    by_thread!(),
+                    " AND id < ?2"
+                ),
                 params![t, keep],
             )
             .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint < ?2",
+                concat!(
+                    "DELETE FROM writes WHERE ",
+                    by_thread!(),
+                    " AND checkpoint < ?2"
+                ),
                 params![t, keep],
             )
             .map_err(be)?;
@@ -819,8 +846,12 @@ impl Checkpointer for SqliteCheckpointer {
             let t = thread.as_str();
             let snapshot: Option<i64> = tx
                 .query_row(
-                    "SELECT MAX(id) FROM checkpoints
-                     WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id <= ?2 AND kind = 'snapshot'",
+                    concat!(
+                        "SELECT MAX(id) FROM checkpoints
+                     WHERE ",
+                        by_thread!(),
+                        " AND id <= ?2 AND kind = 'snapshot'"
+                    ),
                     params![t, keep],
                     |r| r.get(0),
                 )
@@ -830,12 +861,20 @@ impl Checkpointer for SqliteCheckpointer {
             };
             let n = tx
                 .execute(
-                    "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id < ?2",
+                    concat!(
+                        "DELETE FROM checkpoints WHERE ",
+                        by_thread!(),
+                        " AND id < ?2"
+                    ),
                     params![t, snapshot],
                 )
                 .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint < ?2",
+                concat!(
+                    "DELETE FROM writes WHERE ",
+                    by_thread!(),
+                    " AND checkpoint < ?2"
+                ),
                 params![t, snapshot],
             )
             .map_err(be)?;
@@ -864,12 +903,20 @@ impl Checkpointer for SqliteCheckpointer {
             let t = thread.as_str();
             let n = tx
                 .execute(
-                    "DELETE FROM checkpoints WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND id > ?2",
+                    concat!(
+                        "DELETE FROM checkpoints WHERE ",
+                        by_thread!(),
+                        " AND id > ?2"
+                    ),
                     params![t, cut],
                 )
                 .map_err(be)?;
             tx.execute(
-                "DELETE FROM writes WHERE thread_no = (SELECT no FROM thread_numbers WHERE thread_id = ?1) AND checkpoint >= ?2",
+                concat!(
+                    "DELETE FROM writes WHERE ",
+                    by_thread!(),
+                    " AND checkpoint >= ?2"
+                ),
                 params![t, at.unwrap_or(cut)],
             )
             .map_err(be)?;
