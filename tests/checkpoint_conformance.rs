@@ -318,3 +318,115 @@ async fn writes_succeed_while_a_sweep_deletes_in_batches() {
     );
     assert!(cp.list_threads("old/", 10, 0).await.unwrap().is_empty());
 }
+
+/// Every row of `checkpoints` and `writes` carries its thread's current number.
+fn rows_keyed_by_their_threads_numbers(path: &std::path::Path) -> bool {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let unkeyed: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM checkpoints c LEFT JOIN thread_numbers n
+                       ON n.thread_id = c.thread_id WHERE c.thread_no IS NOT n.no)
+                  + (SELECT COUNT(*) FROM writes w LEFT JOIN thread_numbers n
+                       ON n.thread_id = w.thread_id WHERE w.thread_no IS NOT n.no)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    unkeyed == 0
+}
+
+/// The batch writer remembers thread numbers; a thread deleted by another connection (another
+/// process) and its number given to a new thread, or deleted by this process, is numbered afresh
+/// on its next write, never written under the number it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_thread_numbers_follow_deletes_here_and_elsewhere() {
+    use planwright::checkpoint::{BatchItem, CheckpointError, SqliteCheckpointer, TaskWrite};
+    use planwright::{CheckpointId, TaskId, ThreadId};
+    let path = backends::sqlite_path("numbers");
+    let here = SqliteCheckpointer::open(&path).unwrap();
+    let elsewhere = SqliteCheckpointer::open(&path).unwrap();
+    let (a, b, c) = (ThreadId::new("a"), ThreadId::new("b"), ThreadId::new("c"));
+    let snapshot = |t: &ThreadId| checkpoint_suite::rec(t, 1, None, BodyKind::Snapshot, "{}");
+    let all_ok = |r: Vec<Result<(), CheckpointError>>| r.into_iter().all(|r| r.is_ok());
+    let ids = |chain: Vec<planwright::checkpoint::CheckpointRecord>| {
+        chain.iter().map(|r| r.id.0).collect::<Vec<_>>()
+    };
+    assert!(all_ok(
+        here.put_batch(vec![
+            BatchItem::Record(snapshot(&a)),
+            BatchItem::Record(snapshot(&b))
+        ])
+        .await
+    ));
+    let write = TaskWrite {
+        task: TaskId { step: 2, index: 0 },
+        node: "n".into(),
+        kind: planwright::checkpoint::WriteKind::Update,
+        key: String::new(),
+        payload: b"{}".to_vec(),
+    };
+    // Numbers remembered from the first batch.
+    assert!(all_ok(
+        here.put_batch(vec![
+            BatchItem::Record(checkpoint_suite::rec(&b, 2, Some(1), BodyKind::Delta, "{}")),
+            BatchItem::Writes(b.clone(), CheckpointId(2), vec![write.clone()]),
+        ])
+        .await
+    ));
+    // Another process deletes b (the highest number), and its number goes to c.
+    elsewhere.delete_thread(&b).await.unwrap();
+    elsewhere.put(snapshot(&c)).await.unwrap();
+    // b starts again here: under a new number, not c's.
+    assert!(all_ok(
+        here.put_batch(vec![BatchItem::Record(snapshot(&b))]).await
+    ));
+    assert_eq!(ids(here.load_chain(&b, None).await.unwrap()), vec![1]);
+    assert_eq!(ids(here.load_chain(&c, None).await.unwrap()), vec![1]);
+    assert_eq!(ids(elsewhere.load_chain(&c, None).await.unwrap()), vec![1]);
+    assert!(rows_keyed_by_their_threads_numbers(&path));
+    // Written here (its number remembered again), deleted here, and started again here.
+    assert!(all_ok(
+        here.put_batch(vec![BatchItem::Record(checkpoint_suite::rec(
+            &a,
+            2,
+            Some(1),
+            BodyKind::Delta,
+            "{}"
+        ))])
+        .await
+    ));
+    here.delete_thread(&a).await.unwrap();
+    assert!(all_ok(
+        here.put_batch(vec![
+            BatchItem::Record(snapshot(&a)),
+            BatchItem::Writes(a.clone(), CheckpointId(1), vec![write]),
+        ])
+        .await
+    ));
+    assert_eq!(ids(elsewhere.load_chain(&a, None).await.unwrap()), vec![1]);
+    assert_eq!(
+        elsewhere
+            .get_writes(&a, CheckpointId(1))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // A first write that conflicts leaves nothing wrong behind for the next one.
+    let d = ThreadId::new("d");
+    let results = here
+        .put_batch(vec![BatchItem::Record(checkpoint_suite::rec(
+            &d,
+            2,
+            Some(1),
+            BodyKind::Delta,
+            "{}",
+        ))])
+        .await;
+    assert!(matches!(results[0], Err(CheckpointError::Conflict { .. })));
+    assert!(all_ok(
+        here.put_batch(vec![BatchItem::Record(snapshot(&d))]).await
+    ));
+    assert_eq!(ids(elsewhere.load_chain(&d, None).await.unwrap()), vec![1]);
+    assert!(rows_keyed_by_their_threads_numbers(&path));
+}

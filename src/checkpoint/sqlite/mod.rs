@@ -20,6 +20,7 @@
 //! carries a checksum ([`integrity`](super::integrity)), verified on load with its parent links.
 
 mod exit;
+mod numbers;
 mod open;
 
 pub(crate) use open::side_connection;
@@ -36,6 +37,7 @@ use super::{
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
+use numbers::{Numbering, ThreadNumbers};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +65,8 @@ pub struct SqliteCheckpointer {
     /// blocking-pool threads on the connection's mutex (each one a thread, its stack and
     /// allocator caches, and a futex wake to hand the lock on).
     offload_slots: tokio::sync::Semaphore,
+    /// The thread numbers the batch writer has seen committed ([`numbers`]).
+    numbers: Arc<Mutex<ThreadNumbers>>,
 }
 
 /// Blocking-pool threads that may wait for the connection at once (one runs, one is next).
@@ -135,6 +139,7 @@ impl SqliteCheckpointer {
             wal,
             calls: std::sync::atomic::AtomicU64::new(0),
             offload_slots: tokio::sync::Semaphore::new(OFFLOAD_SLOTS),
+            numbers: Arc::default(),
         })
     }
 
@@ -266,9 +271,13 @@ impl Drop for SqliteCheckpointer {
 }
 
 /// The conditional write of one record inside an open transaction.
-fn put_in(tx: &Transaction<'_>, r: &CheckpointRecord) -> Result<(), CheckpointError> {
+fn put_in(
+    tx: &Transaction<'_>,
+    r: &CheckpointRecord,
+    numbers: &mut Numbering<'_>,
+) -> Result<(), CheckpointError> {
     let t = r.thread_id.as_str();
-    let no = thread_no(tx, t)?;
+    let no = numbers.of(tx, t)?;
     let head: Option<i64> = tx
         .prepare_cached(HEAD_BY_NO_SQL)
         .map_err(be)?
@@ -322,29 +331,8 @@ const HEAD_SQL: &str = concat!("SELECT MAX(id) FROM checkpoints WHERE ", by_thre
 const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
 
 /// Selects a thread's rows by its number (`?1` is the thread's id): the key index is
-/// `(thread_no, id)`, see [`thread_no`].
+/// `(thread_no, id)`, see [`numbers::thread_no`].
 const BY_THREAD: &str = by_thread!();
-
-/// The thread's number, given on its first write: the key indexes hold it instead of the thread's
-/// id, so an entry is ~10 bytes instead of ~45 and the entries of the threads written lately sit
-/// together, whatever their ids look like — a commit of many running threads' checkpoints rewrote
-/// a key-index page per thread (see "Row order" in docs/checkpoints.md).
-fn thread_no(tx: &Connection, thread: &str) -> Result<i64, CheckpointError> {
-    let found: Option<i64> = tx
-        .prepare_cached("SELECT no FROM thread_numbers WHERE thread_id = ?1")
-        .map_err(be)?
-        .query_row([thread], |r| r.get(0))
-        .optional()
-        .map_err(be)?;
-    if let Some(no) = found {
-        return Ok(no);
-    }
-    tx.prepare_cached("INSERT INTO thread_numbers (thread_id) VALUES (?1)")
-        .map_err(be)?
-        .execute([thread])
-        .map_err(be)?;
-    Ok(tx.last_insert_rowid())
-}
 
 const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
 
@@ -407,7 +395,7 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
-            put_in(&tx, &record)?;
+            put_in(&tx, &record, &mut Numbering::uncached())?;
             tx.commit().map_err(be)
         })
         .await
@@ -420,31 +408,43 @@ impl Checkpointer for SqliteCheckpointer {
 
     async fn put_batch(&self, items: Vec<BatchItem>) -> Vec<Result<(), CheckpointError>> {
         let n = items.len();
+        let known = self.numbers.clone();
         let r = self
             .call(move |c| {
                 let mut tx = c
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(be)?;
+                let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+                known.sync(&tx)?;
+                let mut numbers = known.numbering();
                 let mut results = Vec::with_capacity(items.len());
                 for item in &items {
-                    results.push(match item {
+                    let mark = numbers.mark();
+                    let result = match item {
                         // A conflicting record writes nothing (the check precedes its one
                         // insert), so the others of the batch can commit together.
-                        BatchItem::Record(r) => put_in(&tx, r),
+                        BatchItem::Record(r) => put_in(&tx, r, &mut numbers),
                         // Several rows: each pair in a savepoint of its own, so one that fails
                         // leaves nothing half written and the others still commit.
                         BatchItem::Writes(thread, cp, writes) => {
                             let sp = tx.savepoint().map_err(be)?;
-                            let r = id_to_sql(*cp)
-                                .and_then(|cp| insert_writes(&sp, thread.as_str(), cp, writes));
+                            let r = id_to_sql(*cp).and_then(|cp| {
+                                insert_writes(&sp, thread.as_str(), cp, writes, &mut numbers)
+                            });
                             if r.is_ok() {
                                 sp.commit().map_err(be)?;
                             }
                             r
                         }
-                    });
+                    };
+                    if result.is_err() {
+                        numbers.undo_to(mark);
+                    }
+                    results.push(result);
                 }
                 tx.commit().map_err(be)?;
+                let learned = numbers.learned();
+                known.remember(learned);
                 Ok(results)
             })
             .await;
@@ -463,7 +463,13 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
-            insert_writes(&tx, thread.as_str(), cp, &writes)?;
+            insert_writes(
+                &tx,
+                thread.as_str(),
+                cp,
+                &writes,
+                &mut Numbering::uncached(),
+            )?;
             tx.commit().map_err(be)
         })
         .await
@@ -734,7 +740,13 @@ impl Checkpointer for SqliteCheckpointer {
 
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError> {
         let thread = thread.clone();
+        let known = self.numbers.clone();
         self.call(move |c| {
+            // Forgotten first: whether or not the delete commits, a lookup finds the truth.
+            known
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .forget(thread.as_str());
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
@@ -921,7 +933,7 @@ impl Checkpointer for SqliteCheckpointer {
             )
             .map_err(be)?;
             if let Some(at) = at {
-                insert_writes(&tx, t, at, &writes)?;
+                insert_writes(&tx, t, at, &writes, &mut Numbering::uncached())?;
             }
             tx.commit().map_err(be)?;
             Ok(n as u64)
@@ -946,6 +958,7 @@ fn insert_writes(
     thread: &str,
     cp: i64,
     writes: &[TaskWrite],
+    numbers: &mut Numbering<'_>,
 ) -> Result<(), CheckpointError> {
     let mut stmt = tx
         .prepare_cached(
@@ -954,7 +967,7 @@ fn insert_writes(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(be)?;
-    let no = thread_no(tx, thread)?;
+    let no = numbers.of(tx, thread)?;
     for w in writes {
         stmt.execute(params![
             thread,
