@@ -159,16 +159,18 @@ struct X {
 async fn a_responder_reads_the_shared_request_value_and_parses_input_without_one() {
     use planwright_actors::model::policy::{ask_policy, responder};
     use planwright_actors::model::TypedInput;
-    let double = responder(|q: &X| Ok(json!({"n": q.x * 2})));
-    // The value wins over the text (they never differ in use; here they do, to tell them apart).
+    let fresh = || responder(|q: &X| Ok(json!({"n": q.x * 2})));
+    // The value wins over the text (they never differ in use; here they do, to tell them apart:
+    // a fresh responder each time, since one remembers its answers by `input`).
     let mut req = request("double");
     req.typed = Some(TypedInput::new(X { x: 4 }));
-    assert_eq!(double(&req).unwrap(), "{\"n\":8}");
+    assert_eq!(fresh()(&req).unwrap(), "{\"n\":8}");
     // A value of another type, or none: `input` is parsed.
     req.typed = Some(TypedInput::new("not an X".to_string()));
-    assert_eq!(double(&req).unwrap(), "{\"n\":40}");
+    assert_eq!(fresh()(&req).unwrap(), "{\"n\":40}");
     req.typed = None;
-    assert_eq!(double(&req).unwrap(), "{\"n\":40}");
+    assert_eq!(fresh()(&req).unwrap(), "{\"n\":40}");
+    let double = fresh();
     // Through a policy call: the simulator gets the value, a scripted model only the text.
     let sim = SimulatedModel::new(
         "sim:p50=1ms,p99=2ms,errors=0,seed=1"
@@ -195,6 +197,42 @@ async fn a_responder_reads_the_shared_request_value_and_parses_input_without_one
         .await
         .unwrap();
     assert_eq!(*plain.saw.lock().unwrap(), Some(false));
+}
+
+/// A responder answers a repeated request (the same `input`) from memory, computes a new one, and
+/// does not remember a failed answer.
+#[test]
+fn a_responder_remembers_answers_by_request() {
+    use planwright_actors::model::policy::{responder, REMEMBERED_ANSWERS};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let computed = Arc::new(AtomicUsize::new(0));
+    let seen = computed.clone();
+    let double = responder(move |q: &X| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        if q.x < 0 {
+            Err(format!("{} is negative", q.x))
+        } else {
+            Ok(json!({"n": q.x * 2}))
+        }
+    });
+    let ask = |x: i64| {
+        let mut req = request("double");
+        req.input = json!({ "x": x }).to_string();
+        double(&req).map_err(|e| e.to_string())
+    };
+    assert_eq!(ask(20).unwrap(), "{\"n\":40}");
+    assert_eq!(ask(20).unwrap(), "{\"n\":40}");
+    assert_eq!(computed.load(Ordering::Relaxed), 1);
+    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
+    assert_eq!(computed.load(Ordering::Relaxed), 2);
+    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert_eq!(computed.load(Ordering::Relaxed), 4);
+    // Bounded: past the limit it starts again, and answers stay right.
+    for x in 0..(REMEMBERED_ANSWERS as i64 + 10) {
+        assert_eq!(ask(x).unwrap(), format!("{{\"n\":{}}}", x * 2));
+    }
+    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
 }
 
 /// A model that does not take typed input and notes whether a request carried it anyway.
