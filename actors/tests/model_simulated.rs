@@ -203,7 +203,7 @@ async fn a_responder_reads_the_shared_request_value_and_parses_input_without_one
 /// does not remember a failed answer.
 #[test]
 fn a_responder_remembers_answers_by_request() {
-    use planwright_actors::model::policy::{responder, REMEMBERED_ANSWERS};
+    use planwright_actors::model::policy::{responder, REMEMBERED_BYTES};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let computed = Arc::new(AtomicUsize::new(0));
     let seen = computed.clone();
@@ -229,10 +229,16 @@ fn a_responder_remembers_answers_by_request() {
     assert!(ask(-1).unwrap_err().contains("-1 is negative"));
     assert_eq!(computed.load(Ordering::Relaxed), 4);
     // Bounded: past the limit it starts again, and answers stay right.
-    for x in 0..(REMEMBERED_ANSWERS as i64 + 10) {
+    let before = computed.load(Ordering::Relaxed);
+    // Every request and answer here takes at least 14 bytes (`{"x":0}` and `{"n":0}`).
+    let many = REMEMBERED_BYTES / 14 + 10;
+    for x in 0..many as i64 {
         assert_eq!(ask(x).unwrap(), format!("{{\"n\":{}}}", x * 2));
     }
+    assert_eq!(computed.load(Ordering::Relaxed), before + many - 2);
     assert_eq!(ask(21).unwrap(), "{\"n\":42}");
+    assert_eq!(ask(0).unwrap(), "{\"n\":0}");
+    assert_eq!(computed.load(Ordering::Relaxed), before + many);
 }
 
 /// A model that does not take typed input and notes whether a request carried it anyway.

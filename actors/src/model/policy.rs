@@ -134,29 +134,30 @@ macro_rules! shared_schema {
 }
 pub(crate) use shared_schema;
 
-/// Most answers one responder remembers; past it, it starts again empty.
-pub const REMEMBERED_ANSWERS: usize = 256;
+/// Most bytes of requests and answers one responder remembers; past it, it starts again empty.
+pub const REMEMBERED_BYTES: usize = 512 * 1024;
 
 /// A simulator responder from an offline answer function: takes the request's value
 /// ([`ChatRequest::typed`]) or, without one, decodes its `input`; answers it, and encodes the
 /// answer. An answer function's error is a malformed reply.
 ///
-/// It remembers its last [`REMEMBERED_ANSWERS`] answers by `input`, the JSON the request value
+/// It remembers answers by `input` (up to [`REMEMBERED_BYTES`] of inputs and answers), the JSON
+/// the request value
 /// serialises to: equal inputs are equal requests, and an answer function is pure, so a repeated
 /// request gets the same text without computing it again. A simulated model stands for one that
 /// computes elsewhere, and a load's conversations ask the same few questions: computing the
 /// offline answers was ~3.5 % of a research load's CPU, none of it the planner's
-/// (docs/PERFORMANCE.md). Failed answers are not remembered.
+/// (docs/PERFORMANCE.md). Failed answers are not remembered. The bound is in bytes: the research
+/// planner's `replan` requests carry a conversation's findings and rarely repeat.
 pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,
 ) -> Responder {
-    let answers: std::sync::Mutex<
-        std::collections::HashMap<Box<str>, Arc<str>, foldhash::fast::RandomState>,
-    > = Default::default();
+    let memo: std::sync::Mutex<Memo> = Default::default();
     Arc::new(move |req: &ChatRequest| {
-        let remembered = answers
+        let remembered = memo
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .answers
             .get(req.input.as_str())
             .cloned();
         if let Some(answer) = remembered {
@@ -180,11 +181,32 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
         })?;
         let answer = serde_json::to_string(&a)
             .map_err(|e| ModelError::Config(format!("offline answer: {e}")))?;
-        let mut answers = answers.lock().unwrap_or_else(|p| p.into_inner());
-        if answers.len() >= REMEMBERED_ANSWERS {
-            answers.clear();
-        }
-        answers.insert(req.input.as_str().into(), Arc::from(answer.as_str()));
+        memo.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remember(&req.input, &answer);
         Ok(answer)
     })
+}
+
+/// A responder's remembered answers by request input, and their size.
+#[derive(Default)]
+struct Memo {
+    answers: std::collections::HashMap<Box<str>, Arc<str>, foldhash::fast::RandomState>,
+    bytes: usize,
+}
+
+impl Memo {
+    fn remember(&mut self, input: &str, answer: &str) {
+        let bytes = input.len() + answer.len();
+        if bytes > REMEMBERED_BYTES {
+            return;
+        }
+        if self.bytes + bytes > REMEMBERED_BYTES {
+            self.answers.clear();
+            self.bytes = 0;
+        }
+        if self.answers.insert(input.into(), answer.into()).is_none() {
+            self.bytes += bytes;
+        }
+    }
 }
