@@ -6,6 +6,7 @@ mod engine;
 mod error;
 mod histogram;
 mod node_actor;
+mod paused;
 mod per_run;
 mod persist;
 mod saved;

@@ -8,6 +8,7 @@
 
 use super::body_codec;
 use super::error::RunError;
+use super::paused::{HeadIdentity, Kept};
 use super::saved::{SavedThread, SavedWrite};
 use super::superstep::TaskSpec;
 use crate::checkpoint::{
@@ -108,6 +109,7 @@ pub(crate) fn step_record<S: State>(
         },
     };
     saved.head = Some(id);
+    saved.head_identity = Some(HeadIdentity::of(&record));
     Ok(record)
 }
 
@@ -298,7 +300,53 @@ pub(crate) async fn load<S: State>(
         }
     }
     let head = chain.last().unwrap_or(first);
+    let fingerprint = position_at(cp, graph, thread, head, at.is_none(), &mut saved).await?;
+    Ok(Some(Loaded { saved, fingerprint }))
+}
+
+/// A paused thread's state kept in memory ([`super::paused`]) with the rest of its position read
+/// from storage, if storage still has the kept head checkpoint; `None` when it does not (the
+/// caller then loads the thread in full).
+pub(crate) async fn reload_kept<S: State>(
+    cp: &dyn Checkpointer,
+    graph: &CompiledGraph<S>,
+    thread: &ThreadId,
+    kept: Kept<S>,
+) -> Result<Option<Loaded<S>>, RunError> {
+    if cp.head(thread).await? != Some(kept.head.id) {
+        return Ok(None);
+    }
+    let head = match cp.get(thread, kept.head.id).await {
+        Ok(rec) => rec,
+        Err(crate::checkpoint::CheckpointError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if HeadIdentity::of(&head) != kept.head {
+        return Ok(None);
+    }
+    let mut saved = SavedThread::<S>::new();
+    saved.state = kept.state;
+    saved.deltas_since_snapshot = kept.deltas_since_snapshot;
+    saved.delta_bytes_since_snapshot = kept.delta_bytes_since_snapshot;
+    saved.snapshot_bytes = kept.snapshot_bytes;
+    let fingerprint = position_at(cp, graph, thread, &head, true, &mut saved).await?;
+    Ok(Some(Loaded { saved, fingerprint }))
+}
+
+/// The part of a thread's position its head checkpoint and the writes saved at it give: head,
+/// step, pause, pending tasks and what they already did (the writes only `with_writes`: a load of
+/// an older checkpoint ignores the writes of the superstep that ran from it). Returns the graph
+/// fingerprint the head was written with.
+pub(crate) async fn position_at<S: State>(
+    cp: &dyn Checkpointer,
+    graph: &CompiledGraph<S>,
+    thread: &ThreadId,
+    head: &crate::checkpoint::CheckpointRecord,
+    with_writes: bool,
+    saved: &mut SavedThread<S>,
+) -> Result<String, RunError> {
     saved.head = Some(head.id);
+    saved.head_identity = Some(HeadIdentity::of(head));
     saved.step = head.metadata.step;
     // Corrupt pause data is an error naming the checkpoint, never a thread that silently
     // forgets it was paused. The typed pause first; the keys older versions kept in `extra`
@@ -344,7 +392,7 @@ pub(crate) async fn load<S: State>(
         saved.writes = vec![None; tasks.len()];
         let mut answers: Vec<std::collections::BTreeMap<usize, serde_json::Value>> =
             vec![Default::default(); tasks.len()];
-        if at.is_none() && !tasks.is_empty() {
+        if with_writes && !tasks.is_empty() {
             for w in cp.get_writes(thread, head.id).await? {
                 let Some(i) = task_index(&tasks, w.task) else {
                     continue;
@@ -419,7 +467,7 @@ pub(crate) async fn load<S: State>(
         saved.tasks = tasks;
         saved.deferred = deferred;
     }
-    Ok(Some(Loaded { saved, fingerprint }))
+    Ok(fingerprint)
 }
 
 fn task_index(tasks: &[TaskSpec], id: TaskId) -> Option<usize> {

@@ -27,6 +27,10 @@ pub(crate) struct SavedThread<S: State> {
     pub step: u64,
     /// The head checkpoint (`None` for a thread with no checkpoint).
     pub head: Option<CheckpointId>,
+    /// What the head checkpoint holds, as stored (set where the record was made or read): lets a
+    /// paused thread's state kept in memory be used again only while storage has that very record
+    /// ([`super::paused`]).
+    pub head_identity: Option<super::paused::HeadIdentity>,
     /// Tasks of the next superstep (empty: the thread is idle).
     pub tasks: Vec<TaskSpec>,
     /// Tasks of deferred nodes waiting for every other task of the run to finish
@@ -76,6 +80,7 @@ impl<S: State> SavedThread<S> {
             state: std::sync::Arc::new(S::default()),
             step: 0,
             head: None,
+            head_identity: None,
             tasks: Vec::new(),
             deferred: Vec::new(),
             writes: Vec::new(),

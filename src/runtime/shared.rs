@@ -207,6 +207,8 @@ pub(crate) struct Shared<S: State> {
     pub writer: Option<AsyncWriter>,
     pub registry: DashMap<ThreadId, ActiveRun<S>>,
     pub ephemeral: DashMap<ThreadId, SavedThread<S>>,
+    /// Paused threads' states kept for their resume ([`super::paused`]).
+    pub paused: super::paused::PausedThreads<S>,
     pub counters: CheckpointCounters,
     pub migration: Option<MigrationHook<S>>,
     pub shutting_down: AtomicBool,

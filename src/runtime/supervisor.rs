@@ -607,6 +607,13 @@ impl<S: State> Run<S> {
             self.sh
                 .ephemeral
                 .insert(self.thread.clone(), self.saved.clone());
+        } else {
+            // A paused thread's state stays in memory for its resume; any other end makes what
+            // was kept for the thread stale.
+            match (&result, super::paused::Kept::of(&self.saved)) {
+                (Ok(RunStatus::Interrupted), Some(kept)) => self.sh.paused.keep(&self.thread, kept),
+                _ => self.sh.paused.forget(&self.thread),
+            }
         }
         let status = match &result {
             Ok(s) => *s,

@@ -273,6 +273,7 @@ impl<S: State> Engine<S> {
             return Err(Refusal::ThreadBusy(thread.clone()).into());
         }
         self.sh.ephemeral.remove(thread);
+        self.sh.paused.forget(thread);
         if let Some(cp) = &self.sh.checkpointer {
             cp.delete_thread(thread).await?;
             // Subgraphs' child threads live in the thread's namespace: they go with it.

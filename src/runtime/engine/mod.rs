@@ -186,6 +186,7 @@ impl<S: State> EngineBuilder<S> {
                 writer,
                 registry: DashMap::new(),
                 ephemeral: DashMap::new(),
+                paused: Default::default(),
                 counters: Default::default(),
                 migration: self.migration,
                 shutting_down: AtomicBool::new(false),

@@ -164,7 +164,19 @@ impl<S: State> Engine<S> {
         let Some(cp) = &self.sh.checkpointer else {
             return Ok(self.sh.ephemeral.get(thread).map(|s| s.clone()));
         };
-        let Some(loaded) = persist::load(&**cp, &self.sh.graph, thread, None).await? else {
+        // A paused thread's state kept in memory, if storage still has its head checkpoint.
+        let reloaded = match self.sh.paused.get(thread) {
+            Some(kept) => persist::reload_kept(&**cp, &self.sh.graph, thread, kept).await?,
+            None => None,
+        };
+        let loaded = match reloaded {
+            Some(loaded) => Some(loaded),
+            None => {
+                self.sh.paused.forget(thread);
+                persist::load(&**cp, &self.sh.graph, thread, None).await?
+            }
+        };
+        let Some(loaded) = loaded else {
             return Ok(None);
         };
         let mut saved = loaded.saved;

@@ -1,0 +1,151 @@
+//! Paused threads kept in memory, so that resuming one does not rebuild its state from storage.
+//!
+//! A run that pauses on an interrupt is usually resumed in the same process, often within
+//! seconds (a person approves a plan). Rebuilding the thread reads its chain back to the newest
+//! snapshot, decompresses and parses every record and replays the deltas: for the research load
+//! that was ~4 % of the CPU. So the supervisor of a run that pauses leaves its state here
+//! ([`PausedThreads::keep`]), and loading the thread uses it again — **only if storage still
+//! has the very head checkpoint the state belongs to**: the thread's newest checkpoint id must be
+//! the kept one, and that record, read back, must have the same [`HeadIdentity`] (parent, kind,
+//! body, next tasks, step, creation time and graph fingerprint). Ids alone would not do: ids count
+//! up per thread, and a rewind (another process's rollback) deletes checkpoints and reuses their
+//! ids. Everything else of the position — pending tasks, the writes saved at the head, pause data —
+//! is read from storage as a full load reads it ([`super::persist::position_at`]), so another
+//! process's resume answers or rewound writes are never missed.
+//!
+//! At most [`MAX_KEPT`] threads are kept, the oldest dropped first; a kept state is shared with the
+//! run's outcome (an `Arc`), so keeping it costs the bookkeeping, not a copy.
+
+use super::saved::SavedThread;
+use crate::checkpoint::{BodyKind, CheckpointRecord};
+use crate::ids::{CheckpointId, ThreadId};
+use crate::state::State;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// Most paused threads kept.
+pub const MAX_KEPT: usize = 4096;
+
+/// What identifies a stored checkpoint's contents: its id and a digest of everything it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeadIdentity {
+    pub id: CheckpointId,
+    digest: u64,
+}
+
+impl HeadIdentity {
+    /// The identity of `rec` as stored (the same for the record written and the record read back).
+    pub fn of(rec: &CheckpointRecord) -> Self {
+        let mut h = foldhash::fast::FixedState::with_seed(0x706c_616e_7772_6974).build_hasher();
+        h.write_u64(rec.parent.map_or(u64::MAX, |p| p.0));
+        h.write_u8(match rec.kind {
+            BodyKind::Snapshot => 0,
+            BodyKind::Delta => 1,
+        });
+        for part in [
+            &rec.body[..],
+            &rec.next_tasks[..],
+            rec.graph_fingerprint.as_bytes(),
+        ] {
+            h.write_usize(part.len());
+            h.write(part);
+        }
+        h.write_u64(rec.metadata.step);
+        h.write_u64(rec.metadata.created_at_ms);
+        Self {
+            id: rec.id,
+            digest: h.finish(),
+        }
+    }
+}
+
+/// The state of a paused thread at its head, and what the snapshot policy had counted.
+#[derive(Clone, Debug)]
+pub(crate) struct Kept<S: State> {
+    pub state: Arc<S>,
+    pub head: HeadIdentity,
+    pub deltas_since_snapshot: u64,
+    pub delta_bytes_since_snapshot: u64,
+    pub snapshot_bytes: u64,
+}
+
+impl<S: State> Kept<S> {
+    /// What to keep of `saved`: `None` when its head is not the checkpoint its identity names
+    /// (a run that stored no checkpoint of its own position).
+    pub fn of(saved: &SavedThread<S>) -> Option<Self> {
+        let head = saved.head_identity.filter(|i| Some(i.id) == saved.head)?;
+        Some(Self {
+            state: saved.state.clone(),
+            head,
+            deltas_since_snapshot: saved.deltas_since_snapshot,
+            delta_bytes_since_snapshot: saved.delta_bytes_since_snapshot,
+            snapshot_bytes: saved.snapshot_bytes,
+        })
+    }
+}
+
+/// The paused threads of one engine.
+pub(crate) struct PausedThreads<S: State> {
+    inner: Mutex<Inner<S>>,
+}
+
+struct Inner<S: State> {
+    by_thread: HashMap<ThreadId, (u64, Kept<S>)>,
+    /// Threads in the order they were kept, with the number they were kept under (a thread kept
+    /// again has a newer number; its older entry here is skipped).
+    order: VecDeque<(ThreadId, u64)>,
+    next: u64,
+}
+
+impl<S: State> Default for PausedThreads<S> {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                by_thread: HashMap::new(),
+                order: VecDeque::new(),
+                next: 0,
+            }),
+        }
+    }
+}
+
+impl<S: State> PausedThreads<S> {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner<S>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps a paused thread's state (replacing what was kept for it).
+    pub fn keep(&self, thread: &ThreadId, kept: Kept<S>) {
+        let mut inner = self.inner();
+        let n = inner.next;
+        inner.next += 1;
+        inner.by_thread.insert(thread.clone(), (n, kept));
+        inner.order.push_back((thread.clone(), n));
+        while inner.by_thread.len() > MAX_KEPT {
+            let Some((oldest, at)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.by_thread.get(&oldest).is_some_and(|(k, _)| *k == at) {
+                inner.by_thread.remove(&oldest);
+            }
+        }
+        // Entries of threads kept again or forgotten: drop them once they outnumber the kept.
+        if inner.order.len() > 2 * MAX_KEPT {
+            let Inner {
+                by_thread, order, ..
+            } = &mut *inner;
+            order.retain(|(t, at)| by_thread.get(t).is_some_and(|(k, _)| k == at));
+        }
+    }
+
+    /// What is kept for `thread`, if anything (still kept: a state read does not use it up).
+    pub fn get(&self, thread: &ThreadId) -> Option<Kept<S>> {
+        self.inner().by_thread.get(thread).map(|(_, k)| k.clone())
+    }
+
+    /// Forgets `thread` (its run went on, or it was changed or deleted here).
+    pub fn forget(&self, thread: &ThreadId) {
+        self.inner().by_thread.remove(thread);
+    }
+}
