@@ -271,3 +271,33 @@ async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
         assert_eq!(done.state.trace, ["elsewhere", "done"]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_keeping_no_paused_thread_loads_every_resume_from_storage() {
+    let cp = ChainReads::over(Arc::new(planwright::checkpoint::MemoryCheckpointer::new()));
+    let e = Engine::builder(
+        counter_graph()
+            .interrupt_before(["done"])
+            .compile()
+            .unwrap(),
+    )
+    .checkpointer(cp.clone())
+    .keep_paused(0)
+    .build()
+    .await;
+    let t = ThreadId::new("unkept");
+    e.run(
+        t.clone(),
+        WalkUpdate::default().target(1),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    let before = cp.chains();
+    let done = e
+        .resume(t, Resume::Value(json!("ok")), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cp.chains(), before + 1);
+    assert_eq!(done.state.trace, ["inc1", "done"]);
+}

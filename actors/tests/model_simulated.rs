@@ -220,25 +220,43 @@ fn a_responder_remembers_answers_by_request() {
         req.input = json!({ "x": x }).to_string();
         double(&req).map_err(|e| e.to_string())
     };
+    // Seen once: computed each time; seen twice: remembered from then on.
     assert_eq!(ask(20).unwrap(), "{\"n\":40}");
     assert_eq!(ask(20).unwrap(), "{\"n\":40}");
-    assert_eq!(computed.load(Ordering::Relaxed), 1);
-    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
     assert_eq!(computed.load(Ordering::Relaxed), 2);
-    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
-    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert_eq!(ask(20).unwrap(), "{\"n\":40}");
+    assert_eq!(computed.load(Ordering::Relaxed), 2);
+    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
+    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
     assert_eq!(computed.load(Ordering::Relaxed), 4);
+    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert!(ask(-1).unwrap_err().contains("-1 is negative"));
+    assert_eq!(computed.load(Ordering::Relaxed), 7);
     // Bounded: past the limit it starts again, and answers stay right.
-    let before = computed.load(Ordering::Relaxed);
     // Every request and answer here takes at least 14 bytes (`{"x":0}` and `{"n":0}`).
     let many = REMEMBERED_BYTES / 14 + 10;
-    for x in 0..many as i64 {
-        assert_eq!(ask(x).unwrap(), format!("{{\"n\":{}}}", x * 2));
+    for _ in 0..2 {
+        for x in 0..many as i64 {
+            assert_eq!(ask(x).unwrap(), format!("{{\"n\":{}}}", x * 2));
+        }
     }
-    assert_eq!(computed.load(Ordering::Relaxed), before + many - 2);
-    assert_eq!(ask(21).unwrap(), "{\"n\":42}");
+    let before = computed.load(Ordering::Relaxed);
     assert_eq!(ask(0).unwrap(), "{\"n\":0}");
-    assert_eq!(computed.load(Ordering::Relaxed), before + many);
+    assert_eq!(
+        computed.load(Ordering::Relaxed),
+        before + 1,
+        "forgotten past the bound"
+    );
+    assert_eq!(
+        ask(many as i64 - 1).unwrap(),
+        format!("{{\"n\":{}}}", (many - 1) * 2)
+    );
+    assert_eq!(
+        computed.load(Ordering::Relaxed),
+        before + 1,
+        "the newest kept"
+    );
 }
 
 /// A model that does not take typed input and notes whether a request carried it anyway.

@@ -13,8 +13,9 @@
 //! is read from storage as a full load reads it ([`super::persist::position_at`]), so another
 //! process's resume answers or rewound writes are never missed.
 //!
-//! At most [`MAX_KEPT`] threads are kept, the oldest dropped first; a kept state is shared with the
-//! run's outcome (an `Arc`), so keeping it costs the bookkeeping, not a copy.
+//! At most [`DEFAULT_KEEP_PAUSED`] threads are kept (`EngineBuilder::keep_paused`), the oldest
+//! dropped first; a kept state is shared with the run's outcome (an `Arc`), so keeping it costs no
+//! copy, but it holds the state until the thread is resumed, changed or deleted.
 
 use super::saved::SavedThread;
 use crate::checkpoint::{BodyKind, CheckpointRecord};
@@ -24,8 +25,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
 
-/// Most paused threads kept.
-pub const MAX_KEPT: usize = 4096;
+/// Paused threads an engine keeps by default (`EngineBuilder::keep_paused`).
+pub const DEFAULT_KEEP_PAUSED: usize = 1024;
 
 /// What identifies a stored checkpoint's contents: its id and a digest of everything it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +89,7 @@ impl<S: State> Kept<S> {
 /// The paused threads of one engine.
 pub(crate) struct PausedThreads<S: State> {
     inner: Mutex<Inner<S>>,
+    most: usize,
 }
 
 struct Inner<S: State> {
@@ -98,31 +100,34 @@ struct Inner<S: State> {
     next: u64,
 }
 
-impl<S: State> Default for PausedThreads<S> {
-    fn default() -> Self {
+impl<S: State> PausedThreads<S> {
+    /// Keeps at most `most` threads (0: none).
+    pub fn holding(most: usize) -> Self {
         Self {
             inner: Mutex::new(Inner {
                 by_thread: HashMap::new(),
                 order: VecDeque::new(),
                 next: 0,
             }),
+            most,
         }
     }
-}
 
-impl<S: State> PausedThreads<S> {
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner<S>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Keeps a paused thread's state (replacing what was kept for it).
     pub fn keep(&self, thread: &ThreadId, kept: Kept<S>) {
+        if self.most == 0 {
+            return;
+        }
         let mut inner = self.inner();
         let n = inner.next;
         inner.next += 1;
         inner.by_thread.insert(thread.clone(), (n, kept));
         inner.order.push_back((thread.clone(), n));
-        while inner.by_thread.len() > MAX_KEPT {
+        while inner.by_thread.len() > self.most {
             let Some((oldest, at)) = inner.order.pop_front() else {
                 break;
             };
@@ -131,7 +136,7 @@ impl<S: State> PausedThreads<S> {
             }
         }
         // Entries of threads kept again or forgotten: drop them once they outnumber the kept.
-        if inner.order.len() > 2 * MAX_KEPT {
+        if inner.order.len() > 2 * self.most {
             let Inner {
                 by_thread, order, ..
             } = &mut *inner;

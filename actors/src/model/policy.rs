@@ -141,8 +141,8 @@ pub const REMEMBERED_BYTES: usize = 512 * 1024;
 /// ([`ChatRequest::typed`]) or, without one, decodes its `input`; answers it, and encodes the
 /// answer. An answer function's error is a malformed reply.
 ///
-/// It remembers answers by `input` (up to [`REMEMBERED_BYTES`] of inputs and answers), the JSON
-/// the request value
+/// It remembers answers by `input` (those seen at least twice, up to [`REMEMBERED_BYTES`] of
+/// inputs and answers), the JSON the request value
 /// serialises to: equal inputs are equal requests, and an answer function is pure, so a repeated
 /// request gets the same text without computing it again. A simulated model stands for one that
 /// computes elsewhere, and a load's conversations ask the same few questions: computing the
@@ -188,15 +188,29 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     })
 }
 
-/// A responder's remembered answers by request input, and their size.
+/// A responder's remembered answers by request input, and their size; and digests of the inputs
+/// seen once, so that only a request seen a second time is remembered (a `replan` request, which
+/// carries a conversation's findings, is seldom seen twice: keeping each one held megabytes).
 #[derive(Default)]
 struct Memo {
     answers: std::collections::HashMap<Box<str>, Arc<str>, foldhash::fast::RandomState>,
     bytes: usize,
+    seen_once: std::collections::HashSet<u64, foldhash::fast::RandomState>,
 }
+
+/// Most inputs remembered as seen once (8 bytes each).
+const SEEN_ONCE: usize = 65_536;
 
 impl Memo {
     fn remember(&mut self, input: &str, answer: &str) {
+        use std::hash::BuildHasher;
+        let digest = self.seen_once.hasher().hash_one(input);
+        if self.seen_once.insert(digest) {
+            if self.seen_once.len() > SEEN_ONCE {
+                self.seen_once.clear();
+            }
+            return;
+        }
         let bytes = input.len() + answer.len();
         if bytes > REMEMBERED_BYTES {
             return;

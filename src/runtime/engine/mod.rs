@@ -93,6 +93,7 @@ pub struct EngineBuilder<S: State> {
     migration: Option<MigrationHook<S>>,
     store: Option<Arc<dyn crate::store::Store>>,
     commit_window: Option<crate::runtime::CommitWindow>,
+    keep_paused: usize,
 }
 
 impl<S: State> EngineBuilder<S> {
@@ -102,6 +103,16 @@ impl<S: State> EngineBuilder<S> {
     /// [`CommitWindow::OFF`](crate::runtime::CommitWindow::OFF) commits at once).
     pub fn commit_window(mut self, window: crate::runtime::CommitWindow) -> Self {
         self.commit_window = Some(window);
+        self
+    }
+
+    /// Keeps at most `threads` paused threads' states in memory for their resume (default
+    /// [`DEFAULT_KEEP_PAUSED`](crate::runtime::DEFAULT_KEEP_PAUSED); 0 keeps none). Each holds
+    /// its thread's state until the thread is resumed, changed or deleted, or newer pauses push it
+    /// out: size it by the states (docs/checkpoints.md, "A paused thread's state stays in
+    /// memory").
+    pub fn keep_paused(mut self, threads: usize) -> Self {
+        self.keep_paused = threads;
         self
     }
 
@@ -186,7 +197,7 @@ impl<S: State> EngineBuilder<S> {
                 writer,
                 registry: DashMap::new(),
                 ephemeral: DashMap::new(),
-                paused: Default::default(),
+                paused: crate::runtime::paused::PausedThreads::holding(self.keep_paused),
                 counters: Default::default(),
                 migration: self.migration,
                 shutting_down: AtomicBool::new(false),
@@ -231,6 +242,7 @@ impl<S: State> Engine<S> {
             migration: None,
             store: None,
             commit_window: None,
+            keep_paused: crate::runtime::DEFAULT_KEEP_PAUSED,
         }
     }
 
