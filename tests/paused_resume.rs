@@ -1,139 +1,18 @@
 //! A paused thread's state stays in memory for its resume, and is used only while storage still
-//! holds the very head checkpoint it belongs to: a resume in the same engine reads no chain, and a
-//! thread changed by another engine (another process) — even with its checkpoint ids reused by a
-//! rewind — is loaded from storage.
+//! holds the very head checkpoint it belongs to: a resume in the same engine reads no chain
+//! (`Engine::thread_loads`), and a thread changed by another engine (another process) — even with
+//! its checkpoint ids reused by a rewind — is loaded from storage.
 
 #[path = "support/backends.rs"]
 mod backends;
 mod support;
 
-use async_trait::async_trait;
-use planwright::checkpoint::{
-    BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite,
-    ThreadSummary,
-};
+use planwright::checkpoint::{BodyKind, Checkpointer};
 use planwright::runtime::Resume;
-use planwright::{CheckpointId, Engine, RunOptions, RunStatus, ThreadId};
+use planwright::{Engine, RunOptions, RunStatus, ThreadId};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::*;
-
-/// Storage that counts the chains read from it.
-struct ChainReads {
-    inner: Arc<dyn Checkpointer>,
-    chains: AtomicUsize,
-}
-
-impl ChainReads {
-    fn over(inner: Arc<dyn Checkpointer>) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            chains: AtomicUsize::new(0),
-        })
-    }
-    fn chains(&self) -> usize {
-        self.chains.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl Checkpointer for ChainReads {
-    fn backend_name(&self) -> &'static str {
-        self.inner.backend_name()
-    }
-    fn prefers_group_commit(&self) -> bool {
-        self.inner.prefers_group_commit()
-    }
-    async fn put(&self, r: CheckpointRecord) -> Result<(), CheckpointError> {
-        self.inner.put(r).await
-    }
-    async fn put_writes(
-        &self,
-        t: &ThreadId,
-        c: CheckpointId,
-        w: Vec<TaskWrite>,
-    ) -> Result<(), CheckpointError> {
-        self.inner.put_writes(t, c, w).await
-    }
-    async fn get_writes(
-        &self,
-        t: &ThreadId,
-        c: CheckpointId,
-    ) -> Result<Vec<TaskWrite>, CheckpointError> {
-        self.inner.get_writes(t, c).await
-    }
-    async fn head(&self, t: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
-        self.inner.head(t).await
-    }
-    async fn get(
-        &self,
-        t: &ThreadId,
-        id: CheckpointId,
-    ) -> Result<CheckpointRecord, CheckpointError> {
-        self.inner.get(t, id).await
-    }
-    async fn load_chain(
-        &self,
-        t: &ThreadId,
-        id: Option<CheckpointId>,
-    ) -> Result<Vec<CheckpointRecord>, CheckpointError> {
-        self.chains.fetch_add(1, Ordering::SeqCst);
-        self.inner.load_chain(t, id).await
-    }
-    async fn list(
-        &self,
-        t: &ThreadId,
-        before: Option<CheckpointId>,
-        limit: usize,
-    ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>
-    {
-        self.inner.list(t, before, limit).await
-    }
-    async fn list_threads(
-        &self,
-        prefix: &str,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<ThreadSummary>, CheckpointError> {
-        self.inner.list_threads(prefix, limit, offset).await
-    }
-    async fn set_thread_metadata(
-        &self,
-        t: &ThreadId,
-        m: serde_json::Value,
-    ) -> Result<(), CheckpointError> {
-        self.inner.set_thread_metadata(t, m).await
-    }
-    async fn thread_metadata(
-        &self,
-        t: &ThreadId,
-    ) -> Result<Option<serde_json::Value>, CheckpointError> {
-        self.inner.thread_metadata(t).await
-    }
-    async fn delete_thread(&self, t: &ThreadId) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(t).await
-    }
-    async fn trim(&self, t: &ThreadId, keep_from: CheckpointId) -> Result<u64, CheckpointError> {
-        self.inner.trim(t, keep_from).await
-    }
-    async fn rewind(
-        &self,
-        t: &ThreadId,
-        to: Option<CheckpointId>,
-        w: Vec<TaskWrite>,
-    ) -> Result<u64, CheckpointError> {
-        self.inner.rewind(t, to, w).await
-    }
-    async fn prune(
-        &self,
-        t: &ThreadId,
-        keep_from: CheckpointId,
-        snapshot: Vec<u8>,
-    ) -> Result<(), CheckpointError> {
-        self.inner.prune(t, keep_from, snapshot).await
-    }
-}
 
 async fn engine(cp: Arc<dyn Checkpointer>) -> Engine<Walk> {
     Engine::builder(
@@ -157,8 +36,7 @@ async fn backends() -> Vec<Arc<dyn Checkpointer>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_does() {
-    for storage in backends().await {
-        let cp = ChainReads::over(storage);
+    for cp in backends().await {
         let e = engine(cp.clone()).await;
         let t = ThreadId::new("kept");
         let out = e
@@ -170,7 +48,9 @@ async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_d
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Interrupted);
-        let before = cp.chains();
+        // The run's start looked the new thread up in storage; its pause kept it.
+        assert_eq!(e.thread_loads().from_storage, 1);
+        assert_eq!(e.thread_loads().kept, 1);
         // Reading the state and resuming both use the kept state.
         let st = e.get_state(&t).await.unwrap().unwrap();
         assert_eq!(st.next, ["done"]);
@@ -179,13 +59,19 @@ async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_d
             .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
             .await
             .unwrap();
-        assert_eq!(cp.chains(), before, "no chain read for a kept thread");
+        let loads = e.thread_loads();
+        assert_eq!(
+            (loads.from_memory, loads.from_storage),
+            (2, 1),
+            "no chain read for a kept thread"
+        );
+        assert_eq!(loads.kept, 0, "a finished run's thread is not kept");
         assert_eq!(done.status, RunStatus::Finished);
         assert_eq!(done.state.trace, ["inc1", "inc2", "inc3", "done"]);
         // A fresh engine (nothing kept) loads the same thread from storage to the same state.
         let fresh = engine(cp.clone()).await;
         let stored = fresh.get_state(&t).await.unwrap().unwrap();
-        assert!(cp.chains() > before);
+        assert_eq!(fresh.thread_loads().from_storage, 1);
         assert_eq!(*stored.values, *done.state);
         assert_eq!(
             Some(stored.checkpoint),
@@ -196,8 +82,7 @@ async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
-    for storage in backends().await {
-        let cp = ChainReads::over(storage);
+    for cp in backends().await {
         let here = engine(cp.clone()).await;
         let elsewhere = engine(cp.clone()).await;
         let t = ThreadId::new("moved");
@@ -214,9 +99,10 @@ async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
             .await
             .unwrap();
         assert_eq!(theirs.status, RunStatus::Finished);
-        let before = cp.chains();
         let st = here.get_state(&t).await.unwrap().unwrap();
-        assert!(cp.chains() > before, "loaded from storage");
+        // The first load was the run's start; the second, this one.
+        assert_eq!(here.thread_loads().from_storage, 2, "loaded from storage");
+        assert_eq!(here.thread_loads().from_memory, 0);
         assert_eq!(st.values.trace, ["inc1", "inc2", "done"]);
         assert!(st.next.is_empty());
         assert!(matches!(
@@ -233,8 +119,7 @@ async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
-    for storage in backends().await {
-        let cp = ChainReads::over(storage);
+    for cp in backends().await {
         let here = engine(cp.clone()).await;
         let t = ThreadId::new("rewound");
         here.run(
@@ -260,9 +145,10 @@ async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
         replaced.body = serde_json::to_vec(&other).unwrap();
         cp.put(replaced).await.unwrap();
         assert_eq!(cp.head(&t).await.unwrap(), Some(head));
-        let before = cp.chains();
         let st = here.get_state(&t).await.unwrap().unwrap();
-        assert!(cp.chains() > before, "loaded from storage");
+        // The first load was the run's start; the second, this one.
+        assert_eq!(here.thread_loads().from_storage, 2, "loaded from storage");
+        assert_eq!(here.thread_loads().from_memory, 0);
         assert_eq!(*st.values, other);
         let done = here
             .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
@@ -274,7 +160,7 @@ async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_keeping_no_paused_thread_loads_every_resume_from_storage() {
-    let cp = ChainReads::over(Arc::new(planwright::checkpoint::MemoryCheckpointer::new()));
+    let cp: Arc<dyn Checkpointer> = Arc::new(planwright::checkpoint::MemoryCheckpointer::new());
     let e = Engine::builder(
         counter_graph()
             .interrupt_before(["done"])
@@ -293,11 +179,11 @@ async fn an_engine_keeping_no_paused_thread_loads_every_resume_from_storage() {
     )
     .await
     .unwrap();
-    let before = cp.chains();
+    assert_eq!(e.thread_loads().kept, 0);
     let done = e
         .resume(t, Resume::Value(json!("ok")), RunOptions::default())
         .await
         .unwrap();
-    assert_eq!(cp.chains(), before + 1);
+    assert_eq!(e.thread_loads().from_storage, 2, "the start's, then the resume's");
     assert_eq!(done.state.trace, ["inc1", "done"]);
 }

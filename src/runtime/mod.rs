@@ -21,7 +21,7 @@ mod writer;
 pub use commit_window::CommitWindow;
 pub use engine::{CheckpointInfo, Engine, EngineBuilder, Resume, ThreadState};
 pub use error::{Refusal, RunError};
-pub use paused::DEFAULT_KEEP_PAUSED;
+pub use paused::{ThreadLoads, DEFAULT_KEEP_PAUSED};
 pub use persist::Durability;
 pub use shared::{
     BusyPolicy, CheckpointCounters, MigrationHook, RunHandle, RunOptions, RunOutcome,

@@ -23,6 +23,7 @@ use crate::ids::{CheckpointId, ThreadId};
 use crate::state::State;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Paused threads an engine keeps by default (`EngineBuilder::keep_paused`).
@@ -86,10 +87,24 @@ impl<S: State> Kept<S> {
     }
 }
 
+/// How an engine loaded threads (`Engine::thread_loads`): with a paused thread's state kept in
+/// memory, or from storage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadLoads {
+    /// Loads that used a kept state (and read only the head checkpoint and its writes).
+    pub from_memory: u64,
+    /// Loads that read the thread's chain from storage.
+    pub from_storage: u64,
+    /// Paused threads kept now.
+    pub kept: usize,
+}
+
 /// The paused threads of one engine.
 pub(crate) struct PausedThreads<S: State> {
     inner: Mutex<Inner<S>>,
     most: usize,
+    from_memory: AtomicU64,
+    from_storage: AtomicU64,
 }
 
 struct Inner<S: State> {
@@ -110,6 +125,27 @@ impl<S: State> PausedThreads<S> {
                 next: 0,
             }),
             most,
+            from_memory: AtomicU64::new(0),
+            from_storage: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a load: from a kept state, or from storage.
+    pub fn count_load(&self, from_memory: bool) {
+        let counter = if from_memory {
+            &self.from_memory
+        } else {
+            &self.from_storage
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The loads counted so far, and how many threads are kept.
+    pub fn loads(&self) -> ThreadLoads {
+        ThreadLoads {
+            from_memory: self.from_memory.load(Ordering::Relaxed),
+            from_storage: self.from_storage.load(Ordering::Relaxed),
+            kept: self.inner().by_thread.len(),
         }
     }
 

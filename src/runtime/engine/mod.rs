@@ -397,6 +397,13 @@ impl<S: State> Engine<S> {
         )
     }
 
+    /// How this engine loaded threads to run them or read their state: with a paused thread's
+    /// state kept in memory, or from storage (docs/checkpoints.md, "A paused thread's state stays
+    /// in memory").
+    pub fn thread_loads(&self) -> crate::runtime::ThreadLoads {
+        self.sh.paused.loads()
+    }
+
     /// Node executions across every run of this engine.
     pub fn total_node_executions(&self) -> u64 {
         self.sh.total_node_executions.load(Ordering::Relaxed)

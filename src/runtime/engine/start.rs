@@ -169,6 +169,7 @@ impl<S: State> Engine<S> {
             Some(kept) => persist::reload_kept(&**cp, &self.sh.graph, thread, kept).await?,
             None => None,
         };
+        self.sh.paused.count_load(reloaded.is_some());
         let loaded = match reloaded {
             Some(loaded) => Some(loaded),
             None => {
