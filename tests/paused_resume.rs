@@ -184,6 +184,10 @@ async fn an_engine_keeping_no_paused_thread_loads_every_resume_from_storage() {
         .resume(t, Resume::Value(json!("ok")), RunOptions::default())
         .await
         .unwrap();
-    assert_eq!(e.thread_loads().from_storage, 2, "the start's, then the resume's");
+    assert_eq!(
+        e.thread_loads().from_storage,
+        2,
+        "the start's, then the resume's"
+    );
     assert_eq!(done.state.trace, ["inc1", "done"]);
 }
