@@ -166,17 +166,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(numbers, [("a".to_string(), 1), ("b".to_string(), 2)]);
-    let unkeyed: i64 = conn
-        .query_row(
-            "SELECT (SELECT COUNT(*) FROM checkpoints c JOIN thread_numbers n ON n.thread_id = c.thread_id
-                     WHERE c.thread_no IS NOT n.no)
-                  + (SELECT COUNT(*) FROM writes w JOIN thread_numbers n ON n.thread_id = w.thread_id
-                     WHERE w.thread_no IS NOT n.no)",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(unkeyed, 0);
+    assert!(rows_keyed_by_their_threads_numbers(&conn));
     let key: Vec<String> = conn
         .prepare("SELECT name FROM pragma_index_info('checkpoints_key') ORDER BY seqno")
         .unwrap()
@@ -320,8 +310,7 @@ async fn writes_succeed_while_a_sweep_deletes_in_batches() {
 }
 
 /// Every row of `checkpoints` and `writes` carries its thread's current number.
-fn rows_keyed_by_their_threads_numbers(path: &std::path::Path) -> bool {
-    let conn = rusqlite::Connection::open(path).unwrap();
+fn rows_keyed_by_their_threads_numbers(conn: &rusqlite::Connection) -> bool {
     let unkeyed: i64 = conn
         .query_row(
             "SELECT (SELECT COUNT(*) FROM checkpoints c LEFT JOIN thread_numbers n
@@ -383,7 +372,9 @@ async fn remembered_thread_numbers_follow_deletes_here_and_elsewhere() {
     assert_eq!(ids(here.load_chain(&b, None).await.unwrap()), vec![1]);
     assert_eq!(ids(here.load_chain(&c, None).await.unwrap()), vec![1]);
     assert_eq!(ids(elsewhere.load_chain(&c, None).await.unwrap()), vec![1]);
-    assert!(rows_keyed_by_their_threads_numbers(&path));
+    assert!(rows_keyed_by_their_threads_numbers(
+        &rusqlite::Connection::open(&path).unwrap()
+    ));
     // Written here (its number remembered again), deleted here, and started again here.
     assert!(all_ok(
         here.put_batch(vec![BatchItem::Record(checkpoint_suite::rec(
@@ -428,5 +419,7 @@ async fn remembered_thread_numbers_follow_deletes_here_and_elsewhere() {
         here.put_batch(vec![BatchItem::Record(snapshot(&d))]).await
     ));
     assert_eq!(ids(elsewhere.load_chain(&d, None).await.unwrap()), vec![1]);
-    assert!(rows_keyed_by_their_threads_numbers(&path));
+    assert!(rows_keyed_by_their_threads_numbers(
+        &rusqlite::Connection::open(&path).unwrap()
+    ));
 }

@@ -15,6 +15,12 @@ use std::sync::Arc;
 use support::*;
 
 async fn engine(cp: Arc<dyn Checkpointer>) -> Engine<Walk> {
+    keeping(cp, planwright::runtime::DEFAULT_KEEP_PAUSED).await
+}
+
+/// An engine over `cp` keeping at most `kept` paused threads, for a graph that counts to its
+/// target and pauses before `done`.
+async fn keeping(cp: Arc<dyn Checkpointer>, kept: usize) -> Engine<Walk> {
     Engine::builder(
         counter_graph()
             .interrupt_before(["done"])
@@ -22,8 +28,24 @@ async fn engine(cp: Arc<dyn Checkpointer>) -> Engine<Walk> {
             .unwrap(),
     )
     .checkpointer(cp)
+    .keep_paused(kept)
     .build()
     .await
+}
+
+/// Starts thread `name` counting to `target` on `e`; it pauses before `done`.
+async fn paused(e: &Engine<Walk>, name: &str, target: u64) -> ThreadId {
+    let t = ThreadId::new(name);
+    let out = e
+        .run(
+            t.clone(),
+            WalkUpdate::default().target(target),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Interrupted);
+    t
 }
 
 /// The storage backends this runs on: memory and a SQLite file.
@@ -38,16 +60,7 @@ async fn backends() -> Vec<Arc<dyn Checkpointer>> {
 async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_does() {
     for cp in backends().await {
         let e = engine(cp.clone()).await;
-        let t = ThreadId::new("kept");
-        let out = e
-            .run(
-                t.clone(),
-                WalkUpdate::default().target(3),
-                RunOptions::default(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(out.status, RunStatus::Interrupted);
+        let t = paused(&e, "kept", 3).await;
         // The run's start looked the new thread up in storage; its pause kept it.
         assert_eq!(e.thread_loads().from_storage, 1);
         assert_eq!(e.thread_loads().kept, 1);
@@ -85,14 +98,7 @@ async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
     for cp in backends().await {
         let here = engine(cp.clone()).await;
         let elsewhere = engine(cp.clone()).await;
-        let t = ThreadId::new("moved");
-        here.run(
-            t.clone(),
-            WalkUpdate::default().target(2),
-            RunOptions::default(),
-        )
-        .await
-        .unwrap();
+        let t = paused(&here, "moved", 2).await;
         // Another engine resumes and finishes it: the head here is no longer the kept one.
         let theirs = elsewhere
             .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
@@ -121,14 +127,7 @@ async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
 async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
     for cp in backends().await {
         let here = engine(cp.clone()).await;
-        let t = ThreadId::new("rewound");
-        here.run(
-            t.clone(),
-            WalkUpdate::default().target(2),
-            RunOptions::default(),
-        )
-        .await
-        .unwrap();
+        let t = paused(&here, "rewound", 2).await;
         // Elsewhere: the head is rewound away and a checkpoint with the same id, the same parent
         // and the same pending tasks is written in its place, holding another state.
         let head = cp.head(&t).await.unwrap().unwrap();
@@ -160,25 +159,12 @@ async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_keeping_no_paused_thread_loads_every_resume_from_storage() {
-    let cp: Arc<dyn Checkpointer> = Arc::new(planwright::checkpoint::MemoryCheckpointer::new());
-    let e = Engine::builder(
-        counter_graph()
-            .interrupt_before(["done"])
-            .compile()
-            .unwrap(),
+    let e = keeping(
+        Arc::new(planwright::checkpoint::MemoryCheckpointer::new()),
+        0,
     )
-    .checkpointer(cp.clone())
-    .keep_paused(0)
-    .build()
     .await;
-    let t = ThreadId::new("unkept");
-    e.run(
-        t.clone(),
-        WalkUpdate::default().target(1),
-        RunOptions::default(),
-    )
-    .await
-    .unwrap();
+    let t = paused(&e, "unkept", 1).await;
     assert_eq!(e.thread_loads().kept, 0);
     let done = e
         .resume(t, Resume::Value(json!("ok")), RunOptions::default())

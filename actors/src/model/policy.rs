@@ -142,9 +142,9 @@ pub const REMEMBERED_BYTES: usize = 512 * 1024;
 /// answer. An answer function's error is a malformed reply.
 ///
 /// It remembers answers by `input` (those seen at least twice, up to [`REMEMBERED_BYTES`] of
-/// inputs and answers), the JSON the request value
-/// serialises to: equal inputs are equal requests, and an answer function is pure, so a repeated
-/// request gets the same text without computing it again. A simulated model stands for one that
+/// inputs and answers), the JSON the request value serialises to: equal inputs are equal
+/// requests, and an answer function is pure, so a repeated request gets the same text without
+/// computing it again. A simulated model stands for one that
 /// computes elsewhere, and a load's conversations ask the same few questions: computing the
 /// offline answers was ~3.5 % of a research load's CPU, none of it the planner's
 /// (docs/PERFORMANCE.md). Failed answers are not remembered. The bound is in bytes: the research
