@@ -11,6 +11,7 @@ pub mod duration;
 pub mod events;
 pub mod graph;
 pub mod ids;
+pub mod json;
 pub mod node;
 pub mod policy;
 pub mod reducer;

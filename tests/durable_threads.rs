@@ -155,6 +155,61 @@ async fn an_interrupt_survives_a_restart_and_finished_siblings_are_not_rerun() {
     .await;
 }
 
+/// `split` sends three `work` tasks (their inputs go into the trace); `join` counts the trace.
+fn fan_out_graph() -> StateGraph<Walk> {
+    StateGraph::new("fan-out")
+        .add_sync_node("split", |_: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default())
+        })
+        .add_conditional_edges(
+            "split",
+            |_: &Walk| Route::Send((1..=3).map(|i| Send::new("work", json!(i))).collect()),
+            ["work"],
+        )
+        .add_sync_node("work", |_: &Walk, ctx: &NodeContext| {
+            let i = ctx.input().cloned().unwrap_or_default();
+            Ok(WalkUpdate::default().trace(vec![format!("work{i}")]))
+        })
+        .add_sync_node("join", |s: &Walk, _: &NodeContext| {
+            Ok(WalkUpdate::default().count(s.trace.len() as u64))
+        })
+        .add_edge(START, "split")
+        .add_edge("work", "join")
+        .add_edge("join", END)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_that_completes_a_superstep_saves_no_write_of_its_own() {
+    on_every_backend(|cp, p| async move {
+        let e = engine(fan_out_graph(), &cp).await;
+        let t = ThreadId::new(format!("{p}/fan-out"));
+        let out = e
+            .run(t.clone(), WalkUpdate::default(), RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.state.trace, ["work1", "work2", "work3"], "task order");
+        assert_eq!(out.state.count, 3);
+        // The three `work` tasks ran from the checkpoint `split` wrote: the two that finished
+        // first saved their updates there; the third completed the superstep, and the next
+        // checkpoint holds all three.
+        let hist = e.history(&t, 100).await.unwrap();
+        let split = hist.iter().find(|c| c.metadata.nodes == ["split"]).unwrap();
+        let works = hist.iter().find(|c| c.parent == Some(split.id)).unwrap();
+        assert_eq!(works.metadata.nodes, ["work", "work", "work"]);
+        let writes = cp.get_writes(&t, split.id).await.unwrap();
+        let updates = writes
+            .iter()
+            .filter(|w| w.kind == planwright::checkpoint::WriteKind::Update)
+            .count();
+        assert_eq!(updates, 2, "{writes:?}");
+        // Read back from storage alone, every checkpoint is what the run went through.
+        let e2 = engine(fan_out_graph(), &cp).await;
+        assert_eq!(e2.state_at(&t, works.id).await.unwrap().trace.len(), 3);
+        assert_eq!(e2.get_state(&t).await.unwrap().unwrap().values.count, 3);
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_before_a_node_pauses_for_approval() {
     on_every_backend(|cp, p| async move {

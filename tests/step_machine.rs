@@ -1,8 +1,9 @@
 //! The superstep machine driven directly, without actors: random task graphs (dependencies and
 //! batch limits), random completion orders, failures with and without retries, interrupts, and
 //! late results of superseded attempts. Checked every step: the dependency rule, the batch rule,
-//! that late results change nothing; at the end: the join rule (complete only when every task is
-//! done) and determinism (the updates come out in task order whatever order they arrived in).
+//! that late results change nothing, that `completes_with` foretells a completing update; at the
+//! end: the join rule (complete only when every task is done) and determinism (the updates come
+//! out in task order whatever order they arrived in).
 
 use planwright::events::Interrupt;
 use planwright::ids::{InterruptId, NodeId, TaskId};
@@ -136,9 +137,19 @@ fn drive(tasks: &[TaskSpec], acts: &[Act]) -> Result<Option<End<usize>>, TestCas
             }
             Act::Finish(k) => {
                 let i = pick(&running, *k).unwrap();
+                // Said before the result is taken (the supervisor then saves no write of it):
+                // exactly when this update leaves the superstep complete.
+                let completes = step.completes_with(i);
                 prop_assert_eq!(
                     step.complete(i, attempt[i], Outcome::Updated(i)),
                     Effect::Continue
+                );
+                prop_assert_eq!(
+                    completes,
+                    matches!(step.clone().end(), End::Complete(_)),
+                    "completes_with({}) said {}",
+                    i,
+                    completes
                 );
             }
             Act::Fail(k, retry) => {

@@ -33,7 +33,7 @@ pub fn parse_write_kind(thread: &ThreadId, s: &str) -> Result<WriteKind, Checkpo
 
 /// Metadata as stored (JSON text).
 pub fn metadata_json(m: &CheckpointMetadata) -> Result<String, CheckpointError> {
-    serde_json::to_string(m).map_err(|e| CheckpointError::Backend(format!("metadata: {e}")))
+    crate::json::to_string(m).map_err(|e| CheckpointError::Backend(format!("metadata: {e}")))
 }
 
 /// Metadata from its stored JSON text.

@@ -81,7 +81,7 @@ pub(crate) fn step_record<S: State>(
         }
         None => {
             let stored = body_codec::encode_with(
-                serde_json::to_vec(&*saved.state)?,
+                crate::json::to_vec(&*saved.state)?,
                 graph.body_dictionary(),
             );
             saved.deltas_since_snapshot = 0;
@@ -98,7 +98,7 @@ pub(crate) fn step_record<S: State>(
         graph_fingerprint: graph.fingerprint().to_string(),
         kind,
         body,
-        next_tasks: body_codec::encode_with(serde_json::to_vec(next)?, graph.body_dictionary()),
+        next_tasks: body_codec::encode_with(crate::json::to_vec(next)?, graph.body_dictionary()),
         metadata: CheckpointMetadata {
             step: saved.step,
             source,
@@ -119,26 +119,29 @@ pub(crate) fn update_write<S: State>(
     task: &TaskSpec,
     update: &S::Update,
 ) -> Result<TaskWrite, RunError> {
-    Ok(update_write_keeping_json(graph, task, update)?.0)
+    Ok(update_write_of(graph, task, &update_json(update)?))
 }
 
-/// [`update_write`], and the update's JSON before compression: the superstep's delta is the
-/// array of its updates, so a supervisor that kept each task's JSON joins them
-/// ([`delta_json`]) instead of serialising every update again.
-pub(crate) fn update_write_keeping_json<S: State>(
+/// An update's JSON before compression: the superstep's delta is the array of its updates, so a
+/// supervisor that keeps each task's JSON joins them ([`delta_json`]) instead of serialising
+/// every update again.
+pub(crate) fn update_json<U: serde::Serialize>(update: &U) -> Result<Vec<u8>, RunError> {
+    Ok(crate::json::to_vec(update)?)
+}
+
+/// The task write of an update already serialised ([`update_json`]).
+pub(crate) fn update_write_of<S: State>(
     graph: &CompiledGraph<S>,
     task: &TaskSpec,
-    update: &S::Update,
-) -> Result<(TaskWrite, Vec<u8>), RunError> {
-    let json = serde_json::to_vec(update)?;
-    let write = TaskWrite {
+    json: &[u8],
+) -> TaskWrite {
+    TaskWrite {
         task: task.id,
         node: task.node.to_string(),
         kind: WriteKind::Update,
         key: String::new(),
-        payload: body_codec::encode_with(json.clone(), graph.body_dictionary()),
-    };
-    Ok((write, json))
+        payload: body_codec::encode_with(json.to_vec(), graph.body_dictionary()),
+    }
 }
 
 /// The JSON of a superstep's updates (the delta's body before compression): `serde_json::to_vec`
@@ -149,7 +152,7 @@ pub(crate) fn delta_json<U: serde::Serialize>(
     kept: &[Option<Vec<u8>>],
 ) -> Result<Vec<u8>, RunError> {
     if kept.len() != updates.len() || kept.iter().any(Option::is_none) {
-        return Ok(serde_json::to_vec(updates)?);
+        return Ok(crate::json::to_vec(updates)?);
     }
     let mut out = Vec::with_capacity(2 + kept.iter().flatten().map(|j| j.len() + 1).sum::<usize>());
     out.push(b'[');

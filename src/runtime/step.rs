@@ -175,6 +175,18 @@ impl<U> Step<U> {
         self.slots.get(i) == Some(&Slot::Running) && self.attempts[i] == attempt
     }
 
+    /// Whether an update from running task `i` completes the superstep: every other task is
+    /// done. (Its update then goes straight into the checkpoint that ends the superstep, so the
+    /// supervisor saves no separate write of it.)
+    pub fn completes_with(&self, i: usize) -> bool {
+        self.slots.get(i) == Some(&Slot::Running)
+            && self
+                .slots
+                .iter()
+                .enumerate()
+                .all(|(j, s)| j == i || *s == Slot::Done)
+    }
+
     /// Takes the result of attempt `attempt` of task `i`.
     pub fn complete(&mut self, i: usize, attempt: u32, outcome: Outcome<U>) -> Effect {
         if i >= self.slots.len() || self.slots[i] != Slot::Running || self.attempts[i] != attempt {

@@ -322,17 +322,22 @@ impl<S: State> Run<S> {
                     .and_then(Option::take)
                     .and_then(|s| s.goto.lock().unwrap_or_else(|p| p.into_inner()).take());
                 if self.saved.tasks.len() > 1 && self.durable() {
-                    let (write, json) =
-                        persist::update_write_keeping_json(&self.sh.graph, &spec, &update)?;
+                    let json = persist::update_json(&update)?;
+                    // The task that completes the superstep saves no write: the checkpoint
+                    // written next holds its update (and where its command said to go), as it
+                    // does for a superstep of one task.
+                    if !self.step.completes_with(i) {
+                        let mut writes =
+                            vec![persist::update_write_of(&self.sh.graph, &spec, &json)];
+                        if let Some(g) = &goto {
+                            writes.push(persist::goto_write(&spec, g)?);
+                        }
+                        self.save_writes(writes).await?;
+                    }
                     if self.update_json.len() < self.saved.tasks.len() {
                         self.update_json.resize(self.saved.tasks.len(), None);
                     }
                     self.update_json[i] = Some(json);
-                    let mut writes = vec![write];
-                    if let Some(g) = &goto {
-                        writes.push(persist::goto_write(&spec, g)?);
-                    }
-                    self.save_writes(writes).await?;
                 }
                 if let Some(g) = goto {
                     if self.saved.gotos.len() <= i {

@@ -93,7 +93,7 @@ pub async fn ask_policy<Q: Serialize + Clone + Send + Sync + 'static, T: Deseria
 ) -> Result<PolicyReply<T>, PolicyError> {
     // JSON text, once, for the prompt and the request: building a `Value` first allocated every
     // field and string of the request, and the prompt serialised that again.
-    let input = serde_json::to_string(req)
+    let input = planwright::json::to_string(req)
         .map_err(|e| PolicyError::Failed(format!("{call}: request does not encode: {e}")))?;
     let chat = ChatRequest {
         call: call.to_string(),
@@ -179,7 +179,7 @@ pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
             call: req.call.clone(),
             detail,
         })?;
-        let answer = serde_json::to_string(&a)
+        let answer = planwright::json::to_string(&a)
             .map_err(|e| ModelError::Config(format!("offline answer: {e}")))?;
         memo.lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -97,7 +97,7 @@ impl<S: State> Engine<S> {
                 .load(thread)
                 .await?
                 .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
-            let delta = serde_json::to_vec(&[&update])?;
+            let delta = crate::json::to_vec(&[&update])?;
             let mut ctx = MergeCtx::new();
             ctx.set_writer(as_node);
             Arc::make_mut(&mut saved.state).apply(update, &mut ctx)?;
@@ -304,7 +304,7 @@ impl<S: State> Engine<S> {
             .await?
             .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
         let snapshot = super::super::body_codec::encode_with(
-            serde_json::to_vec(&*loaded.saved.state)?,
+            crate::json::to_vec(&*loaded.saved.state)?,
             self.sh.graph.body_dictionary(),
         );
         cp.prune(thread, *oldest, snapshot).await?;

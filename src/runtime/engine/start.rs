@@ -35,7 +35,7 @@ impl<S: State> Engine<S> {
                     }
                     .into());
                 }
-                let delta = serde_json::to_vec(&[&input])?;
+                let delta = crate::json::to_vec(&[&input])?;
                 let mut ctx = MergeCtx::new();
                 ctx.set_writer("__input__");
                 Arc::make_mut(&mut saved.state).apply(input, &mut ctx)?;
