@@ -273,17 +273,22 @@ async fn a_run_alone_writes_straight_to_storage() {
 
 /// The parallel tasks' writes and the checkpoints of conversations running together are stored
 /// in the same batches: one commit for whatever is queued at once, not one per kind of item.
+/// (Three parallel tasks per run: the one that completes the superstep saves no write, so each
+/// run saves two.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_writes_and_checkpoints_of_many_runs_share_batches() {
     let cp = Arc::new(Counting::default());
     let graph = planwright::graph::StateGraph::<Walk>::new("fork")
         .add_node("a", sleeper("a", 1))
         .add_node("b", sleeper("b", 2))
+        .add_node("d", sleeper("d", 3))
         .add_node("c", sleeper("c", 1))
         .add_edge(planwright::graph::START, "a")
         .add_edge(planwright::graph::START, "b")
+        .add_edge(planwright::graph::START, "d")
         .add_edge("a", "c")
         .add_edge("b", "c")
+        .add_edge("d", "c")
         .add_edge("c", planwright::graph::END)
         .compile()
         .unwrap();
@@ -296,7 +301,7 @@ async fn task_writes_and_checkpoints_of_many_runs_share_batches() {
         .commit_window(planwright::runtime::CommitWindow::OFF)
         .build()
         .await;
-    let runs = (0..40).map(|i| {
+    let runs = (0..80).map(|i| {
         let e = e.clone();
         let cp = cp.clone();
         tokio::spawn(async move {
@@ -310,7 +315,7 @@ async fn task_writes_and_checkpoints_of_many_runs_share_batches() {
             assert_eq!(out.status, RunStatus::Finished);
             assert_eq!(
                 out.state.trace.len(),
-                3,
+                4,
                 "thread fork{i}: {:?}",
                 out.state.trace
             );

@@ -38,6 +38,14 @@ async fn research_conversations_all_finish_with_interrupts_answered() {
     );
     assert_eq!(report.interrupted_left, 0);
     assert!(report.checkpoint_records > 0);
+    // Each resume found its paused state kept in the engine (a load run's threads are new, so
+    // their starts look nothing up).
+    let loads = report
+        .thread_loads
+        .expect("an in-process run counts its loads");
+    assert_eq!(loads.from_memory, report.resumes as u64, "{loads:?}");
+    assert_eq!(loads.from_storage, 0, "{loads:?}");
+    assert!(report.to_text().contains("thread loads: "));
     assert!(report.nodes.contains_key("create_plan"));
     let calls: u64 = report.model.iter().map(|m| m.calls).sum();
     assert!(calls >= 60, "{calls} model calls");
@@ -51,6 +59,7 @@ async fn research_conversations_all_finish_with_interrupts_answered() {
         "node_execs_per_sec",
         "overhead_us_per_node",
         "peak_rss_kb",
+        "thread_loads",
         "nodes",
     ] {
         assert!(json.get(key).is_some(), "report lacks `{key}`");

@@ -89,6 +89,7 @@ pub struct EngineConversations<S: planwright::State> {
     engine: Engine<S>,
     w: Workload<S>,
     checkpoints0: (u64, u64),
+    loads0: planwright::runtime::ThreadLoads,
 }
 
 impl<S: planwright::State> EngineConversations<S> {
@@ -96,9 +97,10 @@ impl<S: planwright::State> EngineConversations<S> {
     pub fn new(engine: Engine<S>, w: Workload<S>) -> Arc<Self> {
         let (records, bytes, _) = engine.checkpoint_counters();
         Arc::new(EngineConversations {
-            engine,
             w,
             checkpoints0: (records, bytes),
+            loads0: engine.thread_loads(),
+            engine,
         })
     }
 }
@@ -297,6 +299,10 @@ impl<S: planwright::State> Conversations for EngineConversations<S> {
         let t = Totals {
             checkpoint_records: records.saturating_sub(self.checkpoints0.0),
             checkpoint_bytes: bytes.saturating_sub(self.checkpoints0.1),
+            thread_loads: Some(super::report::ThreadLoadCounts::between(
+                self.loads0,
+                self.engine.thread_loads(),
+            )),
             remote_node_executions: None,
             replicas: Vec::new(),
         };

@@ -133,6 +133,30 @@ pub struct Memory {
     pub server_rss_first_last_kb: Option<(u64, u64)>,
 }
 
+/// How an engine loaded threads during a run (`Engine::thread_loads`): a paused thread resumed
+/// in the process that paused it uses the state it kept and reads only the head checkpoint and its
+/// writes; any other load reads the thread's chain from storage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ThreadLoadCounts {
+    /// Loads that used a kept paused state.
+    pub from_memory: u64,
+    /// Loads that read the chain from storage.
+    pub from_storage: u64,
+}
+
+impl ThreadLoadCounts {
+    /// The loads between two readings of `Engine::thread_loads`.
+    pub fn between(
+        before: planwright::runtime::ThreadLoads,
+        after: planwright::runtime::ThreadLoads,
+    ) -> Self {
+        Self {
+            from_memory: after.from_memory.saturating_sub(before.from_memory),
+            from_storage: after.from_storage.saturating_sub(before.from_storage),
+        }
+    }
+}
+
 /// Everything a load run measured.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LoadReport {
@@ -199,6 +223,8 @@ pub struct LoadReport {
     pub checkpoint_records: u64,
     /// Checkpoint bytes written.
     pub checkpoint_bytes: u64,
+    /// How threads were loaded for resumes and reads (in-process runs; `None` against a server).
+    pub thread_loads: Option<ThreadLoadCounts>,
     /// Peak resident memory, KiB.
     pub peak_rss_kb: u64,
     /// Resident memory before the run, KiB.
@@ -347,6 +373,13 @@ impl LoadReport {
             self.peak_rss_kb,
             self.baseline_rss_kb
         );
+        if let Some(l) = &self.thread_loads {
+            let _ = writeln!(
+                t,
+                "  thread loads: {} from a kept paused state, {} read from storage",
+                l.from_memory, l.from_storage
+            );
+        }
         if let Some(m) = &self.memory {
             let server = m
                 .server_slope_kib_per_min

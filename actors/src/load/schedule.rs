@@ -71,6 +71,8 @@ pub struct Totals {
     pub checkpoint_records: u64,
     /// Checkpoint bytes written during the run.
     pub checkpoint_bytes: u64,
+    /// How the engine loaded threads during the run (in-process runs).
+    pub thread_loads: Option<super::report::ThreadLoadCounts>,
     /// Node executions counted by a server during the run.
     pub remote_node_executions: Option<u64>,
     /// Each replica's share, with `--target` (one or more).
@@ -401,6 +403,11 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
         let t = e.conversations.clone().finish().await;
         r.checkpoint_records += t.checkpoint_records;
         r.checkpoint_bytes += t.checkpoint_bytes;
+        if let Some(l) = t.thread_loads {
+            let sum = r.thread_loads.get_or_insert_with(Default::default);
+            sum.from_memory += l.from_memory;
+            sum.from_storage += l.from_storage;
+        }
         if let Some(n) = t.remote_node_executions {
             r.node_executions += n;
         }
