@@ -1,5 +1,5 @@
 //! The load report: what a run measured, as figures, a readable summary and JSON (the HTML page is
-//! in [`super::html`]). Latencies are HDR-histogram percentiles in milliseconds.
+//! in `load::html`). Latencies are HDR-histogram percentiles in milliseconds.
 
 use super::scenario::Scenario;
 use super::series::Sample;

@@ -5,7 +5,7 @@
 //! (plan, repair, replan, write) go through a [`ResearchPolicy`]: the deterministic
 //! [`OfflineResearchPolicy`] by default. See `docs/research-planner.md`.
 //!
-//! For embedders (the HTTP server, the load tester): [`graph`], [`initial_state`] /
+//! For embedders (the HTTP server, the load tester): [`graph()`], [`initial_state`] /
 //! [`initial_update`], [`output_json`].
 
 pub mod acceptance;

@@ -1,4 +1,4 @@
-//! The `/store` endpoints of the LangGraph Server API over the runtime's [`Store`]: the same
+//! The `/store` endpoints of the LangGraph Server API over the runtime's [`Store`](planwright::store::Store): the same
 //! cross-thread memory the graphs' nodes read and write (`NodeContext::store`).
 //!
 //! - `PUT /store/items` `{"namespace": [...], "key", "value": {...}, "ttl": minutes?}` → 204

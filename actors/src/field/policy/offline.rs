@@ -5,7 +5,7 @@
 //! searches are used up). The policy stage turns those into workable decisions (decompose, redirect
 //! a derived field to its inputs, vary a repeated query, respect the caps), and the decision log
 //! shows each rewrite. Decomposition and extraction are heuristics over the corpus
-//! ([`offline_decompose`](super::offline_decompose), [`offline_extract`](super::offline_extract)).
+//! (`offline_decompose` and `offline_extract` in the policy module).
 
 use super::{
     DecideRequest, DecomposeRequest, ExtractAnswer, ExtractRequest, FieldPolicy, PolicyError,

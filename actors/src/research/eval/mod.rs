@@ -3,7 +3,7 @@
 //! for the offline policy or any model, so models and prompts can be compared on the same set.
 //!
 //! The set format is in `fixtures/research/eval/README.md`; the shipped set is
-//! `fixtures/research/eval/set.json`. Scoring is pure ([`score`]); this module only runs goals.
+//! `fixtures/research/eval/set.json`. Scoring is pure ([`mod@score`]); this module only runs goals.
 
 pub mod cli;
 pub mod score;

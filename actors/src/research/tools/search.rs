@@ -10,7 +10,7 @@ pub const DEFAULT_LIMIT: u32 = 3;
 /// A hit scoring below this share of the best hit is not relevant enough to use.
 const RELEVANCE_FLOOR: f64 = 0.2;
 
-/// Runs a search. A step serving an aspect ranks by it (see [`super::aspect`]; `siblings` are the
+/// Runs a search. A step serving an aspect ranks by it (see `tools::aspect`; `siblings` are the
 /// plan's other aspects); otherwise: the best `limit` notes for `query` that score at least a
 /// fifth of the best hit and, when `require_any` is given, mention at least one of its terms.
 pub fn search(params: &StepParams, corpus: &Corpus, siblings: &[String]) -> ToolOutcome {
