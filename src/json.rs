@@ -1,8 +1,8 @@
 //! JSON text for the hot paths: checkpoint bodies, task updates, next tasks and model requests.
 //!
-//! serde_json escapes strings a byte at a time, and a research load writes ~18 KB of strings per
-//! conversation (state updates, then each model call's input): its escaping was 6.7 % of the
-//! load's instructions (docs/PERFORMANCE.md). sonic-rs writes the same text with SIMD scans for
+//! serde_json escapes strings a byte at a time, and a research load writes tens of kilobytes of
+//! JSON per conversation, most of it strings (state updates, then each model call's input): its
+//! escaping was 6.7 % of the load's instructions (docs/PERFORMANCE.md). sonic-rs writes the same text with SIMD scans for
 //! the bytes that need escaping. The text is byte for byte what `serde_json::to_vec` writes —
 //! a property test holds both to that over strings, numbers and nested values — so stored
 //! records, trained dictionaries and digests do not depend on which of the two wrote them.
