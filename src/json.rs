@@ -68,6 +68,11 @@ mod tests {
             prop_assert_eq!(to_vec(&v).unwrap(), serde_json::to_vec(&v).unwrap());
             prop_assert_eq!(to_string(&v).unwrap(), serde_json::to_string(&v).unwrap());
         }
+
+        #[test]
+        fn floats_of_both_widths_are_written_the_same(x in any::<f32>(), y in any::<f64>()) {
+            prop_assert_eq!(to_vec(&(x, y)).unwrap(), serde_json::to_vec(&(x, y)).unwrap());
+        }
     }
 
     #[test]
@@ -79,6 +84,7 @@ mod tests {
             note: Option<&'a str>,
             amount: f64,
             not_finite: [f64; 3],
+            small: [f32; 4],
             counts: std::collections::BTreeMap<&'a str, u32>,
             tags: Vec<&'a str>,
         }
@@ -87,6 +93,7 @@ mod tests {
             note: None,
             amount: 705669.1199999999,
             not_finite: [f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
+            small: [0.1, 1e-7, 3.4e38, f32::NAN],
             counts: [("a", 1), ("b\\", 2)].into_iter().collect(),
             tags: vec!["x", "</script>"],
         };
