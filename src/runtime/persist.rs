@@ -303,6 +303,7 @@ pub(crate) async fn load<S: State>(
         }
     }
     let head = chain.last().unwrap_or(first);
+    saved.head_identity = Some(HeadIdentity::of(head));
     let fingerprint = position_at(cp, graph, thread, head, at.is_none(), &mut saved).await?;
     Ok(Some(Loaded { saved, fingerprint }))
 }
@@ -332,6 +333,7 @@ pub(crate) async fn reload_kept<S: State>(
     saved.deltas_since_snapshot = kept.deltas_since_snapshot;
     saved.delta_bytes_since_snapshot = kept.delta_bytes_since_snapshot;
     saved.snapshot_bytes = kept.snapshot_bytes;
+    saved.head_identity = Some(kept.head); // just compared equal: not hashed again
     let fingerprint = position_at(cp, graph, thread, &head, true, &mut saved).await?;
     Ok(Some(Loaded { saved, fingerprint }))
 }
@@ -349,7 +351,6 @@ pub(crate) async fn position_at<S: State>(
     saved: &mut SavedThread<S>,
 ) -> Result<String, RunError> {
     saved.head = Some(head.id);
-    saved.head_identity = Some(HeadIdentity::of(head));
     saved.step = head.metadata.step;
     // Corrupt pause data is an error naming the checkpoint, never a thread that silently
     // forgets it was paused. The typed pause first; the keys older versions kept in `extra`
