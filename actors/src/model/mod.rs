@@ -8,6 +8,7 @@
 //! it against the request's JSON schema, and retries once with the error fed back before giving up
 //! with [`ModelError::Malformed`].
 
+mod conforms;
 mod error;
 pub mod lognormal;
 mod openai;
@@ -241,12 +242,22 @@ pub async fn ask<T: serde::de::DeserializeOwned>(
         })
 }
 
+/// An answer as its type, or what is wrong with it. A conforming answer (the usual case) is
+/// parsed straight into its type; anything else is parsed as a value, validated with every
+/// problem named, and converted, which is also what decides when the quick walk cannot
+/// (`conforms`).
 fn decode<T: serde::de::DeserializeOwned>(
     content: &str,
     schema: &serde_json::Value,
 ) -> Result<T, String> {
+    let text = content.trim();
+    if conforms::conforms(text, schema) {
+        if let Ok(answer) = serde_json::from_str(text) {
+            return Ok(answer);
+        }
+    }
     let value: serde_json::Value =
-        serde_json::from_str(content.trim()).map_err(|e| format!("not JSON ({e})"))?;
+        serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
     validate(&value, schema).map_err(|errors| errors.join("; "))?;
     serde_json::from_value(value).map_err(|e| format!("does not fit the answer type ({e})"))
 }
