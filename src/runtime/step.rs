@@ -260,6 +260,16 @@ impl<U> Step<U> {
         &self.interrupts
     }
 
+    /// Takes each task's update and interrupt out (the superstep is over: its run is ending), by
+    /// task; the slots stay as they are, so a late report still finds its task.
+    pub fn take_results(&mut self) -> Vec<(Option<U>, Option<Interrupt>)> {
+        self.updates
+            .iter_mut()
+            .zip(&mut self.interrupts)
+            .map(|(u, i)| (u.take(), i.take()))
+            .collect()
+    }
+
     /// The number of tasks.
     pub fn len(&self) -> usize {
         self.slots.len()

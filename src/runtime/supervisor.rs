@@ -587,7 +587,14 @@ impl<S: State> Run<S> {
     }
 
     /// Ends the run: final durability work, thread bookkeeping, events, outcome.
+    ///
+    /// Boxed: it runs once per run, and as an inline state of every message handler's future it
+    /// made each of them (one allocation and copy per task result) several kilobytes larger.
     async fn finish(&mut self, result: Result<RunStatus, RunError>) {
+        Box::pin(self.finish_now(result)).await
+    }
+
+    async fn finish_now(&mut self, result: Result<RunStatus, RunError>) {
         let Some(outcome_tx) = self.outcome.take() else {
             return;
         };
@@ -597,17 +604,15 @@ impl<S: State> Run<S> {
             Err(e) => Err(e),
         };
         // Remember the thread's position for ephemeral engines and the pending writes for resume.
-        let mut writes = Vec::with_capacity(self.saved.tasks.len());
-        for i in 0..self.saved.tasks.len() {
-            writes.push(
-                match (self.step.updates().get(i), self.step.interrupts().get(i)) {
-                    (Some(Some(u)), _) => Some(SavedWrite::Done(u.clone())),
-                    (_, Some(Some(int))) => Some(SavedWrite::Interrupted(int.clone())),
-                    _ => None,
-                },
-            );
-        }
-        self.saved.writes = writes;
+        // (Moved out of the superstep, which ends with the run, rather than copied.)
+        let mut results = self.step.take_results().into_iter();
+        self.saved.writes = (0..self.saved.tasks.len())
+            .map(|_| match results.next() {
+                Some((Some(u), _)) => Some(SavedWrite::Done(u)),
+                Some((None, Some(int))) => Some(SavedWrite::Interrupted(int)),
+                _ => None,
+            })
+            .collect();
         if self.sh.checkpointer.is_none() {
             self.sh
                 .ephemeral

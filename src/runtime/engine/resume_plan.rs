@@ -19,7 +19,9 @@ pub(crate) enum ResumePlan {
 }
 
 /// The interrupts of `saved` still waiting for an answer at the call they paused on.
-pub(crate) fn pending<S: State>(saved: &SavedThread<S>) -> Vec<(usize, Interrupt)> {
+/// (Borrowed: an interrupt's value may be a whole plan put to a reviewer, and only ids and
+/// positions are read.)
+pub(crate) fn pending<S: State>(saved: &SavedThread<S>) -> Vec<(usize, &Interrupt)> {
     saved
         .writes
         .iter()
@@ -28,7 +30,7 @@ pub(crate) fn pending<S: State>(saved: &SavedThread<S>) -> Vec<(usize, Interrupt
             Some(SavedWrite::Interrupted(int))
                 if saved.answers.get(i).map_or(0, Vec::len) <= int.index as usize =>
             {
-                Some((i, int.clone()))
+                Some((i, int))
             }
             _ => None,
         })
