@@ -205,20 +205,19 @@ impl<'de> Visitor<'de> for Check<'_> {
         self.no_enum()?;
         let props = self.get("properties").and_then(Value::as_object);
         let closed = self.get("additionalProperties") == Some(&Value::Bool(false));
-        let mut required: Vec<&str> = Vec::new();
-        if let Some(Value::Array(r)) = self.get("required") {
-            for name in r.iter().filter_map(Value::as_str) {
-                if !required.contains(&name) {
-                    required.push(name);
-                }
-            }
-        }
+        // The `required` names, as the schema lists them (a name's first position stands for it):
+        // looked up in place, since this runs for every object of every answer.
+        let required: &[Value] = match self.get("required") {
+            Some(Value::Array(r)) => r,
+            _ => &[],
+        };
         if required.len() > 64 {
             return Err(de::Error::custom("too many required properties"));
         }
+        let first = |name: &str| required.iter().position(|r| r.as_str() == Some(name));
         let mut seen: u64 = 0;
         while let Some(key) = map.next_key_seed(Key)? {
-            if let Some(i) = required.iter().position(|r| *r == key) {
+            if let Some(i) = first(&key) {
                 seen |= 1 << i;
             }
             match props.and_then(|p| p.get(key.as_ref())) {
@@ -229,12 +228,11 @@ impl<'de> Visitor<'de> for Check<'_> {
                 }
             }
         }
-        let all = if required.len() == 64 {
-            u64::MAX
-        } else {
-            (1u64 << required.len()) - 1
-        };
-        if seen & all != all {
+        let missing = required
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|name| first(name).is_some_and(|i| seen & (1 << i) == 0));
+        if missing {
             return Err(de::Error::custom("missing required property"));
         }
         Ok(())
