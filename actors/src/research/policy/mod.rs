@@ -44,8 +44,8 @@ pub struct RepairRequest {
     pub constraints: Constraints,
     /// The notes.
     pub notes: Arc<[Note]>,
-    /// The invalid plan.
-    pub plan: Vec<PlanStep>,
+    /// The invalid plan (shared with the state it came from).
+    pub plan: Arc<Vec<PlanStep>>,
     /// Its problems, each named.
     pub errors: Vec<String>,
 }
@@ -59,8 +59,9 @@ pub struct ReplanRequest {
     pub constraints: Constraints,
     /// The notes.
     pub notes: Arc<[Note]>,
-    /// The current plan with statuses; complete steps must be kept as they are.
-    pub plan: Vec<PlanStep>,
+    /// The current plan with statuses; complete steps must be kept as they are (shared with the
+    /// state it came from).
+    pub plan: Arc<Vec<PlanStep>>,
     /// Results so far.
     pub step_results: StepResults,
     /// The gaps that made a replan necessary.

@@ -26,7 +26,7 @@ fn active(s: &PlanStep) -> bool {
 pub fn repair(req: &RepairRequest) -> Vec<PlanStep> {
     let c = &req.constraints;
     if !req.plan.iter().any(active) {
-        let mut plan = req.plan.clone();
+        let mut plan = req.plan.to_vec();
         plan.extend(draft_plan(&PlanRequest {
             goal: req.goal.clone(),
             constraints: c.clone(),
@@ -34,7 +34,7 @@ pub fn repair(req: &RepairRequest) -> Vec<PlanStep> {
         }));
         return repair_steps(plan, req);
     }
-    repair_steps(req.plan.clone(), req)
+    repair_steps(req.plan.to_vec(), req)
 }
 
 fn repair_steps(mut plan: Vec<PlanStep>, req: &RepairRequest) -> Vec<PlanStep> {

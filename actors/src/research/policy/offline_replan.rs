@@ -46,7 +46,7 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
     let mut renamed: HashMap<String, String> = HashMap::new();
     // Section term -> the same term with its related words as alternatives.
     let mut widened_terms: HashMap<String, String> = HashMap::new();
-    for step in &req.plan {
+    for step in req.plan.iter() {
         if step.status != StepStatus::Failed {
             plan.push(step.clone());
             continue;
