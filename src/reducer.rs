@@ -27,10 +27,19 @@ pub enum MergeError {
 }
 
 /// Tracks which replace-fields were written in the current superstep, and by whom.
+///
+/// A writer's name is copied once, on its first replace-field write, not once per field it writes:
+/// only a conflict reads it back.
 #[derive(Debug, Default)]
 pub struct MergeCtx {
+    /// The node whose update is being applied.
     writer: String,
-    written: Vec<(&'static str, String)>,
+    /// Whether `writer` is already the last of `writers`.
+    writer_kept: bool,
+    /// The writers that wrote a replace-field, in order.
+    writers: Vec<String>,
+    /// Each replace-field written, with its writer's position in `writers`.
+    written: Vec<(&'static str, usize)>,
 }
 
 impl MergeCtx {
@@ -43,6 +52,7 @@ impl MergeCtx {
     pub fn set_writer(&mut self, node: &str) {
         self.writer.clear();
         self.writer.push_str(node);
+        self.writer_kept = false;
     }
 
     /// Records a write to a replace-field, failing if another task already wrote it.
@@ -50,11 +60,15 @@ impl MergeCtx {
         if let Some((_, first)) = self.written.iter().find(|(f, _)| *f == field) {
             return Err(MergeError::WriteConflict {
                 field,
-                first: first.clone(),
+                first: self.writers[*first].clone(),
                 second: self.writer.clone(),
             });
         }
-        self.written.push((field, self.writer.clone()));
+        if !self.writer_kept {
+            self.writers.push(self.writer.clone());
+            self.writer_kept = true;
+        }
+        self.written.push((field, self.writers.len() - 1));
         Ok(())
     }
 }
@@ -126,4 +140,37 @@ pub fn apply_one<S: State>(state: &mut S, update: S::Update) -> Result<(), Merge
     let mut ctx = MergeCtx::new();
     ctx.set_writer("update");
     state.apply(update, &mut ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_writer_of_a_replace_field_is_a_conflict_naming_both_nodes() {
+        let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+        let mut ctx = MergeCtx::new();
+        ctx.set_writer("plan");
+        replace(&mut a, 1, "a", &mut ctx).unwrap();
+        replace(&mut b, 1, "b", &mut ctx).unwrap();
+        ctx.set_writer("search");
+        replace(&mut c, 2, "c", &mut ctx).unwrap();
+        ctx.set_writer("compare");
+        let err = replace(&mut b, 3, "b", &mut ctx).unwrap_err();
+        assert_eq!(
+            err,
+            MergeError::WriteConflict {
+                field: "b",
+                first: "plan".into(),
+                second: "compare".into(),
+            }
+        );
+        ctx.set_writer("summarize");
+        let err = replace(&mut c, 4, "c", &mut ctx).unwrap_err();
+        assert!(
+            matches!(&err, MergeError::WriteConflict { first, second, .. } if first == "search" && second == "summarize"),
+            "{err:?}"
+        );
+        assert_eq!((a, b, c), (1, 1, 2), "a refused write changes nothing");
+    }
 }
