@@ -36,6 +36,8 @@ pub const COMPRESS_WITH_DICTIONARY_FROM: usize = 64;
 const LEVEL: i32 = 1;
 /// The zstd frame magic number, little-endian.
 const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+/// A compression buffer grown past this is dropped after use rather than kept by its thread.
+const SCRATCH_KEEP: usize = 1 << 20;
 /// A decompressed body may be at most this large (a corrupt frame must not exhaust memory).
 const MAX_BODY: usize = 1 << 30;
 
@@ -117,8 +119,9 @@ fn registered(id: u32) -> Option<&'static Dictionary> {
 thread_local! {
     // A compression context costs more to create than a small body costs to compress: one per
     // thread and dictionary (0: none), and the same for decompression.
-    static COMPRESSORS: RefCell<HashMap<u32, zstd::bulk::Compressor<'static>>> =
-        RefCell::new(HashMap::new());
+    // With them, the buffer each thread compresses into.
+    static COMPRESSORS: RefCell<(HashMap<u32, zstd::bulk::Compressor<'static>>, Vec<u8>)> =
+        RefCell::new((HashMap::new(), Vec::new()));
     static DECOMPRESSORS: RefCell<HashMap<u32, zstd::bulk::Decompressor<'static>>> =
         RefCell::new(HashMap::new());
 }
@@ -130,30 +133,46 @@ pub fn encode(json: Vec<u8>) -> Vec<u8> {
 
 /// The bytes to store for `json`, compressed against `dict` when there is one.
 pub fn encode_with(json: Vec<u8>, dict: Option<&'static Dictionary>) -> Vec<u8> {
+    compress(&json, dict).unwrap_or(json)
+}
+
+/// [`encode_with`] for JSON the caller keeps (a task's update, joined into its superstep's delta
+/// later): copied only when it is stored as it is.
+pub fn encode_slice_with(json: &[u8], dict: Option<&'static Dictionary>) -> Vec<u8> {
+    compress(json, dict).unwrap_or_else(|| json.to_vec())
+}
+
+/// `json` compressed, if it is large enough to try and comes out smaller. The frame is written
+/// into a per-thread buffer of zstd's worst-case size and copied out at its own: a vector of the
+/// worst case held each stored body at about its JSON's size until it was written.
+fn compress(json: &[u8], dict: Option<&'static Dictionary>) -> Option<Vec<u8>> {
     let from = if dict.is_some() {
         COMPRESS_WITH_DICTIONARY_FROM
     } else {
         COMPRESS_FROM
     };
     if json.len() < from {
-        return json;
+        return None;
     }
     let key = dict.map_or(0, Dictionary::id);
-    let packed = COMPRESSORS.with(|c| {
-        let mut c = c.borrow_mut();
-        let compressor = match c.entry(key) {
+    COMPRESSORS.with(|c| {
+        let (compressors, frame) = &mut *c.borrow_mut();
+        let compressor = match compressors.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(match dict {
                 Some(d) => zstd::bulk::Compressor::with_prepared_dictionary(&d.encoder).ok()?,
                 None => zstd::bulk::Compressor::new(LEVEL).ok()?,
             }),
         };
-        compressor.compress(&json).ok()
-    });
-    match packed {
-        Some(packed) if packed.len() < json.len() => packed,
-        _ => json,
-    }
+        frame.clear();
+        frame.reserve(zstd::zstd_safe::compress_bound(json.len()));
+        let n = compressor.compress_to_buffer(json, frame).ok()?;
+        let packed = (n < json.len()).then(|| frame[..n].to_vec());
+        if frame.capacity() > SCRATCH_KEEP {
+            *frame = Vec::new();
+        }
+        packed
+    })
 }
 
 /// The JSON of a stored body.

@@ -140,7 +140,7 @@ pub(crate) fn update_write_of<S: State>(
         node: task.node.to_string(),
         kind: WriteKind::Update,
         key: String::new(),
-        payload: body_codec::encode_with(json.to_vec(), graph.body_dictionary()),
+        payload: body_codec::encode_slice_with(json, graph.body_dictionary()),
     }
 }
 
