@@ -1,6 +1,6 @@
 //! Deterministic acceptance checks: did a step's result meet its criteria?
 
-use super::corpus::{Corpus, Prepared};
+use super::corpus::{Corpus, Prepared, Term};
 use super::state::Criterion;
 
 /// Checks `criteria` against the notes a step used; returns each criterion that failed, named.
@@ -22,7 +22,9 @@ pub fn check(criteria: &[Criterion], sources: &[String], corpus: &Corpus) -> Vec
             }
             Criterion::Covers(terms) => {
                 for t in terms {
-                    if !used.iter().any(|n| n.mentions(t)) {
+                    // Split once, not once per note.
+                    let term = Term::new(t);
+                    if !used.iter().any(|n| n.mentions_term(&term)) {
                         unmet.push(format!("covers: no note used mentions `{t}`"));
                     }
                 }

@@ -186,7 +186,8 @@ fn topical_tags(corpus: &Corpus, mention_topic: &Notes) -> Vec<String> {
 struct Scored<'a> {
     note: &'a Note,
     score: f64,
-    sentence: String,
+    /// Borrowed from the prepared note: only the notes kept are copied out.
+    sentence: &'a str,
 }
 
 /// Ranks `notes` for the step's aspect; `siblings` are the plan's other aspects.
@@ -305,7 +306,7 @@ pub fn search_aspect(
         scored.push(Scored {
             note,
             score,
-            sentence: sentence.to_string(),
+            sentence,
         });
     }
     // Stable: ties keep corpus order.

@@ -1,7 +1,7 @@
 //! `search`: BM25 ranking over the notes, with a relevance floor and an optional topic filter.
 
 use super::ToolOutcome;
-use crate::research::corpus::Corpus;
+use crate::research::corpus::{Corpus, Term};
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 
@@ -27,15 +27,15 @@ pub fn search(params: &StepParams, corpus: &Corpus, siblings: &[String]) -> Tool
     let weighted = weigh_terms(&text::content_terms(query), corpus);
     let mut out = ToolOutcome::default();
     let mut lines = Vec::new();
+    // The topic terms split once, not once per hit.
+    let require: Vec<Term> = params.require_any.iter().map(|t| Term::new(t)).collect();
     for hit in hits {
         if out.sources.len() >= limit || hit.score < top * RELEVANCE_FLOOR {
             break;
         }
         let note = &notes[hit.doc];
         let prepared = corpus.prepared(hit.doc);
-        if !params.require_any.is_empty()
-            && !params.require_any.iter().any(|t| prepared.mentions(t))
-        {
+        if !require.is_empty() && !require.iter().any(|t| prepared.mentions_term(t)) {
             continue;
         }
         let sentence = best_sentence(&note.text, &weighted);
