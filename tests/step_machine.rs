@@ -79,7 +79,15 @@ fn interrupt(i: usize) -> Interrupt {
 /// checking the rules after every event. Returns how it ended, or `None` when a task failed for
 /// good.
 fn drive(tasks: &[TaskSpec], acts: &[Act]) -> Result<Option<End<usize>>, TestCaseError> {
-    let mut step: Step<usize> = Step::new(tasks.len());
+    drive_step(&mut Step::new(tasks.len()), tasks, acts)
+}
+
+/// [`drive`] on a given superstep of `tasks.len()` tasks.
+fn drive_step(
+    step: &mut Step<usize>,
+    tasks: &[TaskSpec],
+    acts: &[Act],
+) -> Result<Option<End<usize>>, TestCaseError> {
     let mut attempt = vec![0u32; tasks.len()];
     // The acts given, then finishing and retrying until the superstep settles.
     let tail = [Act::Finish(0), Act::RetryDue(0)];
@@ -217,6 +225,21 @@ proptest! {
             Some(End::Running) => prop_assert!(false, "drive returns only settled ends"),
             None => {} // a task failed for good
         }
+    }
+
+    #[test]
+    fn a_reset_superstep_runs_as_a_new_one(
+        (n, deps, batches) in graph(),
+        (m, deps2, batches2) in graph(),
+        acts in proptest::collection::vec(act(), 1..40),
+        acts2 in proptest::collection::vec(act(), 1..40),
+    ) {
+        let mut step: Step<usize> = Step::new(n);
+        drive_step(&mut step, &tasks(n, &deps, &batches), &acts)?;
+        step.reset(m);
+        prop_assert_eq!(format!("{step:?}"), format!("{:?}", Step::<usize>::new(m)));
+        let next = tasks(m, &deps2, &batches2);
+        prop_assert_eq!(drive_step(&mut step, &next, &acts2)?, drive(&next, &acts2)?);
     }
 
     #[test]

@@ -91,6 +91,20 @@ impl<U> Step<U> {
         }
     }
 
+    /// Makes this a superstep of `n` tasks, none started — [`Step::new`] keeping the buffers (a
+    /// supervisor resets its superstep once per superstep).
+    pub fn reset(&mut self, n: usize) {
+        self.slots.clear();
+        self.slots.resize(n, Slot::Waiting);
+        self.attempts.clear();
+        self.attempts.resize(n, 0);
+        self.updates.clear();
+        self.updates.resize_with(n, || None);
+        self.interrupts.clear();
+        self.interrupts.resize(n, None);
+        self.running = 0;
+    }
+
     /// Task `i` finished before (a saved write): it is done with `update` and never runs again.
     pub fn restore_done(&mut self, i: usize, update: U) {
         self.updates[i] = Some(update);

@@ -150,11 +150,14 @@ impl<S: State> Run<S> {
     /// Sets up bookkeeping for `saved.tasks`, reusing saved writes.
     fn reset_step(&mut self) {
         let n = self.saved.tasks.len();
-        self.step = Step::new(n);
-        self.memo_stores = vec![None; n];
+        // Cleared and resized rather than made anew: their buffers serve every superstep.
+        self.step.reset(n);
+        self.memo_stores.clear();
+        self.memo_stores.resize(n, None);
         self.update_json.clear();
         if self.sh.graph.has_command_nodes() {
-            self.goto_slots = vec![None; n];
+            self.goto_slots.clear();
+            self.goto_slots.resize(n, None);
         }
         if self.saved.memos.len() < n {
             self.saved.memos.resize(n, Default::default());
