@@ -7,6 +7,7 @@
 use super::constraints::Constraints;
 use super::note_set::NoteSet;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -153,8 +154,9 @@ pub type StepResults = BTreeMap<String, Arc<StepResult>>;
 pub struct HistoryEntry {
     /// What happened: `input_prepared`, `plan_created`, `plan_validated`, `plan_repaired`,
     /// `plan_reviewed`, `steps_selected`, `step_executed`, `step_blocked`, `progress_assessed`,
-    /// `replanned`, `report_synthesized`, `needs_review`, `model_error`.
-    pub event: String,
+    /// `replanned`, `report_synthesized`, `needs_review`, `model_error` (a name written by the
+    /// planner is borrowed, not copied, by every view of the state that copies the history).
+    pub event: Cow<'static, str>,
     /// The step it concerns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_id: Option<String>,
@@ -176,9 +178,9 @@ fn is_empty(s: &Arc<str>) -> bool {
 
 impl HistoryEntry {
     /// An entry with an event name and a detail.
-    pub fn new(event: &str, detail: impl Into<Arc<str>>) -> Self {
+    pub fn new(event: &'static str, detail: impl Into<Arc<str>>) -> Self {
         Self {
-            event: event.to_string(),
+            event: Cow::Borrowed(event),
             detail: detail.into(),
             ..Self::default()
         }

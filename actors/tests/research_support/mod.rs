@@ -177,6 +177,6 @@ pub const BATTERY_GOAL: &str = "Research brief on solar batteries for homes";
 pub fn events(s: &ResearchState) -> Vec<&str> {
     s.execution_history
         .iter()
-        .map(|h| h.event.as_str())
+        .map(|h| h.event.as_ref())
         .collect()
 }

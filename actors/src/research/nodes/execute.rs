@@ -14,6 +14,7 @@ use crate::research::tools::{self, ToolInput};
 use planwright::graph::{Dag, DagTask};
 use planwright::{NodeContext, NodeError};
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -100,9 +101,9 @@ pub fn select_next_step(s: &ResearchState, _: &NodeContext) -> Result<ResearchUp
         .selected_steps(selected))
 }
 
-fn step_entry(event: &str, id: &str, r: &StepResult, detail: Arc<str>) -> HistoryEntry {
+fn step_entry(event: &'static str, id: &str, r: &StepResult, detail: Arc<str>) -> HistoryEntry {
     HistoryEntry {
-        event: event.into(),
+        event: Cow::Borrowed(event),
         step_id: Some(id.to_string()),
         started_ms: Some(r.started_ms),
         ended_ms: Some(r.ended_ms),
@@ -214,7 +215,7 @@ pub async fn execute_step(
     let mut history = vec![step_entry("step_executed", &id, &r, detail.clone())];
     if let Some(e) = &r.error {
         history.push(HistoryEntry {
-            event: "tool_error".into(),
+            event: Cow::Borrowed("tool_error"),
             step_id: Some(id.clone()),
             detail: e.as_str().into(),
             ..HistoryEntry::default()
