@@ -590,14 +590,7 @@ impl<S: State> Run<S> {
     }
 
     /// Ends the run: final durability work, thread bookkeeping, events, outcome.
-    ///
-    /// Boxed: it runs once per run, and as an inline state of every message handler's future it
-    /// made each of them (one allocation and copy per task result) several kilobytes larger.
     async fn finish(&mut self, result: Result<RunStatus, RunError>) {
-        Box::pin(self.finish_now(result)).await
-    }
-
-    async fn finish_now(&mut self, result: Result<RunStatus, RunError>) {
         let Some(outcome_tx) = self.outcome.take() else {
             return;
         };
