@@ -50,7 +50,7 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::E
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
     let bytes = to_vec(value)?;
     // sonic-rs writes only UTF-8 (it writes Rust strings, escaped or as they are).
-    String::from_utf8(bytes).map_err(|e| <serde_json::Error as serde::ser::Error>::custom(e))
+    String::from_utf8(bytes).map_err(<serde_json::Error as serde::ser::Error>::custom)
 }
 
 fn encode_error(e: sonic_rs::Error) -> serde_json::Error {
