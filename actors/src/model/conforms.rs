@@ -269,24 +269,9 @@ impl<'de> Visitor<'de> for Key {
 #[cfg(test)]
 mod tests {
     use super::conforms;
-    use crate::model::schema::validate;
+    use crate::model::schema::{tests::schema, validate};
     use proptest::prelude::*;
     use serde_json::{json, Value};
-
-    fn schema() -> Value {
-        json!({
-            "type": "object",
-            "required": ["action", "steps"],
-            "additionalProperties": false,
-            "properties": {
-                "action": {"type": "string", "enum": ["search", "ask"]},
-                "ratio": {"type": "number", "minimum": 0, "maximum": 1},
-                "steps": {"type": "array", "minItems": 1, "maxItems": 2, "items": {
-                    "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}
-                }}
-            }
-        })
-    }
 
     #[test]
     fn a_matching_answer_conforms_and_each_kind_of_problem_does_not() {

@@ -154,11 +154,12 @@ fn kind(v: &Value) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schema() -> Value {
+    /// A schema using every keyword the validator knows (shared with `conforms`' tests).
+    pub(crate) fn schema() -> Value {
         json!({
             "type": "object",
             "required": ["action", "steps"],
@@ -166,7 +167,7 @@ mod tests {
             "properties": {
                 "action": {"type": "string", "enum": ["search", "ask"]},
                 "ratio": {"type": "number", "minimum": 0, "maximum": 1},
-                "steps": {"type": "array", "minItems": 1, "items": {
+                "steps": {"type": "array", "minItems": 1, "maxItems": 2, "items": {
                     "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}
                 }}
             }
