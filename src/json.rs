@@ -16,8 +16,9 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A scratch buffer grown past this is dropped after use rather than kept for the thread's life.
-const SCRATCH_KEEP: usize = 1 << 20;
+/// A per-thread scratch buffer grown past this is dropped after use rather than kept for the
+/// thread's life (this one, and the buffer `body_codec` compresses into).
+pub(crate) const SCRATCH_KEEP: usize = 1 << 20;
 
 /// `value` as JSON text (what `serde_json::to_vec` writes). A value that cannot be written as
 /// JSON (a map with non-string keys, a failing `Serialize` impl) is serde_json's error naming

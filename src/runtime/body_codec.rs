@@ -36,8 +36,6 @@ pub const COMPRESS_WITH_DICTIONARY_FROM: usize = 64;
 const LEVEL: i32 = 1;
 /// The zstd frame magic number, little-endian.
 const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
-/// A compression buffer grown past this is dropped after use rather than kept by its thread.
-const SCRATCH_KEEP: usize = 1 << 20;
 /// A decompressed body may be at most this large (a corrupt frame must not exhaust memory).
 const MAX_BODY: usize = 1 << 30;
 
@@ -168,7 +166,7 @@ fn compress(json: &[u8], dict: Option<&'static Dictionary>) -> Option<Vec<u8>> {
         frame.reserve(zstd::zstd_safe::compress_bound(json.len()));
         let n = compressor.compress_to_buffer(json, frame).ok()?;
         let packed = (n < json.len()).then(|| frame[..n].to_vec());
-        if frame.capacity() > SCRATCH_KEEP {
+        if frame.capacity() > crate::json::SCRATCH_KEEP {
             *frame = Vec::new();
         }
         packed

@@ -82,13 +82,15 @@ pub struct Step<U> {
 impl<U> Step<U> {
     /// A superstep of `n` tasks, none started.
     pub fn new(n: usize) -> Self {
-        Self {
-            slots: vec![Slot::Waiting; n],
-            attempts: vec![0; n],
-            updates: (0..n).map(|_| None).collect(),
-            interrupts: vec![None; n],
+        let mut step = Self {
+            slots: Vec::with_capacity(n),
+            attempts: Vec::with_capacity(n),
+            updates: Vec::with_capacity(n),
+            interrupts: Vec::with_capacity(n),
             running: 0,
-        }
+        };
+        step.reset(n);
+        step
     }
 
     /// Makes this a superstep of `n` tasks, none started — [`Step::new`] keeping the buffers (a
