@@ -14,6 +14,7 @@ mod shared;
 mod stats;
 pub mod step;
 pub mod subgraph;
+mod superseded;
 pub mod superstep;
 mod supervisor;
 mod writer;

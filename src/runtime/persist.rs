@@ -136,11 +136,30 @@ pub(crate) fn update_write_of<S: State>(
     json: &[u8],
 ) -> TaskWrite {
     TaskWrite {
+        payload: body_codec::encode_slice_with(json, graph.body_dictionary()),
+        ..update_write_json(task, json)
+    }
+}
+
+/// [`update_write_of`] with the payload left as JSON, for the checkpoint writer to compress
+/// ([`encode_updates`]) if it stores it at all.
+pub(crate) fn update_write_json(task: &TaskSpec, json: &[u8]) -> TaskWrite {
+    TaskWrite {
         task: task.id,
         node: task.node.to_string(),
         kind: WriteKind::Update,
         key: String::new(),
-        payload: body_codec::encode_slice_with(json, graph.body_dictionary()),
+        payload: json.to_vec(),
+    }
+}
+
+/// Compresses the `Update` payloads of `writes` that are still JSON ([`update_write_json`]).
+pub(crate) fn encode_updates(
+    writes: &mut [TaskWrite],
+    dict: Option<&'static body_codec::Dictionary>,
+) {
+    for w in writes.iter_mut().filter(|w| w.kind == WriteKind::Update) {
+        w.payload = body_codec::encode_with(std::mem::take(&mut w.payload), dict);
     }
 }
 

@@ -6,7 +6,7 @@ use super::node_actor::NodeActor;
 use super::persist::Durability;
 use super::saved::SavedThread;
 use super::stats::NodeStats;
-use super::writer::AsyncWriter;
+use super::writer::{AsyncWriter, WriterMsg};
 use crate::checkpoint::Checkpointer;
 use crate::context::RunContext;
 use crate::events::{Interrupt, RunEvent, RunStatus};
@@ -249,6 +249,39 @@ impl<S: State> Shared<S> {
             }
             (Some(cp), _) => Ok(cp.put_writes(thread, head, writes).await?),
             (None, _) => Ok(()),
+        }
+    }
+
+    /// Saves parallel tasks' updates at `head` (their `Update` payloads still JSON) without making
+    /// the run wait for their commit, where group commit applies: they join the writer's queue,
+    /// ahead of the superstep's checkpoint, and the returned receiver answers for them (a batch
+    /// that holds that checkpoint as well stores the checkpoint alone: [`super::superseded`]).
+    /// Alone, they go straight to storage and are waited for, as other writes are.
+    pub async fn updates_behind(
+        &self,
+        thread: &ThreadId,
+        head: crate::ids::CheckpointId,
+        mut writes: Vec<crate::checkpoint::TaskWrite>,
+    ) -> Result<Option<super::writer::Receipt>, RunError> {
+        let dict = self.graph.body_dictionary();
+        match (&self.checkpointer, &self.writer) {
+            (Some(cp), Some(w)) if self.group_commit(&**cp) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                w.send(WriterMsg::Updates(
+                    thread.clone(),
+                    head,
+                    writes,
+                    dict,
+                    Some(tx),
+                ))?;
+                Ok(Some(rx))
+            }
+            (Some(cp), _) => {
+                super::persist::encode_updates(&mut writes, dict);
+                cp.put_writes(thread, head, writes).await?;
+                Ok(None)
+            }
+            (None, _) => Ok(None),
         }
     }
 

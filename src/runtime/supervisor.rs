@@ -90,6 +90,10 @@ pub(crate) struct Run<S: State> {
     /// Per task, the JSON of its update as its write was saved (parallel supersteps of durable
     /// runs), joined into the superstep's delta instead of serialising the updates again.
     update_json: Vec<Option<Vec<u8>>>,
+    /// Answers for this superstep's task updates sent to the checkpoint writer without waiting
+    /// ([`Shared::updates_behind`](super::shared::Shared::updates_behind)), read once the
+    /// superstep's checkpoint is stored or the run ends.
+    pending_updates: Vec<super::writer::Receipt>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -127,6 +131,7 @@ impl<S: State> Actor for Supervisor<S> {
             step: Step::new(0),
             ready: Vec::new(),
             update_json: Vec::new(),
+            pending_updates: Vec::new(),
             memo_stores: Vec::new(),
             goto_slots: Vec::new(),
             events: a.events,
@@ -330,12 +335,11 @@ impl<S: State> Run<S> {
                     // written next holds its update (and where its command said to go), as it
                     // does for a superstep of one task.
                     if !self.step.completes_with(i) {
-                        let mut writes =
-                            vec![persist::update_write_of(&self.sh.graph, &spec, &json)];
+                        let mut writes = vec![persist::update_write_json(&spec, &json)];
                         if let Some(g) = &goto {
                             writes.push(persist::goto_write(&spec, g)?);
                         }
-                        self.save_writes(writes).await?;
+                        self.save_updates(writes).await?;
                     }
                     if self.update_json.len() < self.saved.tasks.len() {
                         self.update_json.resize(self.saved.tasks.len(), None);
@@ -439,6 +443,56 @@ impl<S: State> Run<S> {
             // Group commit, as for records: with other runs going, these writes join theirs.
             _ => self.sh.writes_and_wait(&self.thread, head, writes).await,
         }
+    }
+
+    /// Saves a finished task's update (its payload still JSON) at the head. Under group commit the
+    /// run does not wait: the update is queued ahead of the superstep's checkpoint, which holds
+    /// it too, so waiting would only hold the superstep back by a commit per task; its answer is
+    /// read in [`Run::settle_updates`].
+    async fn save_updates(
+        &mut self,
+        writes: Vec<crate::checkpoint::TaskWrite>,
+    ) -> Result<(), RunError> {
+        let Some(head) = self.saved.head.filter(|_| self.sh.checkpointer.is_some()) else {
+            return Ok(());
+        };
+        self.sh
+            .counters
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match (&self.sh.writer, self.durability) {
+            (Some(w), Durability::Async) => w.send(WriterMsg::Updates(
+                self.thread.clone(),
+                head,
+                writes,
+                self.sh.graph.body_dictionary(),
+                None,
+            )),
+            _ => {
+                if let Some(receipt) = self.sh.updates_behind(&self.thread, head, writes).await? {
+                    self.pending_updates.push(receipt);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads the answers for the task updates sent without waiting: the first failure, if any.
+    /// Called once the superstep's checkpoint is stored (by then the writer, which stores each
+    /// thread's items in order, has answered them) and when the run ends, so a run never reports
+    /// an end or a pause before what its tasks saved is stored.
+    async fn settle_updates(&mut self) -> Result<(), RunError> {
+        let mut first = Ok(());
+        for receipt in self.pending_updates.drain(..) {
+            let r = match receipt.await {
+                Ok(r) => r.map_err(RunError::from),
+                Err(_) => Err(RunError::Internal("checkpoint writer stopped".into())),
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 
     async fn put_record(
@@ -547,6 +601,7 @@ impl<S: State> Run<S> {
                 pause,
             )?;
             self.put_record(rec).await?;
+            self.settle_updates().await?;
         } else {
             self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));
         }
@@ -595,9 +650,10 @@ impl<S: State> Run<S> {
             return;
         };
         self.cancel.cancel();
-        let result = match result {
-            Ok(status) => self.persist_end(status).await.map(|_| status),
-            Err(e) => Err(e),
+        let settled = self.settle_updates().await;
+        let result = match (result, settled) {
+            (Ok(status), Ok(())) => self.persist_end(status).await.map(|_| status),
+            (Ok(_), Err(e)) | (Err(e), _) => Err(e),
         };
         // Remember the thread's position for ephemeral engines and the pending writes for resume.
         // (Moved out of the superstep, which ends with the run, rather than copied.)

@@ -23,6 +23,7 @@
 //! ([`CommitWindow`](super::CommitWindow), a group-commit window like PostgreSQL's
 //! `commit_delay`); a conversation running alone is never delayed.
 
+use super::body_codec::Dictionary;
 use super::commit_window::CommitWindow;
 use super::error::RunError;
 use crate::checkpoint::{BatchItem, CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
@@ -40,6 +41,17 @@ pub(crate) enum WriterMsg {
     ),
     /// Task writes; with a reply, the run waits for their commit (group commit of `sync`).
     Writes(ThreadId, CheckpointId, Vec<TaskWrite>, Reply),
+    /// Parallel tasks' updates at a checkpoint, their `Update` payloads still JSON: compressed
+    /// by the writer against the dictionary, and not stored at all when the same batch holds the
+    /// thread's next checkpoint, which holds them ([`superseded`](super::superseded)). The
+    /// reply, if any, is read by the run later, not waited for as it is sent.
+    Updates(
+        ThreadId,
+        CheckpointId,
+        Vec<TaskWrite>,
+        Option<&'static Dictionary>,
+        Reply,
+    ),
     Flush(ThreadId, oneshot::Sender<Result<(), RunError>>),
 }
 
@@ -88,8 +100,21 @@ type Flush = (ThreadId, oneshot::Sender<Result<(), RunError>>);
 struct Batch {
     items: Vec<BatchItem>,
     replies: Vec<Reply>,
+    /// Per item of task updates whose payloads are still JSON (`Updates`), how to treat it.
+    updates: Vec<Option<Pending>>,
     flushes: Vec<Flush>,
 }
+
+/// Task updates whose payloads are still JSON ([`WriterMsg::Updates`]): the dictionary to
+/// compress them against, and whether they were already held back once.
+#[derive(Clone, Copy)]
+struct Pending {
+    dict: Option<&'static Dictionary>,
+    held: bool,
+}
+
+/// An item held back for the next batch ([`Batch::hold_back`]).
+type Held = (BatchItem, Reply, Pending);
 
 /// The writer loop: stores everything queued at each wake-up — records and task writes of any
 /// conversations, in arrival order — as one `put_batch` (one transaction on SQLite), and answers
@@ -117,6 +142,7 @@ async fn run(
         errors: HashMap::new(),
     };
     let mut queued = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
     let mut previous = 0;
     loop {
         tokio::select! {
@@ -130,14 +156,26 @@ async fn run(
                     break;
                 }
             }
+            // Held items go out with the next batch, or alone once a window has passed.
+            () = tokio::time::sleep(window.window), if !held.is_empty() && w.inflight.len() < most => {}
         }
         // With a batch in flight (a backend that takes several at once), what arrives gathers
         // behind it anyway: the window is for a writer whose storage is idle.
-        if w.inflight.is_empty() && window.lingers(previous, queued.len()) {
+        if w.inflight.is_empty() && window.lingers(previous, queued.len() + held.len()) {
             gather(&mut w, &mut rx, &mut queued, window).await;
         }
-        previous = queued.len();
+        previous = queued.len() + held.len();
         let mut batch = Batch::default();
+        for (item, reply, pending) in held.drain(..) {
+            batch.push_updates(
+                item,
+                reply,
+                Pending {
+                    held: true,
+                    ..pending
+                },
+            );
+        }
         for msg in queued.drain(..) {
             if batch.flushes_thread_of(&msg) {
                 // An item sent after its thread's flush: the flush answers for what came before
@@ -150,6 +188,11 @@ async fn run(
                 WriterMsg::Writes(t, c, writes, reply) => {
                     batch.push(BatchItem::Writes(t, c, writes), reply)
                 }
+                WriterMsg::Updates(t, c, writes, dict, reply) => batch.push_updates(
+                    BatchItem::Writes(t, c, writes),
+                    reply,
+                    Pending { dict, held: false },
+                ),
                 WriterMsg::Flush(t, reply) if w.busy.contains(&t) => {
                     // An item of this thread nobody waits for is in flight: answer once
                     // everything before the flush is stored.
@@ -160,8 +203,16 @@ async fn run(
                 WriterMsg::Flush(t, reply) => batch.flushes.push((t, reply)),
             }
         }
+        if !window.window.is_zero() {
+            held = batch.hold_back();
+        }
         w.start(batch).await;
     }
+    let mut last = Batch::default();
+    for (item, reply, pending) in held {
+        last.push_updates(item, reply, pending);
+    }
+    w.start(last).await;
     w.drain().await;
 }
 
@@ -197,13 +248,88 @@ impl Batch {
     fn push(&mut self, item: BatchItem, reply: Reply) {
         self.items.push(item);
         self.replies.push(reply);
+        self.updates.push(None);
+    }
+
+    fn push_updates(&mut self, item: BatchItem, reply: Reply, pending: Pending) {
+        self.push(item, reply);
+        if let Some(last) = self.updates.last_mut() {
+            *last = Some(pending);
+        }
+    }
+
+    /// Takes out, to go with the next batch, the task updates this batch would store although
+    /// their superstep's checkpoint is likely to follow within a window: each not held before,
+    /// not superseded here, the last item of its thread in the batch, and of a thread this batch
+    /// answers no flush for. The tasks of a superstep finish apart, so its checkpoint often
+    /// arrives in the batch after its first tasks' updates (on the research load half of them
+    /// were stored that way); nobody waits for them, and they still reach storage in order, a
+    /// window later at most.
+    fn hold_back(&mut self) -> Vec<Held> {
+        let hold: Vec<usize> = {
+            let gone: HashSet<usize> =
+                super::superseded::superseded(&self.items, |j| self.updates[j].is_some())
+                    .into_iter()
+                    .map(|(j, _)| j)
+                    .collect();
+            let mut last: HashMap<&ThreadId, usize> = HashMap::new();
+            for (k, item) in self.items.iter().enumerate() {
+                last.insert(thread_of(item), k);
+            }
+            (0..self.items.len())
+                .filter(|&j| {
+                    let t = thread_of(&self.items[j]);
+                    matches!(self.updates[j], Some(p) if !p.held)
+                        && !gone.contains(&j)
+                        && last.get(t) == Some(&j)
+                        && !self.flushes.iter().any(|(f, _)| f == t)
+                })
+                .collect()
+        };
+        let mut held = Vec::with_capacity(hold.len());
+        for &j in hold.iter().rev() {
+            let pending = self.updates.remove(j);
+            let (item, reply) = (self.items.remove(j), self.replies.remove(j));
+            if let Some(pending) = pending {
+                held.push((item, reply, pending));
+            }
+        }
+        held.reverse();
+        held
+    }
+
+    /// Drops the task updates a record of this batch supersedes
+    /// ([`superseded`](super::superseded::superseded)) and compresses
+    /// the payloads of the others. Returns the replies of those dropped, each with the index
+    /// (among the items left) of the record whose result answers it.
+    fn settle_updates(&mut self) -> Vec<(Reply, usize)> {
+        let gone = super::superseded::superseded(&self.items, |j| self.updates[j].is_some());
+        let mut answered = Vec::with_capacity(gone.len());
+        for (n, &(_, k)) in gone.iter().enumerate() {
+            // The record's index once the dropped items before it are gone.
+            let before = gone.iter().filter(|(j, _)| *j < k).count();
+            let reply = std::mem::take(&mut self.replies[gone[n].0]);
+            answered.push((reply, k - before));
+        }
+        for &(j, _) in gone.iter().rev() {
+            self.items.remove(j);
+            self.replies.remove(j);
+            self.updates.remove(j);
+        }
+        for (item, pending) in self.items.iter_mut().zip(&self.updates) {
+            let (BatchItem::Writes(_, _, writes), Some(dict)) = (item, pending) else {
+                continue;
+            };
+            super::persist::encode_updates(writes, dict.dict);
+        }
+        answered
     }
 
     /// Whether `msg` is an item of a thread this batch already holds a flush of.
     fn flushes_thread_of(&self, msg: &WriterMsg) -> bool {
         let thread = match msg {
             WriterMsg::Put(r) | WriterMsg::PutAndWait(r, _) => &r.thread_id,
-            WriterMsg::Writes(t, ..) => t,
+            WriterMsg::Writes(t, ..) | WriterMsg::Updates(t, ..) => t,
             WriterMsg::Flush(..) => return false,
         };
         self.flushes.iter().any(|(t, _)| t == thread)
@@ -229,11 +355,13 @@ struct Committer {
 impl Committer {
     /// Starts committing `batch` (after the batches in flight, if it shares a thread with one of
     /// them). A batch of flushes alone is answered at once.
-    async fn start(&mut self, batch: Batch) {
+    async fn start(&mut self, mut batch: Batch) {
+        let answered = batch.settle_updates();
         let Batch {
             items,
             replies,
             flushes,
+            ..
         } = batch;
         if items.is_empty() {
             for (t, reply) in flushes {
@@ -257,6 +385,21 @@ impl Committer {
         self.inflight.push(Box::pin(async move {
             let threads: Vec<ThreadId> = items.iter().map(|i| thread_of(i).clone()).collect();
             let results = cp.put_batch(items).await;
+            for (reply, k) in answered {
+                // Superseded: stored as the record that holds the update was.
+                let r = match results.get(k) {
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(e)) => Err(CheckpointError::Backend(format!(
+                        "the checkpoint holding this task update was not stored: {e}"
+                    ))),
+                    None => Err(CheckpointError::Backend(
+                        "the batch returned fewer results than items".into(),
+                    )),
+                };
+                if let Some(reply) = reply {
+                    let _ = reply.send(r);
+                }
+            }
             let mut outcome = Vec::with_capacity(threads.len());
             for ((t, r), reply) in threads.into_iter().zip(results).zip(replies) {
                 match reply {
@@ -340,6 +483,9 @@ impl AsyncWriter {
 }
 
 type Reply = Option<oneshot::Sender<Result<(), CheckpointError>>>;
+
+/// The answer for items sent without waiting ([`WriterMsg::Updates`]), read later.
+pub(crate) type Receipt = oneshot::Receiver<Result<(), CheckpointError>>;
 
 #[cfg(test)]
 mod tests {
@@ -446,6 +592,125 @@ mod tests {
             assert_eq!(flush_after(&w, &t).await, std::time::Duration::ZERO);
         }
         assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(3)));
+    }
+
+    fn update(json: &str) -> TaskWrite {
+        TaskWrite {
+            task: crate::ids::TaskId { step: 1, index: 0 },
+            node: "work".into(),
+            kind: crate::checkpoint::WriteKind::Update,
+            key: String::new(),
+            payload: json.as_bytes().to_vec(),
+        }
+    }
+
+    /// Task updates that share a batch with their superstep's checkpoint are not stored (the
+    /// checkpoint holds them) and are answered with its result; others are stored, compressed.
+    #[tokio::test(start_paused = true)]
+    async fn updates_superseded_in_their_batch_are_answered_by_the_checkpoint() {
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+        cp.put(record(&a, 1, None)).await.unwrap();
+        cp.put(record(&b, 1, None)).await.unwrap();
+        let w = writer_here(cp.clone(), window(1, 256));
+        let long = format!("{{\"trace\":\"{}\"}}", "x".repeat(400));
+        let mut receipts = Vec::new();
+        for t in [&a, &b] {
+            let (tx, rx) = oneshot::channel();
+            let writes = vec![update(&long)];
+            w.send(WriterMsg::Updates(
+                t.clone(),
+                CheckpointId(1),
+                writes,
+                None,
+                Some(tx),
+            ))
+            .unwrap();
+            receipts.push(rx);
+        }
+        // `a`'s superstep ends in the same batch; `b`'s does not.
+        w.put_and_wait(record(&a, 2, Some(1))).await.unwrap();
+        for rx in receipts {
+            assert!(rx.await.unwrap().is_ok());
+        }
+        assert!(cp.get_writes(&a, CheckpointId(1)).await.unwrap().is_empty());
+        let kept = cp.get_writes(&b, CheckpointId(1)).await.unwrap();
+        assert_eq!(kept.len(), 1);
+        assert!(
+            kept[0].payload.len() < long.len(),
+            "compressed by the writer"
+        );
+        let json = crate::runtime::body_codec::decode(&kept[0].payload).unwrap();
+        assert_eq!(&*json, long.as_bytes());
+
+        // The checkpoint refused (its parent is not the head): the superseded update's run hears so.
+        let (tx, rx) = oneshot::channel();
+        w.send(WriterMsg::Updates(
+            a.clone(),
+            CheckpointId(5),
+            vec![update("{}")],
+            None,
+            Some(tx),
+        ))
+        .unwrap();
+        assert!(w.put_and_wait(record(&a, 6, Some(5))).await.is_err());
+        assert!(rx.await.unwrap().is_err());
+    }
+
+    /// An update that would be stored alone is held back for one batch: its superstep's
+    /// checkpoint, arriving in the next, supersedes it; with nothing coming, it is stored a
+    /// window later.
+    #[tokio::test(start_paused = true)]
+    async fn an_update_waits_one_batch_for_its_checkpoint() {
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+        cp.put(record(&a, 1, None)).await.unwrap();
+        cp.put(record(&b, 1, None)).await.unwrap();
+        // No lingering (siblings never reached); the window only bounds the hold.
+        let w = writer_here(cp.clone(), window(usize::MAX, 256));
+        let send = |t: &ThreadId| {
+            let (tx, rx) = oneshot::channel();
+            let writes = vec![update("{}")];
+            w.send(WriterMsg::Updates(
+                t.clone(),
+                CheckpointId(1),
+                writes,
+                None,
+                Some(tx),
+            ))
+            .unwrap();
+            rx
+        };
+        let start = tokio::time::Instant::now();
+        let ra = send(&a);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        w.put_and_wait(record(&a, 2, Some(1))).await.unwrap();
+        assert!(ra.await.unwrap().is_ok());
+        assert!(cp.get_writes(&a, CheckpointId(1)).await.unwrap().is_empty());
+        assert_eq!(start.elapsed(), std::time::Duration::ZERO);
+
+        let rb = send(&b);
+        assert!(rb.await.unwrap().is_ok());
+        assert_eq!(start.elapsed(), std::time::Duration::from_secs(3600));
+        assert_eq!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().len(), 1);
+        // A flush of the thread answers for it: it is not held past one.
+        let rb2 = {
+            let (tx, rx) = oneshot::channel();
+            w.send(WriterMsg::Updates(
+                b.clone(),
+                CheckpointId(1),
+                vec![update("{\"n\":2}")],
+                None,
+                Some(tx),
+            ))
+            .unwrap();
+            rx
+        };
+        w.flush(&b).await.unwrap();
+        assert_eq!(start.elapsed(), std::time::Duration::from_secs(3600));
+        assert!(rb2.await.unwrap().is_ok());
     }
 
     /// `max_items: 0` is taken as 1: the writer keeps committing (a receive of at most zero
