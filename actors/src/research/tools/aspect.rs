@@ -24,7 +24,7 @@
 //! aspect.
 
 use super::ToolOutcome;
-use crate::research::corpus::{has_prefix, Corpus, Notes, Prepared, Term};
+use crate::research::corpus::{has_prefix_in, Beginnings, Corpus, Notes, Prepared, Term};
 use crate::research::lexicon;
 use crate::research::notes::Note;
 use crate::research::state::{Finding, StepParams};
@@ -61,11 +61,14 @@ fn alternatives(term: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Whether `tokens` (sorted, see `corpus::Sentence::words`) name one of the alternatives (every
-/// word of it, by stem).
-fn names(tokens: &[String], alts: &[Vec<String>]) -> bool {
-    alts.iter()
-        .any(|words| words.iter().all(|w| has_prefix(tokens, text::stem(w))))
+/// Whether `tokens` (sorted, see `corpus::Sentence::words`; `b` their beginnings) name one of
+/// the alternatives (every word of it, by stem).
+fn names(tokens: &[String], b: Beginnings, alts: &[Vec<String>]) -> bool {
+    alts.iter().any(|words| {
+        words
+            .iter()
+            .all(|w| has_prefix_in(tokens, b, text::stem(w)))
+    })
 }
 
 /// An aspect to match: its own alternatives and the lexicon's related words.
@@ -94,11 +97,12 @@ impl Matcher {
         corpus.mentioning(&Term::from_alternatives(alternatives))
     }
 
-    /// 1 for the aspect's own words, a half for a related word, 0 otherwise (`tokens` sorted).
-    fn weight(&self, tokens: &[String]) -> f64 {
-        if names(tokens, &self.own) {
+    /// 1 for the aspect's own words, a half for a related word, 0 otherwise (`tokens` sorted,
+    /// `b` their beginnings or [`Beginnings::ANY`]).
+    fn weight(&self, tokens: &[String], b: Beginnings) -> f64 {
+        if names(tokens, b, &self.own) {
             1.0
-        } else if names(tokens, &self.related) {
+        } else if names(tokens, b, &self.related) {
             RELATED_WEIGHT
         } else {
             0.0
@@ -148,7 +152,7 @@ fn lexicon_aspects(note: &Prepared) -> &[u64] {
                 lexicon_matchers()
                     .iter()
                     .enumerate()
-                    .filter(|(_, m)| m.weight(&s.words) > 0.0)
+                    .filter(|(_, m)| m.weight(&s.words, s.beginnings) > 0.0)
                     .fold(0u64, |mask, (i, _)| mask | 1 << i)
             })
             .collect()
@@ -252,11 +256,11 @@ pub fn search_aspect(
         if !on_topic || !naming.contains(i) {
             continue;
         }
-        let title = matcher.weight(&prepared.title) * TITLE_WEIGHT;
+        let title = matcher.weight(&prepared.title, Beginnings::ANY) * TITLE_WEIGHT;
         let tag = prepared
             .tags
             .iter()
-            .map(|t| matcher.weight(t))
+            .map(|t| matcher.weight(t, Beginnings::ANY))
             .fold(0.0, f64::max)
             * TAG_WEIGHT;
         let mut on_aspect = 0.0;
@@ -264,17 +268,17 @@ pub fn search_aspect(
         let mut fallback: Option<(f64, &str)> = None;
         let lexicon_of = lexicon_aspects(prepared);
         for (sentence, lexicon_mask) in prepared.sentences.iter().zip(lexicon_of) {
-            let (s, tokens) = (sentence.text.as_str(), &sentence.words);
+            let (s, tokens, b) = (sentence.text.as_str(), &sentence.words, sentence.beginnings);
             let salient_score: f64 = weights
                 .iter()
-                .filter(|(t, _)| has_prefix(tokens, text::stem(t)))
+                .filter(|(t, _)| has_prefix_in(tokens, b, text::stem(t)))
                 .map(|(_, w)| w)
                 .sum();
-            let w = matcher.weight(tokens);
+            let w = matcher.weight(tokens, b);
             if w > 0.0 {
                 let shared = other_siblings
                     .iter()
-                    .filter(|m| m.weight(tokens) > 0.0)
+                    .filter(|m| m.weight(tokens, b) > 0.0)
                     .count()
                     + (lexicon_mask & other_lexicon).count_ones() as usize;
                 let figure = if has_figure(s) { FIGURE_BONUS } else { 0.0 };
@@ -401,7 +405,12 @@ mod tests {
         assert_eq!(masks.len(), p.sentences.len());
         for (s, mask) in p.sentences.iter().zip(&masks) {
             for (i, m) in lexicon_matchers().iter().enumerate() {
-                assert_eq!(mask >> i & 1 == 1, m.weight(&s.words) > 0.0, "{}", s.text);
+                assert_eq!(
+                    mask >> i & 1 == 1,
+                    m.weight(&s.words, Beginnings::ANY) > 0.0,
+                    "{}",
+                    s.text
+                );
             }
         }
         // Sentences on an aspect and one on none.

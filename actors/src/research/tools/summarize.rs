@@ -1,7 +1,7 @@
 //! `summarize`: an extractive summary: the sentences of the gathered notes most about the goal.
 
 use super::{ToolInput, ToolOutcome};
-use crate::research::corpus::has_prefix;
+use crate::research::corpus::has_prefix_in;
 use crate::research::state::{Finding, StepParams};
 use crate::research::text;
 
@@ -25,7 +25,10 @@ pub fn summarize(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             .sentences
             .iter()
             .map(|s| {
-                let score = stems.iter().filter(|t| has_prefix(&s.words, t)).count();
+                let score = stems
+                    .iter()
+                    .filter(|t| has_prefix_in(&s.words, s.beginnings, t))
+                    .count();
                 (score, s.text.as_str())
             })
             .fold(None::<(usize, &str)>, |acc, (score, s)| match acc {
