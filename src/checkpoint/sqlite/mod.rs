@@ -270,9 +270,7 @@ impl Drop for SqliteCheckpointer {
     }
 }
 
-/// The conditional write of one record inside an open transaction: one statement that inserts
-/// the record only if the thread's head is its parent (asking for the head first, then
-/// inserting, took two statements per record; the head is read again only to name a conflict).
+/// The conditional write of one record inside an open transaction.
 fn put_in(
     tx: &Transaction<'_>,
     r: &CheckpointRecord,
@@ -280,43 +278,39 @@ fn put_in(
 ) -> Result<(), CheckpointError> {
     let t = r.thread_id.as_str();
     let no = numbers.of(tx, t)?;
-    let inserted = if r.parent.is_some_and(|p| p >= r.id) {
-        0
-    } else {
-        let metadata = metadata_json(&r.metadata)?;
-        let sum = checksum_with(r, &metadata);
-        tx.prepare_cached(
-            "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
-             WHERE (SELECT MAX(id) FROM checkpoints WHERE thread_no = ?10) IS ?3",
-        )
+    let head: Option<i64> = tx
+        .prepare_cached(HEAD_BY_NO_SQL)
         .map_err(be)?
-        .execute(params![
-            t,
-            id_to_sql(r.id)?,
-            r.parent.map(id_to_sql).transpose()?,
-            r.graph_fingerprint,
-            kind_str(r.kind),
-            r.body,
-            r.next_tasks,
-            metadata,
-            sum,
-            no,
-        ])
-        .map_err(be)?
-    };
-    if inserted == 0 {
-        let head: Option<i64> = tx
-            .prepare_cached(HEAD_BY_NO_SQL)
-            .map_err(be)?
-            .query_row([no], |row| row.get(0))
-            .map_err(be)?;
+        .query_row([no], |row| row.get(0))
+        .map_err(be)?;
+    let found = head.map(|h| id_from_sql(&r.thread_id, h)).transpose()?;
+    if found != r.parent || r.parent.is_some_and(|p| p >= r.id) {
         return Err(CheckpointError::Conflict {
             thread: r.thread_id.clone(),
             expected: r.parent,
-            found: head.map(|h| id_from_sql(&r.thread_id, h)).transpose()?,
+            found,
         });
     }
+    let metadata = metadata_json(&r.metadata)?;
+    let sum = checksum_with(r, &metadata);
+    tx.prepare_cached(
+        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .map_err(be)?
+    .execute(params![
+        t,
+        id_to_sql(r.id)?,
+        r.parent.map(id_to_sql).transpose()?,
+        r.graph_fingerprint,
+        kind_str(r.kind),
+        r.body,
+        r.next_tasks,
+        metadata,
+        sum,
+        no,
+    ])
+    .map_err(be)?;
     Ok(())
 }
 
