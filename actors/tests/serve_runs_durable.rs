@@ -11,6 +11,10 @@ use serve_support::{
 };
 
 const MODEL: &str = "sim:p50=300ms,p99=600ms,seed=3";
+/// For a run that must still be going when the test acts on it: the calls after its first
+/// checkpoint take seconds, not the few hundred milliseconds a busy CI machine can spend between
+/// polls (with `MODEL`, a run cancelled under load had sometimes ended already).
+const SLOW_MODEL: &str = "sim:p50=3s,p99=4s,seed=3";
 const GOAL: &str = "Should our support team adopt retrieval-augmented generation?";
 
 fn input(strategy: &str) -> Value {
@@ -101,7 +105,7 @@ async fn a_rollback_puts_a_paused_thread_back_where_the_run_found_it() {
     let db = fresh_dir("runs-rollback").join("serve.sqlite");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let _server = serve(&db, port, MODEL).await;
+    let _server = serve(&db, port, SLOW_MODEL).await;
     create_thread(&url, "r-1").await;
     let paused = json!({"assistant_id": "research", "input": {"input": GOAL, "constraints": {"require_approval": true}}});
     let (s, v) = call(
