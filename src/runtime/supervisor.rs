@@ -425,17 +425,23 @@ impl<S: State> Run<S> {
         }
     }
 
-    async fn save_writes(
-        &mut self,
-        writes: Vec<crate::checkpoint::TaskWrite>,
-    ) -> Result<(), RunError> {
-        let Some(head) = self.saved.head.filter(|_| self.sh.checkpointer.is_some()) else {
-            return Ok(());
-        };
+    /// The checkpoint task writes go to (the head), counting the writes, when there is storage.
+    fn write_head(&self) -> Option<CheckpointId> {
+        let head = self.saved.head.filter(|_| self.sh.checkpointer.is_some())?;
         self.sh
             .counters
             .writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(head)
+    }
+
+    async fn save_writes(
+        &mut self,
+        writes: Vec<crate::checkpoint::TaskWrite>,
+    ) -> Result<(), RunError> {
+        let Some(head) = self.write_head() else {
+            return Ok(());
+        };
         match (&self.sh.writer, self.durability) {
             (Some(w), Durability::Async) => {
                 w.send(WriterMsg::Writes(self.thread.clone(), head, writes, None))
@@ -453,13 +459,9 @@ impl<S: State> Run<S> {
         &mut self,
         writes: Vec<crate::checkpoint::TaskWrite>,
     ) -> Result<(), RunError> {
-        let Some(head) = self.saved.head.filter(|_| self.sh.checkpointer.is_some()) else {
+        let Some(head) = self.write_head() else {
             return Ok(());
         };
-        self.sh
-            .counters
-            .writes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match (&self.sh.writer, self.durability) {
             (Some(w), Durability::Async) => w.send(WriterMsg::Updates(
                 self.thread.clone(),

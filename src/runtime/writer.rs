@@ -594,6 +594,21 @@ mod tests {
         assert_eq!(cp.head(&t).await.unwrap(), Some(CheckpointId(3)));
     }
 
+    /// Sends an update of `t` at checkpoint `at` to the writer; the receipt answers for it.
+    fn send_update(w: &AsyncWriter, t: &ThreadId, at: u64, json: &str) -> Receipt {
+        let (tx, rx) = oneshot::channel();
+        let writes = vec![update(json)];
+        w.send(WriterMsg::Updates(
+            t.clone(),
+            CheckpointId(at),
+            writes,
+            None,
+            Some(tx),
+        ))
+        .unwrap();
+        rx
+    }
+
     fn update(json: &str) -> TaskWrite {
         TaskWrite {
             task: crate::ids::TaskId { step: 1, index: 0 },
@@ -614,20 +629,7 @@ mod tests {
         cp.put(record(&b, 1, None)).await.unwrap();
         let w = writer_here(cp.clone(), window(1, 256));
         let long = format!("{{\"trace\":\"{}\"}}", "x".repeat(400));
-        let mut receipts = Vec::new();
-        for t in [&a, &b] {
-            let (tx, rx) = oneshot::channel();
-            let writes = vec![update(&long)];
-            w.send(WriterMsg::Updates(
-                t.clone(),
-                CheckpointId(1),
-                writes,
-                None,
-                Some(tx),
-            ))
-            .unwrap();
-            receipts.push(rx);
-        }
+        let receipts = [send_update(&w, &a, 1, &long), send_update(&w, &b, 1, &long)];
         // `a`'s superstep ends in the same batch; `b`'s does not.
         w.put_and_wait(record(&a, 2, Some(1))).await.unwrap();
         for rx in receipts {
@@ -644,15 +646,7 @@ mod tests {
         assert_eq!(&*json, long.as_bytes());
 
         // The checkpoint refused (its parent is not the head): the superseded update's run hears so.
-        let (tx, rx) = oneshot::channel();
-        w.send(WriterMsg::Updates(
-            a.clone(),
-            CheckpointId(5),
-            vec![update("{}")],
-            None,
-            Some(tx),
-        ))
-        .unwrap();
+        let rx = send_update(&w, &a, 5, "{}");
         assert!(w.put_and_wait(record(&a, 6, Some(5))).await.is_err());
         assert!(rx.await.unwrap().is_err());
     }
@@ -668,21 +662,8 @@ mod tests {
         cp.put(record(&b, 1, None)).await.unwrap();
         // No lingering (siblings never reached); the window only bounds the hold.
         let w = writer_here(cp.clone(), window(usize::MAX, 256));
-        let send = |t: &ThreadId| {
-            let (tx, rx) = oneshot::channel();
-            let writes = vec![update("{}")];
-            w.send(WriterMsg::Updates(
-                t.clone(),
-                CheckpointId(1),
-                writes,
-                None,
-                Some(tx),
-            ))
-            .unwrap();
-            rx
-        };
         let start = tokio::time::Instant::now();
-        let ra = send(&a);
+        let ra = send_update(&w, &a, 1, "{}");
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
@@ -691,23 +672,12 @@ mod tests {
         assert!(cp.get_writes(&a, CheckpointId(1)).await.unwrap().is_empty());
         assert_eq!(start.elapsed(), std::time::Duration::ZERO);
 
-        let rb = send(&b);
+        let rb = send_update(&w, &b, 1, "{}");
         assert!(rb.await.unwrap().is_ok());
         assert_eq!(start.elapsed(), std::time::Duration::from_secs(3600));
         assert_eq!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().len(), 1);
         // A flush of the thread answers for it: it is not held past one.
-        let rb2 = {
-            let (tx, rx) = oneshot::channel();
-            w.send(WriterMsg::Updates(
-                b.clone(),
-                CheckpointId(1),
-                vec![update("{\"n\":2}")],
-                None,
-                Some(tx),
-            ))
-            .unwrap();
-            rx
-        };
+        let rb2 = send_update(&w, &b, 1, "{\"n\":2}");
         w.flush(&b).await.unwrap();
         assert_eq!(start.elapsed(), std::time::Duration::from_secs(3600));
         assert!(rb2.await.unwrap().is_ok());
