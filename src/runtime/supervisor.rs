@@ -655,7 +655,14 @@ impl<S: State> Run<S> {
         let settled = self.settle_updates().await;
         let result = match (result, settled) {
             (Ok(status), Ok(())) => self.persist_end(status).await.map(|_| status),
-            (Ok(_), Err(e)) | (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), settled) => {
+                if let Err(lost) = settled {
+                    // The run already failed with `e`; this one is only reported.
+                    tracing::warn!(error = %lost, "a task update of a failed run was not stored");
+                }
+                Err(e)
+            }
         };
         // Remember the thread's position for ephemeral engines and the pending writes for resume.
         // (Moved out of the superstep, which ends with the run, rather than copied.)

@@ -260,18 +260,13 @@ impl Batch {
 
     /// Takes out, to go with the next batch, the task updates this batch would store although
     /// their superstep's checkpoint is likely to follow within a window: each not held before,
-    /// not superseded here, the last item of its thread in the batch, and of a thread this batch
-    /// answers no flush for. The tasks of a superstep finish apart, so its checkpoint often
+    /// the last item of its thread in the batch (so no record here supersedes it), and of a
+    /// thread this batch answers no flush for. The tasks of a superstep finish apart, so its checkpoint often
     /// arrives in the batch after its first tasks' updates (on the research load half of them
     /// were stored that way); nobody waits for them, and they still reach storage in order, a
     /// window later at most.
     fn hold_back(&mut self) -> Vec<Held> {
         let hold: Vec<usize> = {
-            let gone: HashSet<usize> =
-                super::superseded::superseded(&self.items, |j| self.updates[j].is_some())
-                    .into_iter()
-                    .map(|(j, _)| j)
-                    .collect();
             let mut last: HashMap<&ThreadId, usize> = HashMap::new();
             for (k, item) in self.items.iter().enumerate() {
                 last.insert(thread_of(item), k);
@@ -280,7 +275,6 @@ impl Batch {
                 .filter(|&j| {
                     let t = thread_of(&self.items[j]);
                     matches!(self.updates[j], Some(p) if !p.held)
-                        && !gone.contains(&j)
                         && last.get(t) == Some(&j)
                         && !self.flushes.iter().any(|(f, _)| f == t)
                 })
@@ -305,11 +299,10 @@ impl Batch {
     fn settle_updates(&mut self) -> Vec<(Reply, usize)> {
         let gone = super::superseded::superseded(&self.items, |j| self.updates[j].is_some());
         let mut answered = Vec::with_capacity(gone.len());
-        for (n, &(_, k)) in gone.iter().enumerate() {
+        for &(j, k) in &gone {
             // The record's index once the dropped items before it are gone.
-            let before = gone.iter().filter(|(j, _)| *j < k).count();
-            let reply = std::mem::take(&mut self.replies[gone[n].0]);
-            answered.push((reply, k - before));
+            let before = gone.iter().filter(|(g, _)| *g < k).count();
+            answered.push((std::mem::take(&mut self.replies[j]), k - before));
         }
         for &(j, _) in gone.iter().rev() {
             self.items.remove(j);
