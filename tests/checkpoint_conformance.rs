@@ -156,7 +156,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     // Schema 4: every thread numbered in the order it was first written, every row keyed by it.
     let numbers: Vec<(String, i64)> = conn
         .prepare("SELECT thread_id, no FROM thread_numbers ORDER BY no")

@@ -243,3 +243,64 @@ async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new
         .unwrap();
     assert!(sums[0].is_none() && sums[1].is_some(), "{sums:?}");
 }
+
+#[tokio::test]
+async fn sha256_rows_keep_verifying_beside_the_xxh3_rows_written_after_them() {
+    use planwright::checkpoint::integrity::{ChecksumInput, ChecksumScheme};
+    let old_sum = ChecksumInput {
+        id: CheckpointId(1),
+        parent: None,
+        fingerprint: "fp",
+        kind: BodyKind::Snapshot,
+        body: b"{}",
+        next_tasks: b"[]",
+        metadata_json: old_schema::OLD_METADATA.as_bytes(),
+    }
+    .sum(ChecksumScheme::Sha256);
+    let path = {
+        let (path, conn) = old_schema::sqlite_file_at_schema("sha256-rows", 2);
+        conn.execute(
+            "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1, ?2)",
+            [old_schema::OLD_METADATA, &old_sum],
+        )
+        .unwrap();
+        path
+    };
+    let cp = connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let t = ThreadId::new("old");
+    cp.put(rec_at(&t, 2, BodyKind::Delta, 2)).await.unwrap();
+    assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 2);
+    let sums = |path: &std::path::Path| -> Vec<String> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT checksum FROM checkpoints ORDER BY id")
+            .unwrap();
+        let sums = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        sums
+    };
+    let stored = sums(&path);
+    assert_eq!(stored[0], old_sum, "the old row keeps its SHA-256");
+    assert_eq!(
+        ChecksumScheme::of_stored(&stored[1]),
+        Some(ChecksumScheme::Xxh3),
+        "{stored:?}"
+    );
+    // Both kinds still catch damage.
+    for id in [1, 2] {
+        damage_sqlite(&path, &t, id, Damage::FlipBody).await;
+        match cp.get(&t, CheckpointId(id)).await {
+            Err(CheckpointError::Integrity {
+                checkpoint,
+                problem: IntegrityProblem::ChecksumMismatch { .. },
+                ..
+            }) => assert_eq!(checkpoint, CheckpointId(id)),
+            other => panic!("checkpoint {id}: {other:?}"),
+        }
+    }
+}

@@ -25,7 +25,7 @@ use super::codec::{
     id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,
     parse_write_kind, write_kind_str,
 };
-use super::integrity::{checksum, checksum_parts, link_chain, verify_checksum};
+use super::integrity::{checksum, link_chain, verify_checksum, ChecksumInput, ChecksumScheme};
 use super::{
     CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
 };
@@ -209,6 +209,11 @@ async fn put_in(
     Ok(())
 }
 
+/// The checksums this backend writes: SHA-256, which every Planwright version reads (replicas of
+/// two versions share the database during a rolling upgrade; SQLite, one process's file, writes
+/// the cheaper XXH3).
+const SCHEME: ChecksumScheme = ChecksumScheme::Sha256;
+
 const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
 
 /// A stored checkpoint, its checksum verified.
@@ -227,17 +232,7 @@ fn record_from_row(thread: &ThreadId, row: &Row) -> Result<CheckpointRecord, Che
         next_tasks: row.get(5),
         metadata: parse_metadata(thread, meta)?,
     };
-    verify_checksum(thread, r.id, stored, || {
-        checksum_parts(
-            r.id,
-            r.parent,
-            &r.graph_fingerprint,
-            r.kind,
-            &r.body,
-            &r.next_tasks,
-            meta.as_bytes(),
-        )
-    })?;
+    verify_checksum(thread, r.id, stored, &ChecksumInput::of(&r, meta))?;
     Ok(r)
 }
 
@@ -282,7 +277,7 @@ impl Checkpointer for PostgresCheckpointer {
     }
 
     async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
-        let sum = checksum(&record)?;
+        let sum = checksum(&record, SCHEME)?;
         let (r, sum, pool) = (&record, sum.as_str(), &self.pool);
         let token = self.token(&record.thread_id);
         self.retry("put", |n| async move {
@@ -309,7 +304,7 @@ impl Checkpointer for PostgresCheckpointer {
     }
 
     async fn put_many(&self, records: Vec<CheckpointRecord>) -> Vec<Result<(), CheckpointError>> {
-        let sums: Result<Vec<String>, _> = records.iter().map(checksum).collect();
+        let sums: Result<Vec<String>, _> = records.iter().map(|r| checksum(r, SCHEME)).collect();
         let sums = match sums {
             Ok(s) => s,
             Err(e) => return records.iter().map(|_| Err(batch_error(&e))).collect(),
@@ -873,15 +868,16 @@ impl Checkpointer for PostgresCheckpointer {
             let fingerprint: &str = row.get(1);
             let next_tasks: &[u8] = row.get(2);
             let meta: &str = row.get(3);
-            let sum = checksum_parts(
-                keep_from,
-                parent.map(|p| id_from_sql(thread, p)).transpose()?,
+            let sum = ChecksumInput {
+                id: keep_from,
+                parent: parent.map(|p| id_from_sql(thread, p)).transpose()?,
                 fingerprint,
-                super::BodyKind::Snapshot,
-                snapshot,
+                kind: super::BodyKind::Snapshot,
+                body: snapshot,
                 next_tasks,
-                meta.as_bytes(),
-            );
+                metadata_json: meta.as_bytes(),
+            }
+            .sum(SCHEME);
             tx.execute(
                 "UPDATE planwright_checkpoints SET kind = 'snapshot', body = $3, checksum = $4
                  WHERE thread_id = $1 AND id = $2",

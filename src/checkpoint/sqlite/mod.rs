@@ -30,7 +30,7 @@ use super::codec::{
     id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,
     parse_write_kind, write_kind_str,
 };
-use super::integrity::{checksum_parts, checksum_with, link_chain, verify_checksum};
+use super::integrity::{link_chain, verify_checksum, ChecksumInput, ChecksumScheme};
 use super::{
     BatchItem, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer,
     TaskWrite, ThreadSummary,
@@ -292,7 +292,7 @@ fn put_in(
         });
     }
     let metadata = metadata_json(&r.metadata)?;
-    let sum = checksum_with(r, &metadata);
+    let sum = ChecksumInput::of(r, &metadata).sum(SCHEME);
     tx.prepare_cached(
         "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -313,6 +313,9 @@ fn put_in(
     .map_err(be)?;
     Ok(())
 }
+
+/// The checksums this backend writes (schema version 5 on; older rows keep SHA-256 and verify).
+const SCHEME: ChecksumScheme = ChecksumScheme::Xxh3;
 
 /// The condition selecting a thread's rows of `checkpoints` or `writes` by its number, `?1` being
 /// the thread's id (a literal, for `concat!` into statements; [`BY_THREAD`] for `format!`).
@@ -355,17 +358,12 @@ fn record_from_row(
         next_tasks: row.get(5).map_err(be)?,
         metadata: parse_metadata(thread, &meta)?,
     };
-    verify_checksum(thread, r.id, stored.as_deref(), || {
-        checksum_parts(
-            r.id,
-            r.parent,
-            &r.graph_fingerprint,
-            r.kind,
-            &r.body,
-            &r.next_tasks,
-            meta.as_bytes(),
-        )
-    })?;
+    verify_checksum(
+        thread,
+        r.id,
+        stored.as_deref(),
+        &ChecksumInput::of(&r, &meta),
+    )?;
     Ok(r)
 }
 
@@ -802,15 +800,16 @@ impl Checkpointer for SqliteCheckpointer {
                     checkpoint: Some(keep_from),
                 });
             };
-            let sum = checksum_parts(
-                keep_from,
-                parent.map(|p| id_from_sql(&thread, p)).transpose()?,
-                &fingerprint,
-                BodyKind::Snapshot,
-                &snapshot,
-                &next_tasks,
-                meta.as_bytes(),
-            );
+            let sum = ChecksumInput {
+                id: keep_from,
+                parent: parent.map(|p| id_from_sql(&thread, p)).transpose()?,
+                fingerprint: &fingerprint,
+                kind: BodyKind::Snapshot,
+                body: &snapshot,
+                next_tasks: &next_tasks,
+                metadata_json: meta.as_bytes(),
+            }
+            .sum(SCHEME);
             tx.execute(
                 concat!(
                     "UPDATE checkpoints SET kind = 'snapshot', body = ?3, checksum = ?4

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-pub(super) static MIGRATIONS: [Migration; 4] = [
+pub(super) static MIGRATIONS: [Migration; 5] = [
     Migration {
         version: 1,
         name: "threads, checkpoints and task writes",
@@ -148,6 +148,15 @@ pub(super) static MIGRATIONS: [Migration; 4] = [
         CREATE UNIQUE INDEX writes_key
             ON writes (thread_no, checkpoint, task_step, task_index, kind, key);
     ",
+    },
+    Migration {
+        version: 5,
+        name: "XXH3 checksums",
+        // Nothing changes in the tables: rows written from now on carry XXH3-128 checksums
+        // (32 hex digits) instead of SHA-256 (64), and older rows keep theirs and verify. The
+        // version is what stops a build that knows only SHA-256 from opening the file and
+        // reporting every new row as damaged: it refuses the newer schema instead.
+        sql: "",
     },
 ];
 
