@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 fn assert_grounded(s: &ResearchState) {
-    let ids: HashSet<&str> = s.source_notes.iter().map(|n| n.id.as_str()).collect();
+    let ids: HashSet<&str> = s.source_notes.iter().map(|n| &*n.id).collect();
     let out = output_json(s, &s.status);
     let evidence: HashSet<&str> = out["evidence"]
         .as_array()
@@ -25,7 +25,7 @@ fn assert_grounded(s: &ResearchState) {
     for r in s.step_results.values() {
         assert!(r.sources.iter().all(|id| ids.contains(id.as_str())));
         for f in &r.findings {
-            let note = s.source_notes.iter().find(|n| n.id == f.note_id).unwrap();
+            let note = s.source_notes.iter().find(|n| *n.id == *f.note_id).unwrap();
             assert!(
                 note.text.contains(&*f.sentence),
                 "finding not quoted from {}: {}",

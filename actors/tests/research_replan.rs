@@ -119,7 +119,7 @@ async fn a_replan_without_progress_ends_in_needs_review_with_the_reason() {
     // Without the one note on lifetime, the offline replan broadens `life` and still finds none.
     let notes: Vec<_> = battery_notes()
         .into_iter()
-        .filter(|n| n.id != "b3")
+        .filter(|n| &*n.id != "b3")
         .collect();
     let policy = ScriptedPolicy::new().plan(plan_with_a_gap());
     let out = run(

@@ -45,7 +45,7 @@ mod tests {
             id: "a".into(),
             title: "Cost".into(),
             text: "Licences cost money.".into(),
-            tags: vec![],
+            tags: [].into(),
         }]);
         let criteria = vec![
             Criterion::MinSources(2),

@@ -39,7 +39,7 @@ pub fn notes_for_call(corpus: &Corpus, query: &str, budget: u32) -> Vec<Note> {
         }
         let first = text::sentences(&note.text).into_iter().next();
         let cut = Note {
-            text: first.unwrap_or_default(),
+            text: first.unwrap_or_default().into(),
             ..note.clone()
         };
         let t = note_tokens(&cut);
@@ -60,7 +60,7 @@ mod tests {
             id: id.into(),
             title: id.into(),
             text: text.into(),
-            tags: vec![],
+            tags: [].into(),
         }
     }
 
@@ -73,7 +73,7 @@ mod tests {
             note("c", &long),
         ]);
         let all = notes_for_call(&notes, "heat pumps bills", 10_000);
-        let ids: Vec<&str> = all.iter().map(|n| n.id.as_str()).collect();
+        let ids: Vec<&str> = all.iter().map(|n| &*n.id).collect();
         assert_eq!(ids.len(), 2, "only notes on the query: {ids:?}");
         let tight = notes_for_call(&notes, "heat pumps bills", 40);
         assert!(tight.iter().map(note_tokens).sum::<u32>() <= 40);

@@ -347,7 +347,7 @@ impl Corpus {
             notes
                 .iter()
                 .zip(&bodies)
-                .map(|(n, b)| (n.title.as_str(), b.as_str())),
+                .map(|(n, b)| (&*n.title, b.as_str())),
         );
         Self {
             notes,
@@ -380,7 +380,7 @@ impl Corpus {
 
     /// The index of the note with id `id`.
     pub fn position(&self, id: &str) -> Option<usize> {
-        self.notes.iter().position(|n| n.id == id)
+        self.notes.iter().position(|n| *n.id == *id)
     }
 
     /// The notes that mention `term` (exactly those whose [`Prepared::mentions_term`] holds).
@@ -503,7 +503,7 @@ mod tests {
             term in "(cost|costs|price|Risk|latency|heat pump|pumps|io|the)(\\|(cost|risk|heat of))?",
         ) {
             let text = format!("{}.", sentence.join(" "));
-            let n = Note { tags: tags.clone(), ..note(&title.join(" "), &text, &[]) };
+            let n = Note { tags: tags.clone().into(), ..note(&title.join(" "), &text, &[]) };
             let p = Prepared::new(&n);
             let split = Term::new(&term);
             for s in &p.sentences {
@@ -519,7 +519,7 @@ mod tests {
             prop_assert_eq!(
                 split.named_in(&fields),
                 text::mentions_term(
-                    n.tags.iter().map(String::as_str).chain(std::iter::once(n.title.as_str())),
+                    n.tags.iter().map(String::as_str).chain(std::iter::once(&*n.title)),
                     &term
                 )
             );
@@ -541,7 +541,7 @@ mod tests {
                     .enumerate()
                     .map(|(i, words)| {
                         let mut n = note(&format!("t{i}"), &words.join(" "), &[]);
-                        n.id = format!("n{i}");
+                        n.id = format!("n{i}").into();
                         n
                     })
                     .collect(),

@@ -62,7 +62,7 @@ impl NoteSet {
 
     /// A note by id.
     pub fn get(&self, id: &str) -> Option<&Note> {
-        self.notes().iter().find(|n| n.id == id)
+        self.notes().iter().find(|n| *n.id == *id)
     }
 
     /// How many notes.
@@ -134,7 +134,7 @@ mod tests {
             id: "a".into(),
             title: "A".into(),
             text: "x".into(),
-            tags: vec![],
+            tags: [].into(),
         }]);
         let json = serde_json::to_value(&mine).unwrap();
         assert!(json.is_array());

@@ -7,26 +7,28 @@
 use super::text;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::sync::Arc;
 
-/// A source note.
+/// A source note. Its fields are shared text: a model call's notes, a plan's and a view's are
+/// copies of the corpus's, and copying one is a few reference counts, not five allocations.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
     /// Unique id, cited in evidence and in the brief.
-    pub id: String,
+    pub id: Arc<str>,
     /// Title.
-    pub title: String,
+    pub title: Arc<str>,
     /// Body.
-    pub text: String,
+    pub text: Arc<str>,
     /// Topic tags.
     #[serde(default)]
-    pub tags: Vec<String>,
+    pub tags: Arc<[String]>,
 }
 
 impl Note {
     /// Whether the note mentions `term` in its title, text or tags (see `text::mentions_term`:
     /// word prefixes, `|` alternatives, all words of a phrase).
     pub fn mentions(&self, term: &str) -> bool {
-        let fields = [self.title.as_str(), self.text.as_str()]
+        let fields = [&*self.title, &*self.text]
             .into_iter()
             .chain(self.tags.iter().map(String::as_str));
         text::mentions_term(fields, &term.to_lowercase())
@@ -86,8 +88,8 @@ pub fn check_notes(notes: &[Note]) -> Result<(), NotesError> {
                 field: "text",
             });
         }
-        if !seen.insert(n.id.as_str()) {
-            return Err(NotesError::DuplicateId(n.id.clone()));
+        if !seen.insert(&*n.id) {
+            return Err(NotesError::DuplicateId(n.id.to_string()));
         }
     }
     Ok(())
@@ -125,7 +127,7 @@ mod tests {
             id: "n".into(),
             title: "Risks".into(),
             text: "Hallucinated answers are costly.".into(),
-            tags: vec!["customer-support".into()],
+            tags: ["customer-support".into()].into(),
         };
         assert!(n.mentions("risk"));
         assert!(n.mentions("cost"));

@@ -1,13 +1,30 @@
 //! The user-facing result: evidence, `final_output`, and the JSON object `research --json` prints
 //! (also what the HTTP server returns).
 
+use super::notes::Note;
 use super::state::{Evidence, ResearchState, StepStatus};
 use serde_json::{json, Value};
 
 /// The notes the complete steps used, in plan order, each with its title and the sentence the
 /// step took from it. Every `source_id` names a note in `source_notes`.
 pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
-    let mut out: Vec<Evidence> = Vec::new();
+    used_notes(s)
+        .into_iter()
+        .map(|(id, note, sentence)| Evidence {
+            source_id: id.to_string(),
+            summary: if sentence.is_empty() {
+                note.title.to_string()
+            } else {
+                format!("{}: {}", note.title, sentence)
+            },
+        })
+        .collect()
+}
+
+/// The notes behind [`evidence`] — id, note, the sentence the step took from it (empty: none) —
+/// without the summaries, which `final_output` does not need.
+fn used_notes(s: &ResearchState) -> Vec<(&str, &Note, &str)> {
+    let mut out: Vec<(&str, &Note, &str)> = Vec::new();
     for step in s
         .active_steps()
         .filter(|st| st.status == StepStatus::Complete)
@@ -16,10 +33,10 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
             continue;
         };
         for id in &r.sources {
-            if out.iter().any(|e| &e.source_id == id) {
+            if out.iter().any(|(seen, ..)| *seen == id.as_str()) {
                 continue;
             }
-            let Some(note) = s.source_notes.iter().find(|n| &n.id == id) else {
+            let Some(note) = s.source_notes.iter().find(|n| *n.id == **id) else {
                 continue;
             };
             let sentence = r
@@ -28,14 +45,7 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
                 .find(|f| &f.note_id == id)
                 .map(|f| &*f.sentence)
                 .unwrap_or_default();
-            out.push(Evidence {
-                source_id: id.clone(),
-                summary: if sentence.is_empty() {
-                    note.title.clone()
-                } else {
-                    format!("{}: {}", note.title, sentence)
-                },
-            });
+            out.push((id, note, sentence));
         }
     }
     out
@@ -59,7 +69,7 @@ pub struct Ending<'a> {
 /// blocked reason and errors come from `ending`: what the finishing node writes, not a copy of
 /// the whole state made to hold them.
 pub fn final_output(s: &ResearchState, status: &str, report: &str, ending: Ending) -> Value {
-    let sources: Vec<String> = evidence(s).into_iter().map(|e| e.source_id).collect();
+    let sources: Vec<&str> = used_notes(s).into_iter().map(|(id, ..)| id).collect();
     json!({
         "status": status,
         "report_words": super::text::word_count(report),

@@ -103,7 +103,7 @@ pub fn note(id: &str, title: &str, text: &str) -> Note {
         id: id.into(),
         title: title.into(),
         text: text.into(),
-        tags: vec![],
+        tags: [].into(),
     }
 }
 

@@ -150,7 +150,7 @@ impl EvalSet {
                 .flatten()
                 .chain(&g.expect.distractors);
             for id in named {
-                if !notes.iter().any(|n| &n.id == id) {
+                if !notes.iter().any(|n| *n.id == **id) {
                     return Err(label(format!("note `{id}` is not in `{}`", g.corpus)));
                 }
             }

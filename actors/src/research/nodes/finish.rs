@@ -141,8 +141,8 @@ fn citable(s: &ResearchState) -> Vec<(String, String)> {
         .filter_map(|e| {
             s.source_notes
                 .iter()
-                .find(|n| n.id == e.source_id)
-                .map(|n| (n.id.clone(), n.title.clone()))
+                .find(|n| *n.id == *e.source_id)
+                .map(|n| (n.id.to_string(), n.title.to_string()))
         })
         .collect()
 }

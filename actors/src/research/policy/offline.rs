@@ -87,7 +87,7 @@ pub fn sections_for(goal: &str, constraints: &Constraints, notes: &[Note]) -> Ve
     }
     let topic = text::topic_terms(goal);
     let hits = bm25::rank_once(
-        notes.iter().map(|n| (n.title.as_str(), n.text.as_str())),
+        notes.iter().map(|n| (&*n.title, &*n.text)),
         &topic.join(" "),
         8,
     );
@@ -98,7 +98,7 @@ pub fn sections_for(goal: &str, constraints: &Constraints, notes: &[Note]) -> Ve
         if !topic.iter().any(|t| note.mentions(t)) {
             continue;
         }
-        for tag in &note.tags {
+        for tag in note.tags.iter() {
             let tag_terms = text::content_terms(tag);
             let is_topic = tag_terms
                 .iter()

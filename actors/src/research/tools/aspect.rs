@@ -174,7 +174,7 @@ fn topical_tags(corpus: &Corpus, mention_topic: &Notes) -> Vec<String> {
         .collect();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for n in &on_topic {
-        for t in &n.tags {
+        for t in n.tags.iter() {
             *counts.entry(t.as_str()).or_default() += 1;
         }
     }
@@ -327,7 +327,7 @@ pub fn search_aspect(
         out.push_source(&s.note.id);
         out.findings.push(Finding {
             figures: Vec::new(),
-            note_id: s.note.id.clone(),
+            note_id: s.note.id.to_string(),
             topic: None,
             sentence: s.sentence.into(),
         });
@@ -376,10 +376,10 @@ mod tests {
                     .iter()
                     .enumerate()
                     .map(|(i, words)| Note {
-                        id: format!("n{i}"),
-                        title: format!("t{i}"),
-                        text: words.join(" "),
-                        tags: vec![],
+                        id: format!("n{i}").into(),
+                        title: format!("t{i}").into(),
+                        text: words.join(" ").into(),
+                        tags: [].into(),
                     })
                     .collect(),
             );
@@ -397,7 +397,7 @@ mod tests {
             id: "n".into(),
             title: "Running costs".into(),
             text: "The price rose by 4 %. Response time fell to 80 ms at p95. It rained.".into(),
-            tags: vec![],
+            tags: [].into(),
         };
         let corpus = Corpus::new(vec![note.clone()]);
         let p = corpus.prepared(0);

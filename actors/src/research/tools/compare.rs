@@ -82,7 +82,7 @@ pub fn compare(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
             });
             out.push_source(&note.id);
             out.findings.push(Finding {
-                note_id: note.id.clone(),
+                note_id: note.id.to_string(),
                 topic: Some(dim.clone()),
                 sentence: sentence.into(),
                 figures,

@@ -43,7 +43,7 @@ pub fn search(params: &StepParams, corpus: &Corpus, siblings: &[String]) -> Tool
         out.push_source(&note.id);
         out.findings.push(Finding {
             figures: Vec::new(),
-            note_id: note.id.clone(),
+            note_id: note.id.to_string(),
             topic: None,
             sentence: sentence.into(),
         });
@@ -100,7 +100,7 @@ mod tests {
             id: id.into(),
             title: id.into(),
             text: text.into(),
-            tags: vec![],
+            tags: [].into(),
         }
     }
 

@@ -36,7 +36,7 @@ pub fn summarize(params: &StepParams, input: &ToolInput<'_>) -> ToolOutcome {
                 _ => Some((score, s)),
             });
         if let Some((score, sentence)) = best {
-            scored.push((score, order, sentence, note.id.as_str()));
+            scored.push((score, order, sentence, &*note.id));
         }
     }
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
