@@ -114,14 +114,18 @@ fn registered(id: u32) -> Option<&'static Dictionary> {
         .copied()
 }
 
+/// A thread's zstd contexts by dictionary id (0: none): keys are the few registered ids, so a
+/// fast hash (SipHash was a visible part of every frame's cost).
+type ByDictionary<T> = HashMap<u32, T, foldhash::fast::RandomState>;
+
 thread_local! {
     // A compression context costs more to create than a small body costs to compress: one per
     // thread and dictionary (0: none), and the same for decompression.
     // With them, the buffer each thread compresses into.
-    static COMPRESSORS: RefCell<(HashMap<u32, zstd::bulk::Compressor<'static>>, Vec<u8>)> =
-        RefCell::new((HashMap::new(), Vec::new()));
-    static DECOMPRESSORS: RefCell<HashMap<u32, zstd::bulk::Decompressor<'static>>> =
-        RefCell::new(HashMap::new());
+    static COMPRESSORS: RefCell<(ByDictionary<zstd::bulk::Compressor<'static>>, Vec<u8>)> =
+        RefCell::new((HashMap::default(), Vec::new()));
+    static DECOMPRESSORS: RefCell<ByDictionary<zstd::bulk::Decompressor<'static>>> =
+        RefCell::new(HashMap::default());
 }
 
 /// The bytes to store for `json`, without a dictionary.

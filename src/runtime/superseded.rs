@@ -27,7 +27,9 @@ pub(crate) fn superseded(
 ) -> Vec<(usize, usize)> {
     // Each checkpoint's first child in the batch (a thread's records form a chain, so a second
     // one with the same parent would be refused as a conflict).
-    let mut child: HashMap<(&ThreadId, CheckpointId), usize> = HashMap::new();
+    // Per batch (at most `max_items` keys): a fast hash, not a DoS-resistant one.
+    let mut child: HashMap<(&ThreadId, CheckpointId), usize, foldhash::fast::RandomState> =
+        HashMap::default();
     for (k, item) in items.iter().enumerate() {
         if let BatchItem::Record(r) = item {
             if let Some(parent) = r.parent {

@@ -267,7 +267,9 @@ impl Batch {
     /// window later at most.
     fn hold_back(&mut self) -> Vec<Held> {
         let hold: Vec<usize> = {
-            let mut last: HashMap<&ThreadId, usize> = HashMap::new();
+            // Per batch (at most `max_items` keys): a fast hash, not a DoS-resistant one.
+            let mut last: HashMap<&ThreadId, usize, foldhash::fast::RandomState> =
+                HashMap::default();
             for (k, item) in self.items.iter().enumerate() {
                 last.insert(thread_of(item), k);
             }

@@ -172,7 +172,8 @@ fn topical_tags(corpus: &Corpus, mention_topic: &Notes) -> Vec<String> {
         .filter(|(i, _)| mention_topic.contains(*i))
         .map(|(_, n)| n)
         .collect();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
+    // Per call (one corpus's tags): a fast hash, not a DoS-resistant one.
+    let mut counts: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
     for n in &on_topic {
         for t in n.tags.iter() {
             *counts.entry(t.as_str()).or_default() += 1;
