@@ -215,17 +215,23 @@ async fn a_thread_missing_a_checkpoint_is_an_error_when_read_or_continued_never_
     engine.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
-    let path = {
-        let (path, conn) = old_schema::sqlite_file_at_schema("v1", 1);
-        conn.execute(
-            "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1)",
-            [old_schema::OLD_METADATA],
-        )
-        .unwrap();
-        path
+/// A file at an older `schema` holding snapshot 1 of thread `old` (with `checksum`, from schema
+/// 2), opened by this build (which migrates it and reads the old row), and delta 2 written on it.
+async fn old_snapshot_and_a_new_delta(
+    name: &str,
+    schema: u32,
+    checksum: Option<&str>,
+) -> (std::path::PathBuf, Arc<dyn Checkpointer>, ThreadId) {
+    let (path, conn) = old_schema::sqlite_file_at_schema(name, schema);
+    let insert = match checksum {
+        None => "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1)",
+        Some(_) => "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1, ?2)",
     };
+    let mut params: Vec<&str> = vec![old_schema::OLD_METADATA];
+    params.extend(checksum);
+    conn.execute(insert, rusqlite::params_from_iter(params))
+        .unwrap();
+    drop(conn);
     let cp = connect(&format!("sqlite:{}", path.display()))
         .await
         .unwrap();
@@ -233,6 +239,12 @@ async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new
     assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 1);
     cp.put(rec_at(&t, 2, BodyKind::Delta, 2)).await.unwrap();
     assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 2);
+    (path, cp, t)
+}
+
+#[tokio::test]
+async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
+    let (path, ..) = old_snapshot_and_a_new_delta("v1", 1, None).await;
     let conn = rusqlite::Connection::open(&path).unwrap();
     let sums: Vec<Option<String>> = conn
         .prepare("SELECT checksum FROM checkpoints ORDER BY id")
@@ -257,21 +269,7 @@ async fn sha256_rows_keep_verifying_beside_the_xxh3_rows_written_after_them() {
         metadata_json: old_schema::OLD_METADATA.as_bytes(),
     }
     .sum(ChecksumScheme::Sha256);
-    let path = {
-        let (path, conn) = old_schema::sqlite_file_at_schema("sha256-rows", 2);
-        conn.execute(
-            "INSERT INTO checkpoints VALUES ('old', 1, NULL, 'fp', 'snapshot', X'7B7D', X'5B5D', ?1, ?2)",
-            [old_schema::OLD_METADATA, &old_sum],
-        )
-        .unwrap();
-        path
-    };
-    let cp = connect(&format!("sqlite:{}", path.display()))
-        .await
-        .unwrap();
-    let t = ThreadId::new("old");
-    cp.put(rec_at(&t, 2, BodyKind::Delta, 2)).await.unwrap();
-    assert_eq!(cp.load_chain(&t, None).await.unwrap().len(), 2);
+    let (path, cp, t) = old_snapshot_and_a_new_delta("sha256-rows", 2, Some(&old_sum)).await;
     let sums = |path: &std::path::Path| -> Vec<String> {
         let conn = rusqlite::Connection::open(path).unwrap();
         let mut stmt = conn
