@@ -5,7 +5,9 @@
 //! per object) and dropping it was most of what decoding an answer cost. A valid answer needs no
 //! messages, so [`conforms`] walks the text once with serde's visitor machinery, allocating
 //! nothing but escaped keys, and stops at the first problem; the caller then parses the answer
-//! into its type directly. Anything it cannot decide cheaply (an `enum` of objects or arrays, a
+//! into its type directly. The schema is compiled first ([`Node`]: each keyword looked up once
+//! per answer, properties in a sorted list), since an answer's arrays visit the same schema nodes
+//! many times and each lookup in the schema's map was a B-tree search by string. Anything it cannot decide cheaply (an `enum` of objects or arrays, a
 //! schema with more than 64 required properties) and any answer it rejects goes the slow way,
 //! which decides and explains exactly as before. So `conforms` answering `true` always means
 //! `validate` accepts the same text (a property test checks it against random schemas and values).
@@ -19,14 +21,136 @@ use std::fmt;
 /// [`super::schema::validate`] supports); `false` when it is not, or when this quick walk cannot
 /// tell (the caller then validates the parsed value).
 pub fn conforms(text: &str, schema: &Value) -> bool {
+    let node = Node::compile(schema);
     let mut de = serde_json::Deserializer::from_str(text);
-    Check { schema }.deserialize(&mut de).is_ok() && de.end().is_ok()
+    Check { node: &node }.deserialize(&mut de).is_ok() && de.end().is_ok()
 }
 
-/// Checks one value against one schema node; any mismatch is an error that ends the walk.
+/// A schema node with its keywords looked up once per answer: the walk met each keyword in the
+/// schema's map (a string comparison per step of a B-tree search) once per value of the answer,
+/// and an answer's arrays repeat the same nodes many times.
+struct Node<'s> {
+    /// `true`, `{}` or not an object: anything goes.
+    any: bool,
+    /// The kinds `type` allows (`None`: no `type`, or one that allows every kind).
+    kinds: Option<u8>,
+    /// The `enum` list, if it is an array.
+    listed: Option<&'s [Value]>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    /// The `items` schema.
+    items: Option<Box<Node<'s>>>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    /// The `properties`, sorted by name.
+    properties: Vec<(&'s str, Node<'s>)>,
+    /// `additionalProperties: false`.
+    closed: bool,
+    /// The `required` names, each once, in the order the schema first lists them.
+    required: Vec<&'s str>,
+    /// More than 64 `required` entries: left to the slow path.
+    too_many_required: bool,
+}
+
+impl<'s> Node<'s> {
+    fn compile(schema: &'s Value) -> Self {
+        let Some(o) = schema.as_object().filter(|o| !o.is_empty()) else {
+            return Node::any();
+        };
+        let kinds = match o.get("type") {
+            Some(Value::String(t)) => Some(kinds_of(t)),
+            Some(Value::Array(ts)) => {
+                let mut names = ts.iter().filter_map(Value::as_str).peekable();
+                names
+                    .peek()
+                    .is_some()
+                    .then(|| names.fold(0, |m, t| m | kinds_of(t)))
+            }
+            _ => None,
+        };
+        let mut properties: Vec<(&'s str, Node<'s>)> = o
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| {
+                p.iter()
+                    .map(|(k, v)| (k.as_str(), Node::compile(v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        properties.sort_by(|a, b| a.0.cmp(b.0));
+        let required_list: &[Value] = match o.get("required") {
+            Some(Value::Array(r)) => r,
+            _ => &[],
+        };
+        let mut required: Vec<&str> = Vec::new();
+        for name in required_list.iter().filter_map(Value::as_str) {
+            if !required.contains(&name) {
+                required.push(name);
+            }
+        }
+        Node {
+            any: false,
+            kinds,
+            listed: match o.get("enum") {
+                Some(Value::Array(allowed)) => Some(allowed),
+                _ => None,
+            },
+            minimum: o.get("minimum").and_then(Value::as_f64),
+            maximum: o.get("maximum").and_then(Value::as_f64),
+            items: o.get("items").map(|i| Box::new(Node::compile(i))),
+            min_items: o.get("minItems").and_then(Value::as_u64),
+            max_items: o.get("maxItems").and_then(Value::as_u64),
+            properties,
+            closed: o.get("additionalProperties") == Some(&Value::Bool(false)),
+            required,
+            too_many_required: required_list.len() > 64,
+        }
+    }
+
+    fn any() -> Self {
+        Node {
+            any: true,
+            kinds: None,
+            listed: None,
+            minimum: None,
+            maximum: None,
+            items: None,
+            min_items: None,
+            max_items: None,
+            properties: Vec::new(),
+            closed: false,
+            required: Vec::new(),
+            too_many_required: false,
+        }
+    }
+
+    fn property(&self, name: &str) -> Option<&Node<'s>> {
+        self.properties
+            .binary_search_by(|(k, _)| (*k).cmp(name))
+            .ok()
+            .map(|i| &self.properties[i].1)
+    }
+}
+
+/// The kinds a `type` name allows, as a mask of [`Kind`] bits (an unknown name: none).
+fn kinds_of(name: &str) -> u8 {
+    match name {
+        "object" => Kind::Object.bit(),
+        "array" => Kind::Array.bit(),
+        "string" => Kind::String.bit(),
+        "number" => Kind::Integer.bit() | Kind::Float.bit(),
+        "integer" => Kind::Integer.bit(),
+        "boolean" => Kind::Boolean.bit(),
+        "null" => Kind::Null.bit(),
+        _ => 0,
+    }
+}
+
+/// Checks one value against one compiled schema node; any mismatch is an error that ends the
+/// walk.
 #[derive(Clone, Copy)]
-struct Check<'s> {
-    schema: &'s Value,
+struct Check<'n, 's> {
+    node: &'n Node<'s>,
 }
 
 /// The JSON kinds `type` names, as the visitor meets them.
@@ -41,53 +165,33 @@ enum Kind {
     Object,
 }
 
-impl<'s> Check<'s> {
-    fn get(&self, key: &str) -> Option<&'s Value> {
-        self.schema.as_object().and_then(|o| o.get(key))
+impl Kind {
+    fn bit(self) -> u8 {
+        1 << self as u8
     }
+}
 
+impl Check<'_, '_> {
     /// `Err` unless a value of this kind may stand here.
     fn kind<E: de::Error>(&self, kind: Kind) -> Result<(), E> {
-        let Some(ty) = self.get("type") else {
-            return Ok(());
-        };
-        let matches = |t: &str| match t {
-            "object" => matches!(kind, Kind::Object),
-            "array" => matches!(kind, Kind::Array),
-            "string" => matches!(kind, Kind::String),
-            "number" => matches!(kind, Kind::Integer | Kind::Float),
-            "integer" => matches!(kind, Kind::Integer),
-            "boolean" => matches!(kind, Kind::Boolean),
-            "null" => matches!(kind, Kind::Null),
-            _ => false,
-        };
-        let ok = match ty {
-            Value::String(t) => matches(t),
-            Value::Array(ts) => {
-                let mut names = ts.iter().filter_map(Value::as_str).peekable();
-                names.peek().is_none() || names.any(matches)
-            }
-            _ => true,
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(E::custom("type"))
+        match self.node.kinds {
+            Some(mask) if mask & kind.bit() == 0 => Err(E::custom("type")),
+            _ => Ok(()),
         }
     }
 
     /// `Err` unless the schema's `enum`, if any, lists `value` (built without allocating: a
     /// scalar).
     fn listed<E: de::Error>(&self, value: Value) -> Result<(), E> {
-        match self.get("enum") {
-            Some(Value::Array(allowed)) if !allowed.contains(&value) => Err(E::custom("enum")),
+        match self.node.listed {
+            Some(allowed) if !allowed.contains(&value) => Err(E::custom("enum")),
             _ => Ok(()),
         }
     }
 
     fn string_listed<E: de::Error>(&self, s: &str) -> Result<(), E> {
-        match self.get("enum") {
-            Some(Value::Array(allowed)) if !allowed.iter().any(|a| a.as_str() == Some(s)) => {
+        match self.node.listed {
+            Some(allowed) if !allowed.iter().any(|a| a.as_str() == Some(s)) => {
                 Err(E::custom("enum"))
             }
             _ => Ok(()),
@@ -96,9 +200,9 @@ impl<'s> Check<'s> {
 
     /// A container under an `enum` is compared as a whole value: left to the slow path.
     fn no_enum<E: de::Error>(&self) -> Result<(), E> {
-        match self.get("enum") {
-            Some(Value::Array(_)) => Err(E::custom("enum of containers")),
-            _ => Ok(()),
+        match self.node.listed {
+            Some(_) => Err(E::custom("enum of containers")),
+            None => Ok(()),
         }
     }
 
@@ -107,14 +211,8 @@ impl<'s> Check<'s> {
         let x = n.as_f64();
         self.listed(Value::Number(n))?;
         if let Some(x) = x {
-            if self
-                .get("minimum")
-                .and_then(Value::as_f64)
-                .is_some_and(|min| x < min)
-                || self
-                    .get("maximum")
-                    .and_then(Value::as_f64)
-                    .is_some_and(|max| x > max)
+            if self.node.minimum.is_some_and(|min| x < min)
+                || self.node.maximum.is_some_and(|max| x > max)
             {
                 return Err(E::custom("range"));
             }
@@ -123,19 +221,18 @@ impl<'s> Check<'s> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Check<'_> {
+impl<'de> DeserializeSeed<'de> for Check<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        if self.schema.as_object().is_none_or(|o| o.is_empty()) {
-            // `true` or `{}`: anything goes.
+        if self.node.any {
             return d.deserialize_ignored_any(IgnoredAny).map(|_| ());
         }
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Check<'_> {
+impl<'de> Visitor<'de> for Check<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -174,11 +271,10 @@ impl<'de> Visitor<'de> for Check<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         self.kind(Kind::Array)?;
         self.no_enum()?;
-        let items = self.get("items");
         let mut n: u64 = 0;
         loop {
-            let more = match items {
-                Some(schema) => seq.next_element_seed(Check { schema })?.is_some(),
+            let more = match self.node.items.as_deref() {
+                Some(node) => seq.next_element_seed(Check { node })?.is_some(),
                 None => seq.next_element::<IgnoredAny>()?.is_some(),
             };
             if !more {
@@ -186,14 +282,8 @@ impl<'de> Visitor<'de> for Check<'_> {
             }
             n += 1;
         }
-        let below = self
-            .get("minItems")
-            .and_then(Value::as_u64)
-            .is_some_and(|min| n < min);
-        let above = self
-            .get("maxItems")
-            .and_then(Value::as_u64)
-            .is_some_and(|max| n > max);
+        let below = self.node.min_items.is_some_and(|min| n < min);
+        let above = self.node.max_items.is_some_and(|max| n > max);
         if below || above {
             return Err(de::Error::custom("items"));
         }
@@ -203,36 +293,24 @@ impl<'de> Visitor<'de> for Check<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.kind(Kind::Object)?;
         self.no_enum()?;
-        let props = self.get("properties").and_then(Value::as_object);
-        let closed = self.get("additionalProperties") == Some(&Value::Bool(false));
-        // The `required` names, as the schema lists them (a name's first position stands for it):
-        // looked up in place, since this runs for every object of every answer.
-        let required: &[Value] = match self.get("required") {
-            Some(Value::Array(r)) => r,
-            _ => &[],
-        };
-        if required.len() > 64 {
+        if self.node.too_many_required {
             return Err(de::Error::custom("too many required properties"));
         }
-        let first = |name: &str| required.iter().position(|r| r.as_str() == Some(name));
+        let required = &self.node.required;
         let mut seen: u64 = 0;
         while let Some(key) = map.next_key_seed(Key)? {
-            if let Some(i) = first(&key) {
+            if let Some(i) = required.iter().position(|r| *r == key) {
                 seen |= 1 << i;
             }
-            match props.and_then(|p| p.get(key.as_ref())) {
-                Some(schema) => map.next_value_seed(Check { schema })?,
-                None if closed => return Err(de::Error::custom("unexpected property")),
+            match self.node.property(&key) {
+                Some(node) => map.next_value_seed(Check { node })?,
+                None if self.node.closed => return Err(de::Error::custom("unexpected property")),
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        let missing = required
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|name| first(name).is_some_and(|i| seen & (1 << i) == 0));
-        if missing {
+        if seen.count_ones() as usize != required.len() {
             return Err(de::Error::custom("missing required property"));
         }
         Ok(())
