@@ -5,7 +5,7 @@
 //! per object) and dropping it was most of what decoding an answer cost. A valid answer needs no
 //! messages, so [`conforms`] walks the text once with serde's visitor machinery, allocating
 //! nothing but escaped keys, and stops at the first problem; the caller then parses the answer
-//! into its type directly. The schema is compiled first ([`Node`]: each keyword looked up once
+//! into its type directly. The schema is compiled first (`Node`: each keyword looked up once
 //! per answer, properties in a sorted list), since an answer's arrays visit the same schema nodes
 //! many times and each lookup in the schema's map was a B-tree search by string. Anything it cannot decide cheaply (an `enum` of objects or arrays, a
 //! schema with more than 64 required properties) and any answer it rejects goes the slow way,
