@@ -7,8 +7,9 @@
 //! nothing but escaped keys, and stops at the first problem; the caller then parses the answer
 //! into its type directly. The schema is compiled first (`Node`: each keyword looked up once
 //! per answer, properties in a sorted list), since an answer's arrays visit the same schema nodes
-//! many times and each lookup in the schema's map was a B-tree search by string. Anything it cannot decide cheaply (an `enum` of objects or arrays, a
-//! schema with more than 64 required properties) and any answer it rejects goes the slow way,
+//! many times and each lookup in the schema's map was a B-tree search by string. Anything it
+//! cannot decide cheaply (an `enum` of objects or arrays, a schema with more than 64 required
+//! properties) and any answer it rejects goes the slow way,
 //! which decides and explains exactly as before. So `conforms` answering `true` always means
 //! `validate` accepts the same text (a property test checks it against random schemas and values).
 

@@ -22,8 +22,8 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
 }
 
 /// The notes behind [`evidence`] — id, note, the sentence the step took from it (empty: none) —
-/// without the summaries, which `final_output` does not need.
-fn used_notes(s: &ResearchState) -> Vec<(&str, &Note, &str)> {
+/// without the summaries, which `final_output` and the brief's citable list do not need.
+pub(crate) fn used_notes(s: &ResearchState) -> Vec<(&str, &Note, &str)> {
     let mut out: Vec<(&str, &Note, &str)> = Vec::new();
     for step in s
         .active_steps()
@@ -36,7 +36,7 @@ fn used_notes(s: &ResearchState) -> Vec<(&str, &Note, &str)> {
             if out.iter().any(|(seen, ..)| *seen == id.as_str()) {
                 continue;
             }
-            let Some(note) = s.source_notes.iter().find(|n| *n.id == **id) else {
+            let Some(note) = s.source_notes.get(id) else {
                 continue;
             };
             let sentence = r

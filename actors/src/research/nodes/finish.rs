@@ -7,7 +7,7 @@
 
 use super::{emit_usage, policy_failure, Env};
 use crate::research::citations;
-use crate::research::output::{evidence, final_output, Ending};
+use crate::research::output::{evidence, final_output, used_notes, Ending};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
 use crate::research::policy::{SectionInput, SectionKind, SynthesisRequest};
@@ -136,14 +136,9 @@ fn next_action(s: &ResearchState) -> String {
 
 /// The notes the brief may cite, with their titles.
 fn citable(s: &ResearchState) -> Vec<(String, String)> {
-    evidence(s)
-        .iter()
-        .filter_map(|e| {
-            s.source_notes
-                .iter()
-                .find(|n| *n.id == *e.source_id)
-                .map(|n| (n.id.to_string(), n.title.to_string()))
-        })
+    used_notes(s)
+        .into_iter()
+        .map(|(id, note, _)| (id.to_string(), note.title.to_string()))
         .collect()
 }
 
