@@ -245,15 +245,22 @@ async fn old_snapshot_and_a_new_delta(
 #[tokio::test]
 async fn a_database_written_before_checksums_stays_readable_and_gets_them_on_new_writes() {
     let (path, ..) = old_snapshot_and_a_new_delta("v1", 1, None).await;
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let sums: Vec<Option<String>> = conn
+    let sums = stored_checksums(&path);
+    assert!(sums[0].is_none() && sums[1].is_some(), "{sums:?}");
+}
+
+/// The `checksum` column of every stored checkpoint, by id.
+fn stored_checksums(path: &std::path::Path) -> Vec<Option<String>> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn
         .prepare("SELECT checksum FROM checkpoints ORDER BY id")
-        .unwrap()
+        .unwrap();
+    let sums = stmt
         .query_map([], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert!(sums[0].is_none() && sums[1].is_some(), "{sums:?}");
+    sums
 }
 
 #[tokio::test]
@@ -270,22 +277,14 @@ async fn sha256_rows_keep_verifying_beside_the_xxh3_rows_written_after_them() {
     }
     .sum(ChecksumScheme::Sha256);
     let (path, cp, t) = old_snapshot_and_a_new_delta("sha256-rows", 2, Some(&old_sum)).await;
-    let sums = |path: &std::path::Path| -> Vec<String> {
-        let conn = rusqlite::Connection::open(path).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT checksum FROM checkpoints ORDER BY id")
-            .unwrap();
-        let sums = stmt
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        sums
-    };
-    let stored = sums(&path);
-    assert_eq!(stored[0], old_sum, "the old row keeps its SHA-256");
+    let stored = stored_checksums(&path);
     assert_eq!(
-        ChecksumScheme::of_stored(&stored[1]),
+        stored[0].as_deref(),
+        Some(old_sum.as_str()),
+        "the old row keeps its SHA-256"
+    );
+    assert_eq!(
+        stored[1].as_deref().and_then(ChecksumScheme::of_stored),
         Some(ChecksumScheme::Xxh3),
         "{stored:?}"
     );

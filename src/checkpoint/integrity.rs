@@ -48,8 +48,9 @@ pub enum IntegrityProblem {
 pub enum ChecksumScheme {
     /// SHA-256, 64 hex digits: PostgreSQL's rows, and SQLite's before its schema version 5.
     Sha256,
-    /// XXH3-128, 32 hex digits: SQLite's rows from schema version 5. Eight to ten times cheaper
-    /// than SHA-256 where the processor has no SHA instructions, and as good at its job here:
+    /// XXH3-128, 32 hex digits: SQLite's rows from schema version 5. Where the processor has no
+    /// SHA instructions, SHA-256 was 3.4 % of the research load's CPU samples and XXH3 is 0.1 %
+    /// (docs/PERFORMANCE.md); it is as good at its job here:
     /// finding damage and hand edits that did not recompute the checksum (whoever can write the
     /// table can recompute either; neither is a signature).
     Xxh3,
