@@ -5,8 +5,8 @@
 //! per object) and dropping it was most of what decoding an answer cost. A valid answer needs no
 //! messages, so [`conforms`] walks the text once with serde's visitor machinery, allocating
 //! nothing but escaped keys, and stops at the first problem; the caller then parses the answer
-//! into its type directly. The schema is compiled first (`Node`: each keyword looked up once
-//! per answer, properties in a sorted list), since an answer's arrays visit the same schema nodes
+//! into its type directly. The schema is compiled first, once per thread (`Node`: each keyword
+//! looked up once, properties in a sorted list), since an answer's arrays visit the same schema nodes
 //! many times and each lookup in the schema's map was a B-tree search by string. Anything it
 //! cannot decide cheaply (an `enum` of objects or arrays, a schema with more than 64 required
 //! properties) and any answer it rejects goes the slow way,
@@ -16,45 +16,73 @@
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
 
 /// `true` when `text` is one JSON value that `schema` accepts (the subset
 /// [`super::schema::validate`] supports); `false` when it is not, or when this quick walk cannot
 /// tell (the caller then validates the parsed value).
-pub fn conforms(text: &str, schema: &Value) -> bool {
-    let node = Node::compile(schema);
+///
+/// The schema is compiled once per thread: a policy's schemas are shared (`shared_schema!`),
+/// and compiling one for every answer was a third of what checking the answer cost (perf, the
+/// research load). The cache holds the schema's `Arc`, so an entry's pointer is never a new
+/// schema's; past [`COMPILED_PER_THREAD`] schemas the oldest is forgotten.
+pub fn conforms(text: &str, schema: &Arc<Value>) -> bool {
+    thread_local! {
+        static COMPILED: RefCell<Vec<(Arc<Value>, Rc<Node>)>> = const { RefCell::new(Vec::new()) };
+    }
+    let node = COMPILED.with_borrow_mut(|cache| {
+        if let Some((_, node)) = cache.iter().find(|(s, _)| Arc::ptr_eq(s, schema)) {
+            return node.clone();
+        }
+        let node = Rc::new(Node::compile(schema));
+        if cache.len() == COMPILED_PER_THREAD {
+            cache.remove(0);
+        }
+        cache.push((schema.clone(), node.clone()));
+        node
+    });
+    walk(text, &node)
+}
+
+/// How many shared schemas each thread keeps compiled.
+const COMPILED_PER_THREAD: usize = 16;
+
+fn walk(text: &str, node: &Node) -> bool {
     let mut de = serde_json::Deserializer::from_str(text);
-    Check { node: &node }.deserialize(&mut de).is_ok() && de.end().is_ok()
+    Check { node }.deserialize(&mut de).is_ok() && de.end().is_ok()
 }
 
 /// A schema node with its keywords looked up once per answer: the walk met each keyword in the
 /// schema's map (a string comparison per step of a B-tree search) once per value of the answer,
 /// and an answer's arrays repeat the same nodes many times.
-struct Node<'s> {
+struct Node {
     /// `true`, `{}` or not an object: anything goes.
     any: bool,
     /// The kinds `type` allows (`None`: no `type`, or one that allows every kind).
     kinds: Option<u8>,
     /// The `enum` list, if it is an array.
-    listed: Option<&'s [Value]>,
+    listed: Option<Box<[Value]>>,
     minimum: Option<f64>,
     maximum: Option<f64>,
     /// The `items` schema.
-    items: Option<Box<Node<'s>>>,
+    items: Option<Box<Node>>,
     min_items: Option<u64>,
     max_items: Option<u64>,
     /// The `properties`, sorted by name.
-    properties: Vec<(&'s str, Node<'s>)>,
+    properties: Vec<(Box<str>, Node)>,
     /// `additionalProperties: false`.
     closed: bool,
     /// The `required` names, each once, in the order the schema first lists them.
-    required: Vec<&'s str>,
+    required: Vec<Box<str>>,
     /// More than 64 `required` entries: left to the slow path.
     too_many_required: bool,
 }
 
-impl<'s> Node<'s> {
-    fn compile(schema: &'s Value) -> Self {
+impl Node {
+    fn compile(schema: &Value) -> Self {
         let Some(o) = schema.as_object().filter(|o| !o.is_empty()) else {
             return Node::any();
         };
@@ -69,31 +97,31 @@ impl<'s> Node<'s> {
             }
             _ => None,
         };
-        let mut properties: Vec<(&'s str, Node<'s>)> = o
+        let mut properties: Vec<(Box<str>, Node)> = o
             .get("properties")
             .and_then(Value::as_object)
             .map(|p| {
                 p.iter()
-                    .map(|(k, v)| (k.as_str(), Node::compile(v)))
+                    .map(|(k, v)| (k.as_str().into(), Node::compile(v)))
                     .collect()
             })
             .unwrap_or_default();
-        properties.sort_by(|a, b| a.0.cmp(b.0));
+        properties.sort_by(|a, b| a.0.cmp(&b.0));
         let required_list: &[Value] = match o.get("required") {
             Some(Value::Array(r)) => r,
             _ => &[],
         };
-        let mut required: Vec<&str> = Vec::new();
+        let mut required: Vec<Box<str>> = Vec::new();
         for name in required_list.iter().filter_map(Value::as_str) {
-            if !required.contains(&name) {
-                required.push(name);
+            if !required.iter().any(|r| &**r == name) {
+                required.push(name.into());
             }
         }
         Node {
             any: false,
             kinds,
             listed: match o.get("enum") {
-                Some(Value::Array(allowed)) => Some(allowed),
+                Some(Value::Array(allowed)) => Some(allowed.clone().into_boxed_slice()),
                 _ => None,
             },
             minimum: o.get("minimum").and_then(Value::as_f64),
@@ -125,9 +153,9 @@ impl<'s> Node<'s> {
         }
     }
 
-    fn property(&self, name: &str) -> Option<&Node<'s>> {
+    fn property(&self, name: &str) -> Option<&Node> {
         self.properties
-            .binary_search_by(|(k, _)| (*k).cmp(name))
+            .binary_search_by(|(k, _)| (**k).cmp(name))
             .ok()
             .map(|i| &self.properties[i].1)
     }
@@ -150,8 +178,8 @@ fn kinds_of(name: &str) -> u8 {
 /// Checks one value against one compiled schema node; any mismatch is an error that ends the
 /// walk.
 #[derive(Clone, Copy)]
-struct Check<'n, 's> {
-    node: &'n Node<'s>,
+struct Check<'n> {
+    node: &'n Node,
 }
 
 /// The JSON kinds `type` names, as the visitor meets them.
@@ -172,7 +200,7 @@ impl Kind {
     }
 }
 
-impl Check<'_, '_> {
+impl Check<'_> {
     /// `Err` unless a value of this kind may stand here.
     fn kind<E: de::Error>(&self, kind: Kind) -> Result<(), E> {
         match self.node.kinds {
@@ -184,14 +212,14 @@ impl Check<'_, '_> {
     /// `Err` unless the schema's `enum`, if any, lists `value` (built without allocating: a
     /// scalar).
     fn listed<E: de::Error>(&self, value: Value) -> Result<(), E> {
-        match self.node.listed {
+        match &self.node.listed {
             Some(allowed) if !allowed.contains(&value) => Err(E::custom("enum")),
             _ => Ok(()),
         }
     }
 
     fn string_listed<E: de::Error>(&self, s: &str) -> Result<(), E> {
-        match self.node.listed {
+        match &self.node.listed {
             Some(allowed) if !allowed.iter().any(|a| a.as_str() == Some(s)) => {
                 Err(E::custom("enum"))
             }
@@ -201,7 +229,7 @@ impl Check<'_, '_> {
 
     /// A container under an `enum` is compared as a whole value: left to the slow path.
     fn no_enum<E: de::Error>(&self) -> Result<(), E> {
-        match self.node.listed {
+        match &self.node.listed {
             Some(_) => Err(E::custom("enum of containers")),
             None => Ok(()),
         }
@@ -222,7 +250,7 @@ impl Check<'_, '_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Check<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Check<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -233,7 +261,7 @@ impl<'de> DeserializeSeed<'de> for Check<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for Check<'_, '_> {
+impl<'de> Visitor<'de> for Check<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -300,7 +328,7 @@ impl<'de> Visitor<'de> for Check<'_, '_> {
         let required = &self.node.required;
         let mut seen: u64 = 0;
         while let Some(key) = map.next_key_seed(Key)? {
-            if let Some(i) = required.iter().position(|r| *r == key) {
+            if let Some(i) = required.iter().position(|r| **r == *key) {
                 seen |= 1 << i;
             }
             match self.node.property(&key) {
@@ -347,10 +375,37 @@ impl<'de> Visitor<'de> for Key {
 
 #[cfg(test)]
 mod tests {
-    use super::conforms;
+    use super::COMPILED_PER_THREAD;
+    use std::sync::Arc;
     use crate::model::schema::{tests::schema, validate};
     use proptest::prelude::*;
     use serde_json::{json, Value};
+
+    /// Each call with a schema of its own: compiled afresh, and pushing the others out of the
+    /// thread's cache.
+    fn conforms(text: &str, schema: &Value) -> bool {
+        super::conforms(text, &Arc::new(schema.clone()))
+    }
+
+    #[test]
+    fn a_shared_schema_is_compiled_once_and_each_schema_keeps_its_own_answer() {
+        let strings = Arc::new(json!({"type": "array", "items": {"type": "string"}}));
+        let numbers = Arc::new(json!({"type": "array", "items": {"type": "number"}}));
+        assert!(super::conforms(r#"["a"]"#, &strings));
+        assert!(!super::conforms(r#"["a"]"#, &numbers));
+        assert!(super::conforms("[1]", &numbers));
+        assert!(!super::conforms("[1]", &strings));
+        // More schemas than the cache keeps: the first is compiled again, and still right.
+        let others: Vec<Arc<Value>> = (0..=COMPILED_PER_THREAD as u64)
+            .map(|n| Arc::new(json!({"type": "integer", "minimum": n})))
+            .collect();
+        for (n, s) in others.iter().enumerate() {
+            assert!(super::conforms(&n.to_string(), s));
+            assert!(n == 0 || !super::conforms(&(n - 1).to_string(), s));
+        }
+        assert!(super::conforms(r#"["b"]"#, &strings));
+        assert!(!super::conforms("[2]", &strings));
+    }
 
     #[test]
     fn a_matching_answer_conforms_and_each_kind_of_problem_does_not() {

@@ -248,7 +248,7 @@ pub async fn ask<T: serde::de::DeserializeOwned>(
 /// (`conforms`).
 fn decode<T: serde::de::DeserializeOwned>(
     content: &str,
-    schema: &serde_json::Value,
+    schema: &std::sync::Arc<serde_json::Value>,
 ) -> Result<T, String> {
     let text = content.trim();
     if conforms::conforms(text, schema) {
