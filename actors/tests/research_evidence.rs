@@ -36,7 +36,7 @@ fn assert_grounded(s: &ResearchState) {
     }
     for id in cited_ids(&s.final_report) {
         assert!(
-            evidence.contains(id.as_str()),
+            evidence.contains(id),
             "report cites {id}, not in the evidence"
         );
     }

@@ -19,7 +19,7 @@ pub const MIN_SHARED: f64 = 0.5;
 
 /// The ids cited in `text` as `[id]` (ids: letters, digits, `-`, `_`, `.`, `:`; not followed by
 /// `(`, which would be a Markdown link).
-pub fn cited_ids(text: &str) -> Vec<String> {
+pub fn cited_ids(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -36,7 +36,7 @@ pub fn cited_ids(text: &str) -> Vec<String> {
                 .chars()
                 .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
         if valid && !link {
-            out.push(id.to_string());
+            out.push(id);
         }
         i = after.min(text.len());
     }
@@ -164,19 +164,15 @@ fn enforce_with(
             lines.push(line.to_string());
             continue;
         }
-        let kept: Vec<String> = super::text::sentences(line)
+        let kept: Vec<&str> = super::text::sentences(line)
             .into_iter()
             .filter(|sentence| {
                 let cited = cited_ids(sentence);
-                let unknown: Vec<&String> = cited.iter().filter(|id| !allowed(id)).collect();
+                let unknown: Vec<&str> = cited.iter().copied().filter(|id| !allowed(id)).collect();
                 if !unknown.is_empty() {
                     gaps.push(format!(
                         "unsupported claim removed from the brief (cites unknown source {}): {}",
-                        unknown
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        unknown.join(", "),
                         sentence
                     ));
                     return false;

@@ -129,7 +129,7 @@ impl Prepared {
                 Sentence {
                     beginnings: Beginnings::of(&words),
                     words,
-                    text: s,
+                    text: s.to_string(),
                 }
             })
             .collect();

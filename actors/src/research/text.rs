@@ -134,7 +134,7 @@ pub fn primary(term: &str) -> &str {
 
 /// Splits text into sentences (on `.`, `!`, `?` followed by a space or the end), each trimmed.
 /// Slices of `text`, copied once each (this runs over every note a brief cites).
-pub fn sentences(text: &str) -> Vec<String> {
+pub fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
@@ -143,14 +143,14 @@ pub fn sentences(text: &str) -> Vec<String> {
             let end = i + c.len_utf8();
             let s = text[start..end].trim();
             if !s.is_empty() {
-                out.push(s.to_string());
+                out.push(s);
             }
             start = end;
         }
     }
     let s = text[start..].trim();
     if !s.is_empty() {
-        out.push(s.to_string());
+        out.push(s);
     }
     out
 }

@@ -158,7 +158,10 @@ pub fn score(state: &ResearchState, expect: &Expect, k: usize) -> GoalScore {
             .iter()
             .find(|(a, _)| heading.eq_ignore_ascii_case(text::primary(a)))
             .map(|(_, ids)| ids);
-        let cited: BTreeSet<String> = citations::cited_ids(&body).into_iter().collect();
+        let cited: BTreeSet<String> = citations::cited_ids(&body)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         for id in cited {
             citations.total += 1;
             let ok = match labelled {

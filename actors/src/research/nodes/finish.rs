@@ -180,7 +180,7 @@ pub async fn synthesize_report(
     let mut gaps = s.knowledge_gaps.clone();
     gaps.extend(removed.iter().cloned());
     let cited = citations::cited_ids(&report);
-    let distinct: HashSet<&String> = cited.iter().collect();
+    let distinct: HashSet<&str> = cited.into_iter().collect();
     let mut detail = format!(
         "{} words citing {} note(s); {} open gap(s)",
         text::word_count(&report),

@@ -13,18 +13,23 @@ use crate::research::validate::validate;
 use planwright::{NodeContext, NodeError};
 use std::sync::Arc;
 
+/// The plan in one line: `id (tool, after a+b), …`, written into one string.
 fn summary(plan: &[PlanStep]) -> String {
-    plan.iter()
-        .filter(|s| s.status != StepStatus::Replaced)
-        .map(|s| {
-            if s.depends_on.is_empty() {
-                format!("{} ({})", s.id, s.tool)
-            } else {
-                format!("{} ({}, after {})", s.id, s.tool, s.depends_on.join("+"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut out = String::new();
+    for s in plan.iter().filter(|s| s.status != StepStatus::Replaced) {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(&s.id);
+        out.push_str(" (");
+        out.push_str(&s.tool);
+        for (i, d) in s.depends_on.iter().enumerate() {
+            out.push_str(if i == 0 { ", after " } else { "+" });
+            out.push_str(d);
+        }
+        out.push(')');
+    }
+    out
 }
 
 /// Pending is the only status a new or revised step may have; complete and replaced steps keep
@@ -244,5 +249,32 @@ pub async fn replan(
                 .plan(plan.into()))
         }
         Err(e) => policy_failure("replan", e, &ctx, env.model_attempts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_lists_each_live_step_with_its_tool_and_what_it_waits_for() {
+        let step = |id: &str, tool: &str, after: &[&str], status| PlanStep {
+            id: id.into(),
+            tool: tool.into(),
+            depends_on: after.iter().map(|d| d.to_string()).collect(),
+            status,
+            ..PlanStep::default()
+        };
+        let plan = [
+            step("a", "search", &[], StepStatus::Complete),
+            step("old", "search", &[], StepStatus::Replaced),
+            step("b", "search", &["a"], StepStatus::Pending),
+            step("c", "compare", &["a", "b"], StepStatus::Pending),
+        ];
+        assert_eq!(
+            summary(&plan),
+            "a (search), b (search, after a), c (compare, after a+b)"
+        );
+        assert_eq!(summary(&[]), "");
     }
 }

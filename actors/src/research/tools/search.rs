@@ -76,18 +76,18 @@ pub fn weigh_terms(terms: &[String], corpus: &Corpus) -> Vec<(String, f64)> {
 /// The sentence of `text` with the largest total weight of the terms it mentions (the first on
 /// a tie).
 pub fn best_sentence(text_: &str, terms: &[(String, f64)]) -> String {
-    let mut best: Option<(f64, String)> = None;
+    let mut best: Option<(f64, &str)> = None;
     for s in text::sentences(text_) {
         let score: f64 = terms
             .iter()
-            .filter(|(t, _)| text::has_word_prefix(&s, t))
+            .filter(|(t, _)| text::has_word_prefix(s, t))
             .map(|(_, w)| w)
             .sum();
         if best.as_ref().is_none_or(|(b, _)| score > *b) {
             best = Some((score, s));
         }
     }
-    best.map(|(_, s)| s).unwrap_or_default()
+    best.map(|(_, s)| s.to_string()).unwrap_or_default()
 }
 
 #[cfg(test)]
