@@ -82,7 +82,10 @@ async fn every_sample_goal_ends_as_expected() {
                     .flat_map(|r| r.sources.clone())
                     .collect();
                 for id in planwright_actors::research::citations::cited_ids(&s.final_report) {
-                    assert!(used.iter().any(|u| u == id), "{name}: draft cites unused [{id}]");
+                    assert!(
+                        used.iter().any(|u| u == id),
+                        "{name}: draft cites unused [{id}]"
+                    );
                 }
             } else {
                 assert!(

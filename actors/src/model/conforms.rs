@@ -376,10 +376,10 @@ impl<'de> Visitor<'de> for Key {
 #[cfg(test)]
 mod tests {
     use super::COMPILED_PER_THREAD;
-    use std::sync::Arc;
     use crate::model::schema::{tests::schema, validate};
     use proptest::prelude::*;
     use serde_json::{json, Value};
+    use std::sync::Arc;
 
     /// Each call with a schema of its own: compiled afresh, and pushing the others out of the
     /// thread's cache.

@@ -125,7 +125,7 @@ impl Prepared {
         let sentences: Vec<Sentence> = text::sentences(&note.text)
             .into_iter()
             .map(|s| {
-                let words = sorted_words(tokenize(&s));
+                let words = sorted_words(tokenize(s));
                 Sentence {
                     beginnings: Beginnings::of(&words),
                     words,
