@@ -1,4 +1,4 @@
-//! One conformance suite for every run event log (memory, PostgreSQL, NATS JetStream): events are numbered in
+//! One conformance suite for every run event log (memory, SQLite, PostgreSQL, NATS JetStream): events are numbered in
 //! order without gaps, read from any point, appended only after the seq the writer last saw (a
 //! retried batch that already committed succeeds, anything else is refused), and followers are
 //! woken on appends — on PostgreSQL and NATS across two log instances standing for two replicas
@@ -11,7 +11,7 @@ mod backends;
 
 use planwright::runs::{
     MemoryRunEvents, NatsRunEvents, PostgresRunEvents, PostgresRuns, RunEventLog, RunRecord,
-    RunStore, RunStoreError,
+    RunStore, RunStoreError, SqliteRunEvents, SqliteRuns,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +93,57 @@ async fn memory_log_conforms_and_forgets_the_oldest_runs() {
         "r1 forgotten"
     );
     assert_eq!(log.read("r3", 0, 10).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn sqlite_log_conforms_outlives_its_process_and_goes_with_the_run() {
+    let dir = std::env::temp_dir().join(format!("pw-run-events-{}", backends::unique()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("server.sqlite").display().to_string();
+    let runs = SqliteRuns::open(path.clone()).await.unwrap();
+    for (run, thread) in [("r1", "t1"), ("r2", "t2")] {
+        runs.insert(RunRecord::pending(run, thread, "research", 1))
+            .await
+            .unwrap();
+    }
+    let log = SqliteRunEvents::open(path.clone()).await.unwrap();
+    conformance(&log, "r1").await;
+    // A run without a record has no stream.
+    let e = log
+        .append("r-none", None, 0, batch(&["x"]))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no record"), "{e}");
+    log.append("r2", None, 0, batch(&["metadata"]))
+        .await
+        .unwrap();
+    drop(log);
+    // A new process on the same file: the stream goes on after its last event.
+    let reopened = SqliteRunEvents::open(path.clone()).await.unwrap();
+    assert_eq!(reopened.last_seq("r1").await.unwrap(), 4);
+    assert_eq!(
+        reopened
+            .read("r1", 2, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| (e.seq, e.event.as_str()))
+            .collect::<Vec<_>>(),
+        [(3, "updates"), (4, "end")]
+    );
+    assert_eq!(
+        reopened
+            .append("r1", None, 4, batch(&["values"]))
+            .await
+            .unwrap(),
+        5
+    );
+    // Deleting a run's record takes its events (and only its).
+    assert!(runs.delete("r1").await.unwrap());
+    assert_eq!(reopened.last_seq("r1").await.unwrap(), 0);
+    assert!(reopened.read("r1", 0, 10).await.unwrap().is_empty());
+    assert_eq!(reopened.last_seq("r2").await.unwrap(), 1);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

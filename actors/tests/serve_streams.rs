@@ -1,9 +1,10 @@
-//! Streams that can be rejoined, on one server (SQLite, the in-memory event log): a client that
-//! drops a `runs/stream` connection rejoins with `Last-Event-ID` and gets exactly the events it
-//! missed; a background run asked to be resumable is joined from the start, whole or filtered
-//! by mode; joining a run that does not stream waits for its end; `on_disconnect: "cancel"`
-//! cancels a streamed or waited-for run whose client hangs up. Across replicas (PostgreSQL,
-//! a replica killed mid-stream) in `serve_replicas.rs`.
+//! Streams that can be rejoined, on one server (SQLite, the event log in the same file): a
+//! client that drops a `runs/stream` connection rejoins with `Last-Event-ID` and gets exactly the
+//! events it missed, also after the server was killed and started again; a background run asked
+//! to be resumable is joined from the start, whole or filtered by mode; joining a run that does
+//! not stream waits for its end; `on_disconnect: "cancel"` cancels a streamed or waited-for run
+//! whose client hangs up. Across replicas (PostgreSQL, a replica killed mid-stream) in
+//! `serve_replicas.rs`.
 
 mod serve_support;
 
@@ -47,40 +48,89 @@ async fn a_dropped_stream_is_rejoined_with_last_event_id_and_misses_nothing() {
     let (_s, base) = server().await;
     let t = thread(&base).await;
     let http = reqwest::Client::new();
-    let mut first = SseReader::open(http.post(format!("{base}/threads/{t}/runs/stream")).json(
-        &json!({"assistant_id": "research", "input": {"input": GOAL},
-                          "stream_mode": ["values", "updates"]}),
-    ))
-    .await;
-    let mut seen = Vec::new();
-    while seen.len() < 3 {
-        seen.push(first.next().await.expect("the run streams"));
-    }
-    let run = seen[0].data["run_id"].as_str().unwrap().to_string();
-    drop(first); // the client goes away; the run goes on
+    let (mut seen, run) = first_three_events(&base, &t).await; // then the client goes away
     let mut again = SseReader::open(
         http.get(format!("{base}/threads/{t}/runs/{run}/stream"))
             .header("Last-Event-ID", "3"),
     )
     .await;
     seen.extend(again.rest().await);
-    let ids: Vec<u64> = seen.iter().map(|e| e.id.unwrap()).collect();
-    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
     assert!(seen.iter().any(|e| e.event == "updates"));
+    // Joining the ended run again replays it whole.
+    whole_and_replayed(&base, &t, &run, &seen).await;
+}
+
+/// Starts a streamed research run on thread `t`, reads its first three events and hangs up; the
+/// events, and the run's id. The run goes on.
+async fn first_three_events(base: &str, t: &str) -> (Vec<serve_support::SseEvent>, String) {
+    let mut first = SseReader::open(
+        reqwest::Client::new()
+            .post(format!("{base}/threads/{t}/runs/stream"))
+            .json(
+                &json!({"assistant_id": "research", "input": {"input": GOAL},
+                          "stream_mode": ["values", "updates"]}),
+            ),
+    )
+    .await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(first.next().await.expect("the run streams"));
+    }
+    let run = seen[0].data["run_id"].as_str().unwrap().to_string();
+    (seen, run)
+}
+
+/// `seen` is run `run`'s stream whole — numbered 1, 2, 3, … with no gap, ending with the run's
+/// final values — the run succeeded, and joining it now replays exactly `seen`.
+async fn whole_and_replayed(base: &str, t: &str, run: &str, seen: &[serve_support::SseEvent]) {
+    let ids: Vec<u64> = seen.iter().map(|e| e.id.unwrap()).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "{seen:?}");
     let end = seen.last().unwrap();
-    assert_eq!(end.event, "values");
+    assert_eq!(end.event, "values", "{end:?}");
     assert!(
         matches!(end.data["status"].as_str(), Some("ok" | "needs_review")),
         "{end:?}"
     );
     let (_, rec) = call("GET", &format!("{base}/threads/{t}/runs/{run}"), None).await;
     assert_eq!(rec["status"], "success", "{rec}");
-    // Joining the ended run again replays it whole.
-    let replay = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
-        .await
-        .rest()
-        .await;
+    let replay = SseReader::open(
+        reqwest::Client::new().get(format!("{base}/threads/{t}/runs/{run}/stream")),
+    )
+    .await
+    .rest()
+    .await;
     assert_eq!(replay, seen);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_rejoined_after_the_server_was_killed_and_started_again() {
+    let db = serve_support::fresh_dir("serve-streams-kill").join("s.sqlite");
+    let port = serve_support::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    // Slow enough that the run is still going when the server is killed.
+    let model = "sim:p50=300ms,p99=600ms,seed=3";
+    let server = serve_support::serve(&db, port, model).await;
+    let t = thread(&base).await;
+    let http = reqwest::Client::new();
+    let (mut seen, run) = first_three_events(&base, &t).await;
+    drop(server); // SIGKILL, mid-run
+    let _again = serve_support::serve(&db, port, model).await;
+    let last = seen.last().unwrap().id.unwrap();
+    let mut rejoined = SseReader::open(
+        http.get(format!("{base}/threads/{t}/runs/{run}/stream"))
+            .header("Last-Event-ID", last.to_string()),
+    )
+    .await;
+    seen.extend(rejoined.rest().await);
+    assert_eq!(
+        seen.iter().filter(|e| e.event == "metadata").count(),
+        1,
+        "one stream, not a second one started after the restart"
+    );
+    // The stream went on where the client left it, numbered on from the stored events, and the
+    // stored stream is the one the client saw before the kill and after it (a log kept in memory
+    // would have started again at 1 with the restarted run's own first events).
+    whole_and_replayed(&base, &t, &run, &seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

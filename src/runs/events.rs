@@ -9,10 +9,11 @@
 //! it ([`RunEventLog::append`] with a `writer`), so a replica presumed dead cannot add to the
 //! stream of a run another replica took over.
 //!
-//! Backends: [`MemoryRunEvents`] (one process: memory and SQLite servers) and
-//! `PostgresRunEvents` (feature `postgres`: a table beside the run records, `LISTEN/NOTIFY` to
-//! wake followers on every replica). Both are held to one conformance suite
-//! (`tests/run_event_log.rs`).
+//! Backends: [`MemoryRunEvents`] (one process, forgotten on restart: `memory:` servers),
+//! `SqliteRunEvents` (feature `sqlite`: a table beside the run records, so a SQLite server's
+//! streams outlive a restart), `PostgresRunEvents` (feature `postgres`: a table beside the run
+//! records, `LISTEN/NOTIFY` to wake followers on every replica) and `NatsRunEvents` (feature
+//! `nats`: JetStream). All are held to one conformance suite (`tests/run_event_log.rs`).
 
 use super::RunStoreError;
 use async_trait::async_trait;

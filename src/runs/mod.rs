@@ -33,6 +33,8 @@ mod record;
 mod retention;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_events;
 mod url;
 
 pub use events::{MemoryRunEvents, RunEventLog, StreamEvent};
@@ -47,6 +49,8 @@ pub use record::{RunChange, RunRecord, RunRecordStatus};
 pub use retention::{spawn_sweeper, sweep, SweeperHandle};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRuns;
+#[cfg(feature = "sqlite")]
+pub use sqlite_events::SqliteRunEvents;
 pub use url::{connect, connect_events};
 
 use async_trait::async_trait;

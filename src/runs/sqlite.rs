@@ -1,7 +1,9 @@
 //! Run records in SQLite: one table, `planwright_runs`, beside the checkpoints (or in its own
 //! file). Every call runs on tokio's blocking pool, so a file lock held by another process never
 //! stalls a worker thread. Pending and running records have a partial index of their own, so a
-//! starting server reads only them.
+//! starting server reads only them. The runs' stream events (`planwright_run_events`, see
+//! [`super::SqliteRunEvents`]) are created with them and deleted with them (a trigger: deleting,
+//! sweeping or dropping a thread's records takes their events too).
 
 use super::{RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
 use crate::ids::CheckpointId;
@@ -29,6 +31,18 @@ CREATE TABLE IF NOT EXISTS planwright_runs (
 CREATE INDEX IF NOT EXISTS planwright_runs_thread ON planwright_runs (thread_id, seq);
 CREATE INDEX IF NOT EXISTS planwright_runs_unfinished ON planwright_runs (seq)
     WHERE status IN ('pending', 'running');
+CREATE TABLE IF NOT EXISTS planwright_run_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS planwright_run_events_go_with_their_run
+    AFTER DELETE ON planwright_runs
+    BEGIN
+        DELETE FROM planwright_run_events WHERE run_id = OLD.run_id;
+    END;
 ";
 
 /// The columns every query reads, in [`record`]'s order.
@@ -41,7 +55,7 @@ pub struct SqliteRuns {
     conn: Arc<Mutex<Connection>>,
 }
 
-fn be(op: &'static str) -> impl Fn(rusqlite::Error) -> RunStoreError {
+pub(super) fn be(op: &'static str) -> impl Fn(rusqlite::Error) -> RunStoreError {
     move |e| RunStoreError::backend(op, e)
 }
 
@@ -59,7 +73,7 @@ impl SqliteRuns {
         })
     }
 
-    async fn with<T: Send + 'static>(
+    pub(super) async fn with<T: Send + 'static>(
         &self,
         op: &'static str,
         f: impl FnOnce(&mut Connection) -> Result<T, RunStoreError> + Send + 'static,

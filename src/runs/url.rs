@@ -28,8 +28,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn RunStore>, RunStoreError> {
 
 /// Opens the run event log at `url` for a server whose run records are `runs`: `nats://…`
 /// (NATS JetStream; appends checked against the leases in `runs`), `postgres://…` (a table
-/// beside the run records, so every replica follows every run), or in memory for a server of
-/// one process (`memory:`, `sqlite:PATH`).
+/// beside the run records, so every replica follows every run), `sqlite:PATH` (a table beside
+/// the run records: streams outlive a restart), or in memory (`memory:`).
 pub async fn connect_events(
     url: &str,
     runs: Arc<dyn RunStore>,
@@ -53,6 +53,10 @@ pub async fn connect_events(
     match crate::checkpoint::backend(url).map_err(bad)? {
         #[cfg(feature = "postgres")]
         Backend::Postgres(url) => Ok(Arc::new(super::PostgresRunEvents::connect(url).await?)),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite { path, .. } => Ok(Arc::new(
+            super::SqliteRunEvents::open(path.to_string()).await?,
+        )),
         _ => Ok(Arc::new(MemoryRunEvents::default())),
     }
 }
