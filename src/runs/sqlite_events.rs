@@ -6,6 +6,11 @@
 //!
 //! An append is one `IMMEDIATE` transaction: it checks the run has a record, numbers the events
 //! after the run's last one (or finds the same batch already stored: a retry) and inserts them.
+//! The log's connection commits with `synchronous=NORMAL`, as the checkpointer does: a commit is
+//! not `fsync`ed until the WAL is folded back, so a power cut (not a crash of the process) can lose
+//! the last events together with the last checkpoints. With `FULL` every append waited for an
+//! `fsync` (0.91 ms an append on the development machine against 0.044 ms), and a server
+//! streaming many runs queued behind them.
 //! Followers in this process are woken at once; a follower in another process on the same file
 //! finds the events when it next reads (followers re-read every second). SQLite keeps no leases
 //! (one server process owns the file), so a `writer` is not checked, as in the memory log.
@@ -23,10 +28,17 @@ pub struct SqliteRunEvents {
 }
 
 impl SqliteRunEvents {
-    /// Opens (or creates) the run records' and events' tables in the SQLite file at `path`.
+    /// Opens (or creates) the run records' and events' tables in the SQLite file at `path`, on a
+    /// connection of its own that commits with `synchronous=NORMAL` (see the module docs).
     pub async fn open(path: String) -> Result<Self, RunStoreError> {
+        let runs = SqliteRuns::open(path).await?;
+        runs.with("open", |c| {
+            c.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(be("open"))
+        })
+        .await?;
         Ok(Self {
-            runs: SqliteRuns::open(path).await?,
+            runs,
             watchers: Watchers::default(),
         })
     }
