@@ -474,6 +474,23 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// The thread's newest checkpoint id, or `None` if the thread has none.
     async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError>;
 
+    /// The thread's head checkpoint and the writes saved for the superstep running from it
+    /// ([`Checkpointer::get_writes`]), or `None` if the thread has none: what resuming a paused
+    /// thread reads. A backend that can reads both in one call and one consistent read (SQLite);
+    /// the default asks [`Checkpointer::head`], [`Checkpointer::get`] and
+    /// [`Checkpointer::get_writes`] in turn.
+    async fn head_with_writes(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointRecord, Vec<TaskWrite>)>, CheckpointError> {
+        let Some(id) = self.head(thread).await? else {
+            return Ok(None);
+        };
+        let head = self.get(thread, id).await?;
+        let writes = self.get_writes(thread, id).await?;
+        Ok(Some((head, writes)))
+    }
+
     /// One checkpoint.
     async fn get(
         &self,

@@ -323,7 +323,12 @@ pub(crate) async fn load<S: State>(
     }
     let head = chain.last().unwrap_or(first);
     saved.head_identity = Some(HeadIdentity::of(head));
-    let fingerprint = position_at(cp, graph, thread, head, at.is_none(), &mut saved).await?;
+    let writes = if at.is_none() {
+        WritesAt::Fetch
+    } else {
+        WritesAt::Ignore
+    };
+    let fingerprint = position_at(cp, graph, thread, head, writes, &mut saved).await?;
     Ok(Some(Loaded { saved, fingerprint }))
 }
 
@@ -336,15 +341,11 @@ pub(crate) async fn reload_kept<S: State>(
     thread: &ThreadId,
     kept: Kept<S>,
 ) -> Result<Option<Loaded<S>>, RunError> {
-    if cp.head(thread).await? != Some(kept.head.id) {
+    // The head and its writes in one read: what the resume needs besides the kept state.
+    let Some((head, writes)) = cp.head_with_writes(thread).await? else {
         return Ok(None);
-    }
-    let head = match cp.get(thread, kept.head.id).await {
-        Ok(rec) => rec,
-        Err(crate::checkpoint::CheckpointError::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
     };
-    if HeadIdentity::of(&head) != kept.head {
+    if head.id != kept.head.id || HeadIdentity::of(&head) != kept.head {
         return Ok(None);
     }
     let mut saved = SavedThread::<S>::new();
@@ -353,20 +354,30 @@ pub(crate) async fn reload_kept<S: State>(
     saved.delta_bytes_since_snapshot = kept.delta_bytes_since_snapshot;
     saved.snapshot_bytes = kept.snapshot_bytes;
     saved.head_identity = Some(kept.head); // just compared equal: not hashed again
-    let fingerprint = position_at(cp, graph, thread, &head, true, &mut saved).await?;
+    let fingerprint =
+        position_at(cp, graph, thread, &head, WritesAt::Read(writes), &mut saved).await?;
     Ok(Some(Loaded { saved, fingerprint }))
 }
 
+/// Which task writes [`position_at`] takes into account.
+pub(crate) enum WritesAt {
+    /// None: a load of an older checkpoint ignores the writes of the superstep that ran from it.
+    Ignore,
+    /// The head's, read from storage when it has pending tasks.
+    Fetch,
+    /// The head's, already read with it ([`Checkpointer::head_with_writes`]).
+    Read(Vec<crate::checkpoint::TaskWrite>),
+}
+
 /// The part of a thread's position its head checkpoint and the writes saved at it give: head,
-/// step, pause, pending tasks and what they already did (the writes only `with_writes`: a load of
-/// an older checkpoint ignores the writes of the superstep that ran from it). Returns the graph
+/// step, pause, pending tasks and what they already did (see [`WritesAt`]). Returns the graph
 /// fingerprint the head was written with.
 pub(crate) async fn position_at<S: State>(
     cp: &dyn Checkpointer,
     graph: &CompiledGraph<S>,
     thread: &ThreadId,
     head: &crate::checkpoint::CheckpointRecord,
-    with_writes: bool,
+    writes: WritesAt,
     saved: &mut SavedThread<S>,
 ) -> Result<String, RunError> {
     saved.head = Some(head.id);
@@ -415,61 +426,60 @@ pub(crate) async fn position_at<S: State>(
         saved.writes = vec![None; tasks.len()];
         let mut answers: Vec<std::collections::BTreeMap<usize, serde_json::Value>> =
             vec![Default::default(); tasks.len()];
-        if with_writes && !tasks.is_empty() {
-            for w in cp.get_writes(thread, head.id).await? {
-                let Some(i) = task_index(&tasks, w.task) else {
-                    continue;
-                };
-                match w.kind {
-                    WriteKind::Update => {
-                        let json = body_codec::decode(&w.payload).map_err(|e| {
-                            corrupt(thread, format!("write of task {}: {e}", w.task))
-                        })?;
-                        let u = serde_json::from_slice(&json).map_err(|e| {
-                            corrupt(thread, format!("write of task {}: {e}", w.task))
-                        })?;
-                        saved.writes[i] = Some(SavedWrite::Done(u));
-                    }
-                    WriteKind::Interrupt => {
-                        if !matches!(saved.writes[i], Some(SavedWrite::Done(_))) {
-                            let int = serde_json::from_slice(&w.payload).map_err(|e| {
-                                corrupt(thread, format!("interrupt of task {}: {e}", w.task))
-                            })?;
-                            saved.writes[i] = Some(SavedWrite::Interrupted(int));
-                        }
-                    }
-                    WriteKind::Resume => {
-                        let at = match w.key.as_str() {
-                            "" => 0,
-                            k => k.parse::<usize>().map_err(|_| {
-                                corrupt(thread, format!("resume of task {}: key `{k}`", w.task))
-                            })?,
-                        };
-                        let v = serde_json::from_slice(&w.payload).map_err(|e| {
-                            corrupt(thread, format!("resume of task {}: {e}", w.task))
-                        })?;
-                        answers[i].insert(at, v);
-                    }
-                    WriteKind::Memo => {
-                        let v = serde_json::from_slice(&w.payload).map_err(|e| {
-                            corrupt(thread, format!("memo of task {}: {e}", w.task))
-                        })?;
-                        if saved.memos.len() < tasks.len() {
-                            saved.memos.resize(tasks.len(), Default::default());
-                        }
-                        saved.memos[i].insert(w.key, v);
-                    }
-                    WriteKind::Goto => {
-                        let goto = serde_json::from_slice(&w.payload).map_err(|e| {
-                            corrupt(thread, format!("goto of task {}: {e}", w.task))
-                        })?;
-                        if saved.gotos.len() < tasks.len() {
-                            saved.gotos.resize(tasks.len(), None);
-                        }
-                        saved.gotos[i] = Some(goto);
-                    }
-                    WriteKind::Error => {}
+        let writes = match writes {
+            _ if tasks.is_empty() => Vec::new(),
+            WritesAt::Ignore => Vec::new(),
+            WritesAt::Fetch => cp.get_writes(thread, head.id).await?,
+            WritesAt::Read(writes) => writes,
+        };
+        for w in writes {
+            let Some(i) = task_index(&tasks, w.task) else {
+                continue;
+            };
+            match w.kind {
+                WriteKind::Update => {
+                    let json = body_codec::decode(&w.payload)
+                        .map_err(|e| corrupt(thread, format!("write of task {}: {e}", w.task)))?;
+                    let u = serde_json::from_slice(&json)
+                        .map_err(|e| corrupt(thread, format!("write of task {}: {e}", w.task)))?;
+                    saved.writes[i] = Some(SavedWrite::Done(u));
                 }
+                WriteKind::Interrupt => {
+                    if !matches!(saved.writes[i], Some(SavedWrite::Done(_))) {
+                        let int = serde_json::from_slice(&w.payload).map_err(|e| {
+                            corrupt(thread, format!("interrupt of task {}: {e}", w.task))
+                        })?;
+                        saved.writes[i] = Some(SavedWrite::Interrupted(int));
+                    }
+                }
+                WriteKind::Resume => {
+                    let at = match w.key.as_str() {
+                        "" => 0,
+                        k => k.parse::<usize>().map_err(|_| {
+                            corrupt(thread, format!("resume of task {}: key `{k}`", w.task))
+                        })?,
+                    };
+                    let v = serde_json::from_slice(&w.payload)
+                        .map_err(|e| corrupt(thread, format!("resume of task {}: {e}", w.task)))?;
+                    answers[i].insert(at, v);
+                }
+                WriteKind::Memo => {
+                    let v = serde_json::from_slice(&w.payload)
+                        .map_err(|e| corrupt(thread, format!("memo of task {}: {e}", w.task)))?;
+                    if saved.memos.len() < tasks.len() {
+                        saved.memos.resize(tasks.len(), Default::default());
+                    }
+                    saved.memos[i].insert(w.key, v);
+                }
+                WriteKind::Goto => {
+                    let goto = serde_json::from_slice(&w.payload)
+                        .map_err(|e| corrupt(thread, format!("goto of task {}: {e}", w.task)))?;
+                    if saved.gotos.len() < tasks.len() {
+                        saved.gotos.resize(tasks.len(), None);
+                    }
+                    saved.gotos[i] = Some(goto);
+                }
+                WriteKind::Error => {}
             }
         }
         // Answers in call order, with no gap (a gap is a lost answer: an error, not a skip).

@@ -57,6 +57,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     chains_and_get(&*cp, prefix).await;
     writes_are_idempotent_and_ordered(&*cp, prefix).await;
     writes_in_batches(&*cp, prefix).await;
+    head_with_writes(&*cp, prefix).await;
     mixed_batches(&*cp, prefix).await;
     listing(&*cp, prefix).await;
     metadata_delete_and_prune(&*cp, prefix).await;
@@ -70,6 +71,39 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     cp.ping()
         .await
         .expect("a healthy backend answers its probe");
+}
+
+/// `head_with_writes`: the head record and the writes saved at it (not an older checkpoint's),
+/// the same as `get` and `get_writes` give; none for a thread without checkpoints.
+async fn head_with_writes(cp: &dyn Checkpointer, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/head-writes"));
+    assert!(cp.head_with_writes(&t).await.unwrap().is_none());
+    cp.put(rec(&t, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    let (head, writes) = cp.head_with_writes(&t).await.unwrap().unwrap();
+    assert_eq!((head.id, writes.len()), (CheckpointId(1), 0));
+    cp.put_writes(
+        &t,
+        CheckpointId(1),
+        vec![write(1, 0, WriteKind::Update, "", "at1")],
+    )
+    .await
+    .unwrap();
+    cp.put(rec(&t, 2, Some(1), BodyKind::Delta, "[2]"))
+        .await
+        .unwrap();
+    let at2 = vec![
+        write(2, 0, WriteKind::Update, "", "a"),
+        write(2, 1, WriteKind::Interrupt, "", "b"),
+    ];
+    cp.put_writes(&t, CheckpointId(2), at2.clone())
+        .await
+        .unwrap();
+    let (head, writes) = cp.head_with_writes(&t).await.unwrap().unwrap();
+    assert_eq!(head, cp.get(&t, CheckpointId(2)).await.unwrap());
+    assert_eq!(writes, cp.get_writes(&t, CheckpointId(2)).await.unwrap());
+    assert_eq!(writes, at2);
 }
 
 /// A record like [`rec`] created at `created_at_ms`.

@@ -330,6 +330,23 @@ macro_rules! by_thread {
 /// write touches one table besides the numbers, and those only on a thread's first write.
 const HEAD_SQL: &str = concat!("SELECT MAX(id) FROM checkpoints WHERE ", by_thread!());
 
+/// The columns [`record_from_row`] reads, in its order (a literal, for `concat!`;
+/// [`RECORD_COLUMNS`] for `format!`).
+macro_rules! record_columns {
+    () => {
+        "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum"
+    };
+}
+
+/// A thread's head record (`?1` is the thread's id): the key index's last entry for the thread.
+const HEAD_RECORD_SQL: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM checkpoints WHERE ",
+    by_thread!(),
+    " ORDER BY id DESC LIMIT 1"
+);
+
 /// [`HEAD_SQL`] for a thread whose number is known (`?1`).
 const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
 
@@ -337,7 +354,7 @@ const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = 
 /// `(thread_no, id)`, see [`numbers::thread_no`].
 const BY_THREAD: &str = by_thread!();
 
-const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
+const RECORD_COLUMNS: &str = record_columns!();
 
 fn record_from_row(
     thread: &ThreadId,
@@ -365,6 +382,40 @@ fn record_from_row(
         &ChecksumInput::of(&r, &meta),
     )?;
     Ok(r)
+}
+
+/// The writes saved at checkpoint `cp` of `thread`, ordered by task then key.
+fn writes_at(
+    conn: &Connection,
+    thread: &ThreadId,
+    cp: i64,
+) -> Result<Vec<TaskWrite>, CheckpointError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT task_step, task_index, node, kind, key, payload FROM writes
+             WHERE ",
+            by_thread!(),
+            " AND checkpoint = ?2
+             ORDER BY task_step, task_index, key, kind"
+        ))
+        .map_err(be)?;
+    let mut rows = stmt.query(params![thread.as_str(), cp]).map_err(be)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(be)? {
+        let step: i64 = row.get(0).map_err(be)?;
+        let kind: String = row.get(3).map_err(be)?;
+        out.push(TaskWrite {
+            task: TaskId {
+                step: step as u64,
+                index: row.get(1).map_err(be)?,
+            },
+            node: row.get(2).map_err(be)?,
+            kind: parse_write_kind(thread, &kind)?,
+            key: row.get(4).map_err(be)?,
+            payload: row.get(5).map_err(be)?,
+        });
+    }
+    Ok(out)
 }
 
 fn query_records(
@@ -493,33 +544,24 @@ impl Checkpointer for SqliteCheckpointer {
     ) -> Result<Vec<TaskWrite>, CheckpointError> {
         let thread = thread.clone();
         let cp = id_to_sql(checkpoint)?;
+        self.call(move |c| writes_at(c, &thread, cp)).await
+    }
+
+    async fn head_with_writes(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointRecord, Vec<TaskWrite>)>, CheckpointError> {
+        let thread = thread.clone();
         self.call(move |c| {
-            let mut stmt = c
-                .prepare_cached(concat!(
-                    "SELECT task_step, task_index, node, kind, key, payload FROM writes
-                     WHERE ",
-                    by_thread!(),
-                    " AND checkpoint = ?2
-                     ORDER BY task_step, task_index, key, kind"
-                ))
-                .map_err(be)?;
-            let mut rows = stmt.query(params![thread.as_str(), cp]).map_err(be)?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next().map_err(be)? {
-                let step: i64 = row.get(0).map_err(be)?;
-                let kind: String = row.get(3).map_err(be)?;
-                out.push(TaskWrite {
-                    task: TaskId {
-                        step: step as u64,
-                        index: row.get(1).map_err(be)?,
-                    },
-                    node: row.get(2).map_err(be)?,
-                    kind: parse_write_kind(&thread, &kind)?,
-                    key: row.get(4).map_err(be)?,
-                    payload: row.get(5).map_err(be)?,
-                });
-            }
-            Ok(out)
+            // One read transaction: no write lands between the head and its writes.
+            let tx = c.transaction().map_err(be)?;
+            let Some(head) = query_records(&tx, &thread, HEAD_RECORD_SQL, [thread.as_str()])?.pop()
+            else {
+                return Ok(None);
+            };
+            let writes = writes_at(&tx, &thread, id_to_sql(head.id)?)?;
+            tx.commit().map_err(be)?;
+            Ok(Some((head, writes)))
         })
         .await
     }
