@@ -70,7 +70,7 @@ async fn happy_path_a_valid_plan_runs_every_step_and_ends_ok_with_a_report() {
 async fn an_invalid_plan_is_repaired_then_runs() {
     let mut broken = valid_plan();
     broken[1].tool = String::new(); // missing field
-    broken[2].acceptance_criteria.clear(); // no criteria
+    broken[2].acceptance_criteria = Arc::default(); // no criteria
     let policy = ScriptedPolicy::new().plan(broken).repair(valid_plan());
     let out = run(
         policy,

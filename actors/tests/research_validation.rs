@@ -4,6 +4,7 @@
 use planwright_actors::research::constraints::Constraints;
 use planwright_actors::research::state::{Criterion, PlanStep, StepParams, StepStatus};
 use planwright_actors::research::validate::{validate, PlanProblem};
+use std::sync::Arc;
 
 fn step(id: &str, tool: &str, deps: &[&str]) -> PlanStep {
     PlanStep {
@@ -11,12 +12,12 @@ fn step(id: &str, tool: &str, deps: &[&str]) -> PlanStep {
         description: format!("do {id}"),
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         tool: tool.into(),
-        params: StepParams {
+        params: Arc::new(StepParams {
             query: Some("q".into()),
             dimensions: vec!["cost".into()],
             ..StepParams::default()
-        },
-        acceptance_criteria: vec![Criterion::MinSources(1)],
+        }),
+        acceptance_criteria: vec![Criterion::MinSources(1)].into(),
         ..PlanStep::default()
     }
 }
@@ -47,7 +48,7 @@ fn each_problem_is_named() {
             ..step("x", "search", &[])
         },
         PlanStep {
-            acceptance_criteria: vec![],
+            acceptance_criteria: Default::default(),
             ..step("e", "search", &[])
         },
     ];
@@ -78,7 +79,7 @@ fn tools_outside_allowed_tools_and_missing_params_are_named() {
     let e = errors(&[s.clone()], &c);
     assert_eq!(e, ["s: unsupported tool `summarize` (allowed: search)"]);
     s.tool = "search".into();
-    s.params.query = None;
+    Arc::make_mut(&mut s.params).query = None;
     assert_eq!(
         errors(&[s], &Constraints::default()),
         ["s: tool `search` needs `params.query`"]

@@ -64,7 +64,9 @@ pub struct StepParams {
     pub max_sentences: Option<u32>,
 }
 
-/// One step of a plan.
+/// One step of a plan. Its parameters and criteria are shared (`Arc`, the same JSON): a plan is
+/// copied whenever a node marks a step's status (`assess_progress` copies every step of it), and
+/// copying them was most of what copying a step cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlanStep {
@@ -76,10 +78,10 @@ pub struct PlanStep {
     pub depends_on: Vec<String>,
     /// The local tool it runs (see `tools::CATALOG`).
     pub tool: String,
-    /// The tool's parameters.
-    pub params: StepParams,
-    /// Deterministic checks of the step's result.
-    pub acceptance_criteria: Vec<Criterion>,
+    /// The tool's parameters (`Arc::make_mut` to change one).
+    pub params: Arc<StepParams>,
+    /// Deterministic checks of the step's result (`Arc::make_mut` to change them).
+    pub acceptance_criteria: Arc<Vec<Criterion>>,
     /// An optional step may fail without blocking the brief (its gap is still reported).
     pub optional: bool,
     /// Where it stands.

@@ -125,11 +125,11 @@ pub fn search(id: &str, query: &str, deps: &[&str], criteria: Vec<Criterion>) ->
         description: format!("search {query}"),
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         tool: "search".into(),
-        params: StepParams {
+        params: Arc::new(StepParams {
             query: Some(query.into()),
             ..StepParams::default()
-        },
-        acceptance_criteria: criteria,
+        }),
+        acceptance_criteria: criteria.into(),
         ..PlanStep::default()
     }
 }
@@ -140,7 +140,7 @@ pub fn summarize(id: &str, deps: &[&str]) -> PlanStep {
         description: "summarize".into(),
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         tool: "summarize".into(),
-        acceptance_criteria: vec![Criterion::MinSources(1)],
+        acceptance_criteria: vec![Criterion::MinSources(1)].into(),
         ..PlanStep::default()
     }
 }

@@ -22,6 +22,7 @@ use crate::research::notes::Note;
 use crate::research::state::{Criterion, PlanStep, StepParams, StepStatus};
 use crate::research::text;
 use crate::tools::bm25;
+use std::sync::Arc;
 
 /// The section name of a search step without a topic of its own.
 pub const OVERVIEW: &str = "overview";
@@ -149,13 +150,13 @@ pub fn search_step(id: String, section: &str, topic: &[String], min_sources: u32
         },
         depends_on: Vec::new(),
         tool: "search".into(),
-        params: StepParams {
+        params: Arc::new(StepParams {
             aspect: (!overview).then(|| section.to_string()),
             query: Some(query),
             require_any: topic.to_vec(),
             ..StepParams::default()
-        },
-        acceptance_criteria: criteria,
+        }),
+        acceptance_criteria: criteria.into(),
         optional: false,
         status: StepStatus::Pending,
     }
@@ -187,11 +188,11 @@ pub fn draft_plan(req: &PlanRequest) -> Vec<PlanStep> {
             description: format!("Compare the findings along {}", dimensions.join(", ")),
             depends_on: searches.clone(),
             tool: "compare".into(),
-            params: StepParams {
+            params: Arc::new(StepParams {
                 dimensions: dimensions.clone(),
                 ..StepParams::default()
-            },
-            acceptance_criteria: vec![Criterion::Covers(dimensions)],
+            }),
+            acceptance_criteria: vec![Criterion::Covers(dimensions)].into(),
             optional: false,
             status: StepStatus::Pending,
         });
@@ -203,8 +204,8 @@ pub fn draft_plan(req: &PlanRequest) -> Vec<PlanStep> {
             description: "Summarize the most relevant findings".into(),
             depends_on: last,
             tool: "summarize".into(),
-            params: StepParams::default(),
-            acceptance_criteria: vec![Criterion::MinSources(c.min_sources.min(2))],
+            params: Default::default(),
+            acceptance_criteria: vec![Criterion::MinSources(c.min_sources.min(2))].into(),
             optional: false,
             status: StepStatus::Pending,
         });

@@ -13,6 +13,7 @@ use super::{PlanRequest, RepairRequest};
 use crate::research::state::{Criterion, PlanStep, StepStatus};
 use crate::research::validate::{allowed_tools, find_cycle};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 fn pending(s: &PlanStep) -> bool {
     s.status == StepStatus::Pending
@@ -77,14 +78,14 @@ fn repair_steps(mut plan: Vec<PlanStep>, req: &RepairRequest) -> Vec<PlanStep> {
                 .as_deref()
                 .is_none_or(|q| q.trim().is_empty())
         {
-            s.params.query = Some(if s.description.trim().is_empty() {
+            Arc::make_mut(&mut s.params).query = Some(if s.description.trim().is_empty() {
                 topic.join(" ")
             } else {
                 s.description.clone()
             });
         }
         if s.tool == "compare" && s.params.dimensions.is_empty() {
-            s.params.dimensions = if c.dimensions.is_empty() {
+            Arc::make_mut(&mut s.params).dimensions = if c.dimensions.is_empty() {
                 c.required_sections.clone()
             } else {
                 c.dimensions.clone()
@@ -107,11 +108,11 @@ fn repair_steps(mut plan: Vec<PlanStep>, req: &RepairRequest) -> Vec<PlanStep> {
             };
         }
         if s.acceptance_criteria.is_empty() {
-            s.acceptance_criteria = match s.tool.as_str() {
+            s.acceptance_criteria = Arc::new(match s.tool.as_str() {
                 "search" => vec![Criterion::MinSources(c.min_sources)],
                 "compare" => vec![Criterion::Covers(s.params.dimensions.clone())],
                 _ => vec![Criterion::MinSources(1)],
-            };
+            });
         }
     }
     // Unknown dependencies.
@@ -142,7 +143,7 @@ fn repair_steps(mut plan: Vec<PlanStep>, req: &RepairRequest) -> Vec<PlanStep> {
                 Some(tool) => {
                     let s = &mut plan[i];
                     s.tool = tool.into();
-                    s.acceptance_criteria = vec![Criterion::MinSources(1)];
+                    s.acceptance_criteria = vec![Criterion::MinSources(1)].into();
                     s.description = format!("{} (with {tool})", s.description);
                 }
                 None => {
@@ -219,23 +220,24 @@ fn merge_searches(plan: &mut Vec<PlanStep>, into: usize, from: usize) {
             words.push(w);
         }
     }
-    dst.params.query = Some(words.join(" "));
-    dst.params.aspect = match (dst.params.aspect.take(), src.params.aspect) {
+    let params = Arc::make_mut(&mut dst.params);
+    params.query = Some(words.join(" "));
+    params.aspect = match (params.aspect.take(), src.params.aspect.clone()) {
         (Some(a), Some(b)) => Some(format!("{a}|{b}")),
         (a, b) => a.or(b),
     };
-    for t in src.params.require_any {
-        if !dst.params.require_any.contains(&t) {
-            dst.params.require_any.push(t);
+    for t in &src.params.require_any {
+        if !params.require_any.contains(t) {
+            params.require_any.push(t.clone());
         }
     }
-    dst.params.limit = Some((dst.params.limit.unwrap_or(3) + src.params.limit.unwrap_or(3)).min(8));
+    params.limit = Some((params.limit.unwrap_or(3) + src.params.limit.unwrap_or(3)).min(8));
     let mut covers: Vec<String> = Vec::new();
     let mut min = 0;
     for c in dst
         .acceptance_criteria
         .iter()
-        .chain(&src.acceptance_criteria)
+        .chain(src.acceptance_criteria.iter())
     {
         match c {
             Criterion::Covers(t) => {
@@ -248,10 +250,11 @@ fn merge_searches(plan: &mut Vec<PlanStep>, into: usize, from: usize) {
             Criterion::MinSources(n) => min = min.max(*n),
         }
     }
-    dst.acceptance_criteria = vec![Criterion::MinSources(min.max(1))];
+    let mut criteria = vec![Criterion::MinSources(min.max(1))];
     if !covers.is_empty() {
-        dst.acceptance_criteria.push(Criterion::Covers(covers));
+        criteria.push(Criterion::Covers(covers));
     }
+    dst.acceptance_criteria = criteria.into();
     dst.description = format!("{}; and {}", dst.description, src.description);
     let into_id = dst.id.clone();
     plan.remove(from);

@@ -13,6 +13,7 @@ use crate::research::lexicon::synonyms;
 use crate::research::state::{Criterion, PlanStep, StepStatus};
 use crate::research::text;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The id a replacement of `id` gets in replan `n`.
 fn replacement_id(id: &str, n: u32, plan: &[PlanStep]) -> String {
@@ -70,13 +71,15 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
                     widened_terms.insert(text::primary(s).to_string(), widened);
                 }
                 words.extend(topic.iter().take(2).cloned());
+                let params = Arc::make_mut(&mut new.params);
                 if step.params.aspect.is_some() {
                     let widened: Vec<String> = section.iter().map(|s| widen(s)).collect();
-                    new.params.aspect = Some(widened.join("|"));
+                    params.aspect = Some(widened.join("|"));
                 }
-                new.params.query = Some(words.join(" "));
-                new.params.limit = Some(step.params.limit.unwrap_or(3) + 2);
-                new.acceptance_criteria = widen_criteria(&step.acceptance_criteria, &widened_terms);
+                params.query = Some(words.join(" "));
+                params.limit = Some(step.params.limit.unwrap_or(3) + 2);
+                new.acceptance_criteria =
+                    widen_criteria(&step.acceptance_criteria, &widened_terms).into();
                 new.description = format!(
                     "{} (broadened)",
                     step.description.trim_end_matches(" (broadened)")
@@ -106,15 +109,16 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
                     let names: Vec<&str> = missing.iter().map(|m| text::primary(m)).collect();
                     let mut search = search_step(gap_id.clone(), &names.join(" "), &topic, 1);
                     search.acceptance_criteria =
-                        vec![Criterion::MinSources(1), Criterion::Covers(widened.clone())];
+                        vec![Criterion::MinSources(1), Criterion::Covers(widened.clone())].into();
                     let mut words: Vec<String> = widened
                         .iter()
                         .flat_map(|w| w.split('|').map(str::to_string))
                         .collect();
                     words.extend(topic.iter().take(2).cloned());
-                    search.params.aspect = Some(widened.join("|"));
-                    search.params.query = Some(words.join(" "));
-                    search.params.limit = Some(5);
+                    let params = Arc::make_mut(&mut search.params);
+                    params.aspect = Some(widened.join("|"));
+                    params.query = Some(words.join(" "));
+                    params.limit = Some(5);
                     search.description = format!(
                         "Find notes on {} (gap found by comparison)",
                         names.join(", ")
@@ -140,13 +144,13 @@ pub fn revise_plan(req: &ReplanRequest) -> Vec<PlanStep> {
             }
             // Pending comparisons look for a widened section under its related words too.
             if step.tool == "compare" {
-                for dim in step.params.dimensions.iter_mut() {
+                for dim in Arc::make_mut(&mut step.params).dimensions.iter_mut() {
                     if let Some(w) = widened_terms.get(text::primary(dim)) {
                         *dim = w.clone();
                     }
                 }
                 step.acceptance_criteria =
-                    widen_criteria(&step.acceptance_criteria, &widened_terms);
+                    widen_criteria(&step.acceptance_criteria, &widened_terms).into();
             }
         }
     }
