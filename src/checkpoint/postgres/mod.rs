@@ -216,6 +216,31 @@ const SCHEME: ChecksumScheme = ChecksumScheme::Sha256;
 
 const RECORD_COLUMNS: &str = "id, parent, fingerprint, kind, body, next_tasks, metadata, checksum";
 
+/// The writes saved at checkpoint `$2` of thread `$1`, ordered by task then key.
+const WRITES_AT_SQL: &str =
+    "SELECT task_step, task_index, node, kind, key, payload FROM planwright_writes
+     WHERE thread_id = $1 AND checkpoint = $2
+     ORDER BY task_step, task_index, key, kind";
+
+/// A row of [`WRITES_AT_SQL`] as a task write.
+fn write_from_row(
+    thread: &ThreadId,
+    row: &tokio_postgres::Row,
+) -> Result<TaskWrite, CheckpointError> {
+    let step: i64 = row.get(0);
+    let index: i64 = row.get(1);
+    Ok(TaskWrite {
+        task: TaskId {
+            step: step as u64,
+            index: index as u32,
+        },
+        node: row.get(2),
+        kind: parse_write_kind(thread, row.get(3))?,
+        key: row.get(4),
+        payload: row.get(5),
+    })
+}
+
 /// A stored checkpoint, its checksum verified.
 fn record_from_row(thread: &ThreadId, row: &Row) -> Result<CheckpointRecord, CheckpointError> {
     let parent: Option<i64> = row.get(1);
@@ -488,31 +513,44 @@ impl Checkpointer for PostgresCheckpointer {
                 Ok(pool
                     .get()
                     .await?
-                    .query(
-                        "SELECT task_step, task_index, node, kind, key, payload FROM planwright_writes
-                         WHERE thread_id = $1 AND checkpoint = $2
-                         ORDER BY task_step, task_index, key, kind",
-                        &[&thread.as_str(), &cp],
-                    )
+                    .query(WRITES_AT_SQL, &[&thread.as_str(), &cp])
                     .await?)
             })
             .await?;
-        rows.iter()
-            .map(|row| {
-                let step: i64 = row.get(0);
-                let index: i64 = row.get(1);
-                Ok(TaskWrite {
-                    task: TaskId {
-                        step: step as u64,
-                        index: index as u32,
-                    },
-                    node: row.get(2),
-                    kind: parse_write_kind(thread, row.get(3))?,
-                    key: row.get(4),
-                    payload: row.get(5),
-                })
+        rows.iter().map(|row| write_from_row(thread, row)).collect()
+    }
+
+    async fn head_with_writes(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointRecord, Vec<TaskWrite>)>, CheckpointError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM planwright_checkpoints
+             WHERE thread_id = $1
+               AND id = (SELECT head FROM planwright_threads WHERE thread_id = $1)"
+        );
+        let (sql, pool) = (&sql, &self.pool);
+        // One connection, two statements: the head record, then the writes saved at it (keyed
+        // by its id, so a checkpoint stored in between does not mix its writes in).
+        let rows = self
+            .retry("head_with_writes", |_| async move {
+                let c = pool.get().await?;
+                let Some(head) = c.query_opt(sql, &[&thread.as_str()]).await? else {
+                    return Ok(None);
+                };
+                let id: i64 = head.get(0);
+                let writes = c.query(WRITES_AT_SQL, &[&thread.as_str(), &id]).await?;
+                Ok(Some((head, writes)))
             })
-            .collect()
+            .await?;
+        let Some((head, writes)) = rows else {
+            return Ok(None);
+        };
+        let writes = writes
+            .iter()
+            .map(|row| write_from_row(thread, row))
+            .collect::<Result<_, _>>()?;
+        Ok(Some((record_from_row(thread, &head)?, writes)))
     }
 
     async fn head(&self, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
