@@ -476,9 +476,9 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// The thread's head checkpoint and the writes saved for the superstep running from it
     /// ([`Checkpointer::get_writes`]), or `None` if the thread has none: what resuming a paused
-    /// thread reads. A backend that can reads both in one call and one consistent read (SQLite);
-    /// the default asks [`Checkpointer::head`], [`Checkpointer::get`] and
-    /// [`Checkpointer::get_writes`] in turn.
+    /// thread reads. Backends read both at once where they can (SQLite: one read transaction;
+    /// PostgreSQL: one connection, the writes keyed by the head's id); the default asks
+    /// [`Checkpointer::head`], [`Checkpointer::get`] and [`Checkpointer::get_writes`] in turn.
     async fn head_with_writes(
         &self,
         thread: &ThreadId,
