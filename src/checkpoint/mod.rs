@@ -486,7 +486,12 @@ pub trait Checkpointer: Send + Sync + 'static {
         let Some(id) = self.head(thread).await? else {
             return Ok(None);
         };
-        let head = self.get(thread, id).await?;
+        let head = match self.get(thread, id).await {
+            Ok(head) => head,
+            // Deleted between the two reads: the thread has no head now.
+            Err(CheckpointError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let writes = self.get_writes(thread, id).await?;
         Ok(Some((head, writes)))
     }
