@@ -250,6 +250,8 @@ fn a_bad_events_url_is_refused_at_start_naming_the_flag() {
     for (url, says) in [
         ("bogus://x", "nats://HOST:PORT"),
         ("nats://127.0.0.1:1", "cannot connect to NATS"),
+        // A log in another database than the run records could check no append.
+        ("sqlite:/tmp/pw-elsewhere.sqlite", "beside its run record"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
             .args(["serve", "--addr", "127.0.0.1:0", "--checkpoint", "memory:"])

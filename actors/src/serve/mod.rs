@@ -92,7 +92,8 @@ pub struct ServeArgs {
     pub lease_ttl: std::time::Duration,
     /// Where streaming runs' events go, for clients to follow and rejoin from any replica:
     /// `nats://host:port` (NATS JetStream). Default: beside the run records (a PostgreSQL table
-    /// with `LISTEN/NOTIFY`; in memory for SQLite and memory servers).
+    /// with `LISTEN/NOTIFY`, a table in the SQLite file, in memory for memory servers); any other
+    /// place is refused (it would hold no run records to check appends against).
     #[arg(long)]
     pub events: Option<String>,
 }
@@ -203,6 +204,17 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
     let run_store = planwright::runs::connect(&args.checkpoint).await?;
     let run_store_leases = run_store.leases();
+    if let Some(e) = args.events.as_deref() {
+        let nats = e.starts_with("nats://") || e.starts_with("tls://");
+        if !nats && e != args.checkpoint {
+            return Err(ServeError::Usage(format!(
+                "--events {e}: a run's events go to NATS JetStream (`nats://HOST:PORT`) or beside \
+                 its run record (leave --events out; here `{}`): a log anywhere else holds no run \
+                 records to check appends against",
+                args.checkpoint
+            )));
+        }
+    }
     let events = planwright::runs::connect_events(
         args.events.as_deref().unwrap_or(&args.checkpoint),
         run_store.clone(),
