@@ -1,8 +1,9 @@
 //! Run event logs in PostgreSQL: `planwright_run_events`, one row per event, keyed by
 //! (run, seq), deleted with the run's record (`ON DELETE CASCADE`, so the run sweeper cleans the
-//! streams too). An append is one transaction: it locks the run's record `FOR SHARE` (so a
+//! streams too). An append is one statement (one round trip, its own transaction; it was a
+//! transaction of four statements, six round trips): it locks the run's record `FOR SHARE` (so a
 //! takeover's claim waits for it, and an append from a replica that lost the lease is refused),
-//! numbers the events after the run's last one, inserts them in one statement, and sends
+//! numbers the events after the run's last one, inserts them, and sends
 //! `NOTIFY planwright_run_events` with the run id — delivered at commit, to every replica.
 //!
 //! Each process keeps one extra connection that `LISTEN`s and wakes the run's local followers.
@@ -21,6 +22,30 @@ use tokio::sync::mpsc;
 
 /// The channel appends notify on.
 const CHANNEL: &str = "planwright_run_events";
+
+/// An append as one statement (`$1` run, `$2` the seq the writer appends after, `$3`/`$4` event
+/// names and data, `$5` the writer or NULL, `$6` [`CHANNEL`]): inserts and notifies only when the
+/// run has a record, `$5` (if given) holds its lease and the log ends at `$2`; returns whether the
+/// record exists, its lease holder, the log's last seq before the append and how many rows went in.
+const APPEND_SQL: &str = "
+WITH run AS (
+    SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE
+), last AS (
+    SELECT coalesce(max(seq), 0) AS seq FROM planwright_run_events WHERE run_id = $1
+), ins AS (
+    INSERT INTO planwright_run_events (run_id, seq, event, data)
+    SELECT $1, $2 + u.ord, u.event, u.data
+    FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(event, data, ord)
+    WHERE EXISTS (SELECT 1 FROM run WHERE $5::text IS NULL OR lease_owner = $5::text)
+      AND (SELECT seq FROM last) = $2
+    RETURNING 1
+), notified AS (
+    SELECT pg_notify($6, $1) FROM (SELECT 1 FROM ins LIMIT 1) AS any_inserted
+)
+SELECT EXISTS (SELECT 1 FROM run),
+       (SELECT lease_owner FROM run),
+       (SELECT seq FROM last),
+       (SELECT count(*) FROM ins) + 0 * (SELECT count(*) FROM notified)";
 
 /// Run event logs in a PostgreSQL database, beside the run records (on the run store's pool,
 /// with its retries).
@@ -74,75 +99,61 @@ impl RunEventLog for PostgresRunEvents {
         let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
         let (pool, names, data) = (&self.runs.pool, &names, &data);
         let (after_i, last_i) = (after as i64, (after + events.len() as u64) as i64);
-        let outcome =
-            self.runs
-                .retry("append run events", |_| async move {
-                    let mut client = pool.get().await?;
-                    let tx = client.transaction().await?;
-                    let holder = tx
-                        .query_opt(
-                            "SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE",
-                            &[&run_id],
-                        )
-                        .await?;
-                    let Some(holder) = holder else {
-                        return Ok(Err("the run has no record".to_string()));
-                    };
-                    if let Some(w) = writer {
-                        let owner: Option<String> = holder.get(0);
-                        if owner.as_deref() != Some(w) {
-                            return Ok(Err(format!(
-                                "its lease is held by {}, not by this writer",
-                                owner.as_deref().unwrap_or("nobody")
-                            )));
-                        }
-                    }
-                    let last: i64 = tx
+        let outcome = self
+            .runs
+            .retry("append run events", |_| async move {
+                let client = pool.get().await?;
+                // One statement, so one round trip and its own transaction: the run's
+                // record locked `FOR SHARE` (a takeover's claim waits for it), the lease and
+                // the log's end checked, the events inserted and the followers notified
+                // (delivered at commit) only if both checks pass; what it found comes back.
+                let found = client
                     .query_one(
-                        "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = $1",
-                        &[&run_id],
-                    )
-                    .await?
-                    .get(0);
-                    if last != after_i {
-                        // An earlier attempt whose commit was not acknowledged may have stored
-                        // exactly this batch: then it is done.
-                        let stored = tx
-                            .query(
-                                "SELECT event, data FROM planwright_run_events
-                             WHERE run_id = $1 AND seq > $2 ORDER BY seq",
-                                &[&run_id, &after_i],
-                            )
-                            .await?;
-                        let same = last == last_i
-                            && stored.len() == names.len()
-                            && stored.iter().zip(names.iter().zip(data.iter())).all(
-                                |(r, (n, d))| {
-                                    r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d
-                                },
-                            );
-                        return Ok(if same {
-                            Ok(last as u64)
-                        } else {
-                            Err(format!(
-                            "the writer appends after event {after_i} but the stream ends at {last}"
-                        ))
-                        });
-                    }
-                    tx.execute(
-                        "INSERT INTO planwright_run_events (run_id, seq, event, data)
-                     SELECT $1, $2 + u.ord, u.event, u.data
-                     FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(event, data, ord)",
-                        &[&run_id, &after_i, names, data],
+                        APPEND_SQL,
+                        &[&run_id, &after_i, names, data, &writer, &CHANNEL],
                     )
                     .await?;
-                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
-                        .await?;
-                    tx.commit().await?;
-                    Ok(Ok(last_i as u64))
+                let (has_record, owner, last, inserted): (bool, Option<String>, i64, i64) =
+                    (found.get(0), found.get(1), found.get(2), found.get(3));
+                if !has_record {
+                    return Ok(Err("the run has no record".to_string()));
+                }
+                if let Some(w) = writer {
+                    if owner.as_deref() != Some(w) {
+                        return Ok(Err(format!(
+                            "its lease is held by {}, not by this writer",
+                            owner.as_deref().unwrap_or("nobody")
+                        )));
+                    }
+                }
+                if inserted > 0 {
+                    return Ok(Ok(last_i as u64));
+                }
+                // Not after the log's end. An earlier attempt whose commit was not
+                // acknowledged may have stored exactly this batch: then it is done.
+                let stored = client
+                    .query(
+                        "SELECT event, data FROM planwright_run_events
+                             WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                        &[&run_id, &after_i],
+                    )
+                    .await?;
+                let same = last == last_i
+                    && stored.len() == names.len()
+                    && stored
+                        .iter()
+                        .zip(names.iter().zip(data.iter()))
+                        .all(|(r, (n, d))| r.get::<_, &str>(0) == *n && r.get::<_, &str>(1) == *d);
+                Ok(if same {
+                    Ok(last as u64)
+                } else {
+                    Err(format!(
+                        "the writer appends after event {after_i} but the stream ends at {last}"
+                    ))
                 })
-                .await
-                .map_err(be("append run events"))?;
+            })
+            .await
+            .map_err(be("append run events"))?;
         outcome.map_err(|reason| RunStoreError::AppendRefused {
             run_id: run_id.to_string(),
             reason,
