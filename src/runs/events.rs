@@ -73,6 +73,16 @@ pub trait RunEventLog: Send + Sync + 'static {
     fn watch(&self, run_id: &str) -> LogWatch;
 }
 
+/// Why an append after event `after` is refused when the run's log ends at `ends_at` (another
+/// writer appended): the same words from every backend.
+pub(super) fn not_at_the_end(after: u64, ends_at: impl std::fmt::Display) -> String {
+    format!("the writer appends after event {after} but the stream ends at {ends_at}")
+}
+
+/// Why an append to a run without a record is refused (the logs that live beside the records).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(super) const NO_RECORD: &str = "the run has no record";
+
 /// The followers of each run: a counter per run, bumped when its log may have grown.
 #[derive(Default)]
 pub struct Watchers {
@@ -174,9 +184,7 @@ impl RunEventLog for MemoryRunEvents {
             if have != after {
                 return Err(RunStoreError::AppendRefused {
                     run_id: run_id.to_string(),
-                    reason: format!(
-                        "the writer appends after event {after} but the stream ends at {have}"
-                    ),
+                    reason: not_at_the_end(after, have),
                 });
             }
             if !logs.by_run.contains_key(run_id) {

@@ -215,9 +215,7 @@ impl RunEventLog for NatsRunEvents {
             if stored_last == last && stored.as_deref() == Some(payload.as_slice()) {
                 return Ok(last);
             }
-            return Err(refused(format!(
-                "the writer appends after event {after} but the stream ends at {stored_last}"
-            )));
+            return Err(refused(super::events::not_at_the_end(after, stored_last)));
         }
         let msg = PublishMessage::build()
             .payload(payload.into())

@@ -10,7 +10,7 @@
 //! If that connection drops it is opened again (with backoff) and every follower is woken to
 //! read again; followers also read on a timer, so a lost notification only delays an event.
 
-use super::events::{LogWatch, RunEventLog, StreamEvent, Watchers};
+use super::events::{not_at_the_end, LogWatch, RunEventLog, StreamEvent, Watchers, NO_RECORD};
 use super::RunStoreError;
 use crate::checkpoint::postgres::{PgConfig, SslMode};
 use crate::checkpoint::CheckpointError;
@@ -27,6 +27,8 @@ const CHANNEL: &str = "planwright_run_events";
 /// names and data, `$5` the writer or NULL, `$6` [`CHANNEL`]): inserts and notifies only when the
 /// run has a record, `$5` (if given) holds its lease and the log ends at `$2`; returns whether the
 /// record exists, its lease holder, the log's last seq before the append and how many rows went in.
+/// PostgreSQL runs a plain `SELECT` in `WITH` only when something reads it, so the last column
+/// reads `notified` (adding nothing) to make the notification happen.
 const APPEND_SQL: &str = "
 WITH run AS (
     SELECT lease_owner FROM planwright_runs WHERE run_id = $1 FOR SHARE
@@ -116,7 +118,7 @@ impl RunEventLog for PostgresRunEvents {
                 let (has_record, owner, last, inserted): (bool, Option<String>, i64, i64) =
                     (found.get(0), found.get(1), found.get(2), found.get(3));
                 if !has_record {
-                    return Ok(Err("the run has no record".to_string()));
+                    return Ok(Err(NO_RECORD.to_string()));
                 }
                 if let Some(w) = writer {
                     if owner.as_deref() != Some(w) {
@@ -147,9 +149,7 @@ impl RunEventLog for PostgresRunEvents {
                 Ok(if same {
                     Ok(last as u64)
                 } else {
-                    Err(format!(
-                        "the writer appends after event {after_i} but the stream ends at {last}"
-                    ))
+                    Err(not_at_the_end(after, last))
                 })
             })
             .await

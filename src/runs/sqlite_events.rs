@@ -11,17 +11,18 @@
 //! the last events together with the last checkpoints. With `FULL` every append waited for an
 //! `fsync` (0.91 ms an append on the development machine against 0.044 ms), and a server
 //! streaming many runs queued behind them.
+//!
 //! Followers in this process are woken at once; a follower in another process on the same file
 //! finds the events when it next reads (followers re-read every second). SQLite keeps no leases
 //! (one server process owns the file), so a `writer` is not checked, as in the memory log.
 
-use super::events::{LogWatch, RunEventLog, StreamEvent, Watchers};
+use super::events::{not_at_the_end, LogWatch, RunEventLog, StreamEvent, Watchers, NO_RECORD};
 use super::sqlite::{be, SqliteRuns};
 use super::RunStoreError;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-/// Run event logs in a SQLite file, beside the run records (on the run store's connection).
+/// Run event logs in a SQLite file, beside the run records (on a connection of their own).
 pub struct SqliteRunEvents {
     runs: SqliteRuns,
     watchers: Watchers,
@@ -85,7 +86,7 @@ impl RunEventLog for SqliteRunEvents {
                     .map_err(&op)?
                     .is_some();
                 if !has_record {
-                    return Ok(Appended::Refused("the run has no record".into()));
+                    return Ok(Appended::Refused(NO_RECORD.into()));
                 }
                 let stored: i64 = tx
                     .query_row(
@@ -116,9 +117,7 @@ impl RunEventLog for SqliteRunEvents {
                     return Ok(if same {
                         Appended::Last(last)
                     } else {
-                        Appended::Refused(format!(
-                            "the writer appends after event {after} but the stream ends at {stored}"
-                        ))
+                        Appended::Refused(not_at_the_end(after, stored))
                     });
                 }
                 {
