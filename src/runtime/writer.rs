@@ -266,7 +266,7 @@ impl Batch {
     /// were stored that way); nobody waits for them, and they still reach storage in order, a
     /// window later at most.
     fn hold_back(&mut self) -> Vec<Held> {
-        let hold: Vec<usize> = {
+        let hold: Vec<bool> = {
             // Per batch (at most `max_items` keys): a fast hash, not a DoS-resistant one.
             let mut last: HashMap<&ThreadId, usize, foldhash::fast::RandomState> =
                 HashMap::default();
@@ -274,7 +274,7 @@ impl Batch {
                 last.insert(thread_of(item), k);
             }
             (0..self.items.len())
-                .filter(|&j| {
+                .map(|j| {
                     let t = thread_of(&self.items[j]);
                     matches!(self.updates[j], Some(p) if !p.held)
                         && last.get(t) == Some(&j)
@@ -282,16 +282,39 @@ impl Batch {
                 })
                 .collect()
         };
-        let mut held = Vec::with_capacity(hold.len());
-        for &j in hold.iter().rev() {
-            let pending = self.updates.remove(j);
-            let (item, reply) = (self.items.remove(j), self.replies.remove(j));
+        let mut held = Vec::new();
+        self.partition(&hold, |item, reply, pending| {
             if let Some(pending) = pending {
                 held.push((item, reply, pending));
             }
-        }
-        held.reverse();
+        });
         held
+    }
+
+    /// Takes out, in one pass and in order, the items `out` marks (removing them one by one
+    /// moved the rest of the batch each time: quadratic in a batch of hundreds), handing each
+    /// to `taken`.
+    fn partition(
+        &mut self,
+        out: &[bool],
+        mut taken: impl FnMut(BatchItem, Reply, Option<Pending>),
+    ) {
+        let items = std::mem::take(&mut self.items);
+        let replies = std::mem::take(&mut self.replies);
+        let updates = std::mem::take(&mut self.updates);
+        let kept = out.iter().filter(|o| !**o).count();
+        self.items.reserve(kept);
+        self.replies.reserve(kept);
+        self.updates.reserve(kept);
+        for (((item, reply), pending), &o) in items.into_iter().zip(replies).zip(updates).zip(out) {
+            if o {
+                taken(item, reply, pending);
+            } else {
+                self.items.push(item);
+                self.replies.push(reply);
+                self.updates.push(pending);
+            }
+        }
     }
 
     /// Drops the task updates a record of this batch supersedes
@@ -301,15 +324,22 @@ impl Batch {
     fn settle_updates(&mut self) -> Vec<(Reply, usize)> {
         let gone = super::superseded::superseded(&self.items, |j| self.updates[j].is_some());
         let mut answered = Vec::with_capacity(gone.len());
-        for &(j, k) in &gone {
-            // The record's index once the dropped items before it are gone.
-            let before = gone.iter().filter(|(g, _)| *g < k).count();
-            answered.push((std::mem::take(&mut self.replies[j]), k - before));
-        }
-        for &(j, _) in gone.iter().rev() {
-            self.items.remove(j);
-            self.replies.remove(j);
-            self.updates.remove(j);
+        if !gone.is_empty() {
+            let mut out = vec![false; self.items.len()];
+            for &(j, _) in &gone {
+                out[j] = true;
+            }
+            // Each item's index once the dropped items before it are gone.
+            let mut left = Vec::with_capacity(out.len());
+            let mut dropped = 0;
+            for &o in &out {
+                left.push(left.len() - dropped);
+                dropped += usize::from(o);
+            }
+            for &(j, k) in &gone {
+                answered.push((std::mem::take(&mut self.replies[j]), left[k]));
+            }
+            self.partition(&out, |_, _, _| {});
         }
         for (item, pending) in self.items.iter_mut().zip(&self.updates) {
             let (BatchItem::Writes(_, _, writes), Some(dict)) = (item, pending) else {
@@ -676,6 +706,84 @@ mod tests {
         w.flush(&b).await.unwrap();
         assert_eq!(start.elapsed(), std::time::Duration::from_secs(3600));
         assert!(rb2.await.unwrap().is_ok());
+    }
+
+    fn updates_item(t: &ThreadId, at: u64) -> BatchItem {
+        BatchItem::Writes(t.clone(), CheckpointId(at), vec![update("{}")])
+    }
+
+    fn thread_and_kind(item: &BatchItem) -> (&str, &str) {
+        match item {
+            BatchItem::Record(r) => (r.thread_id.as_str(), "record"),
+            BatchItem::Writes(t, ..) => (t.as_str(), "writes"),
+        }
+    }
+
+    /// Several updates of several threads superseded in one batch: each reply goes with the
+    /// index its record has once the dropped items are gone, and what stays keeps its order.
+    #[test]
+    fn superseded_updates_leave_in_one_pass_answered_by_their_records_new_index() {
+        let (a, b, c) = (ThreadId::new("a"), ThreadId::new("b"), ThreadId::new("c"));
+        let pending = Pending {
+            dict: None,
+            held: false,
+        };
+        let mut batch = Batch::default();
+        batch.push_updates(updates_item(&a, 1), None, pending);
+        batch.push_updates(updates_item(&b, 1), None, pending);
+        batch.push(BatchItem::Record(record(&c, 1, None)), None);
+        batch.push(BatchItem::Record(record(&a, 2, Some(1))), None);
+        batch.push_updates(updates_item(&b, 1), None, pending);
+        batch.push_updates(updates_item(&c, 9), None, pending);
+        batch.push(BatchItem::Record(record(&b, 2, Some(1))), None);
+        let answered: Vec<usize> = batch.settle_updates().into_iter().map(|r| r.1).collect();
+        assert_eq!(answered, [1, 3, 3]);
+        let left: Vec<_> = batch.items.iter().map(thread_and_kind).collect();
+        assert_eq!(
+            left,
+            [
+                ("c", "record"),
+                ("a", "record"),
+                ("c", "writes"),
+                ("b", "record")
+            ]
+        );
+        assert_eq!(batch.updates.len(), 4);
+        assert_eq!(batch.replies.len(), 4);
+        assert!(batch.updates[2].is_some() && batch.updates[1].is_none());
+    }
+
+    /// Held back: each thread's last item when it is an update not held before and the batch
+    /// flushes nothing of its thread; the held keep their order, and so do the rest.
+    #[test]
+    fn the_updates_held_back_leave_the_batch_in_order() {
+        let (a, b, c) = (ThreadId::new("a"), ThreadId::new("b"), ThreadId::new("c"));
+        let fresh = Pending {
+            dict: None,
+            held: false,
+        };
+        let mut batch = Batch::default();
+        batch.push_updates(updates_item(&a, 1), None, fresh);
+        batch.push(BatchItem::Record(record(&c, 1, None)), None);
+        batch.push_updates(updates_item(&b, 1), None, fresh);
+        batch.push_updates(
+            updates_item(&c, 1),
+            None,
+            Pending {
+                held: true,
+                ..fresh
+            },
+        );
+        batch.push_updates(updates_item(&a, 1), None, fresh);
+        let held: Vec<_> = batch
+            .hold_back()
+            .iter()
+            .map(|(item, _, _)| thread_and_kind(item).0.to_owned())
+            .collect();
+        assert_eq!(held, ["b", "a"]);
+        let left: Vec<_> = batch.items.iter().map(thread_and_kind).collect();
+        assert_eq!(left, [("a", "writes"), ("c", "record"), ("c", "writes")]);
+        assert_eq!((batch.updates.len(), batch.replies.len()), (3, 3));
     }
 
     /// `max_items: 0` is taken as 1: the writer keeps committing (a receive of at most zero
