@@ -11,19 +11,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A conversation thread: the unit of durable state. May carry a namespace suffix such as
 /// `{conversation_id}:planner:v2`.
+///
+/// Shared text (`Arc<str>`): a run copies its thread's id into every record, task write, event
+/// and map it keeps, and a copy is a reference count, not an allocation that the checkpoint
+/// writer's thread then frees (docs/PERFORMANCE.md).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ThreadId(String);
+pub struct ThreadId(std::sync::Arc<str>);
 
 impl ThreadId {
     /// Wraps a user-chosen thread id.
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(id.into().into())
     }
 
     /// Builds the namespaced id `{base}:{namespace}` (for example `c42:planner:v2`).
     pub fn namespaced(base: &str, namespace: &str) -> Self {
-        Self(format!("{base}:{namespace}"))
+        Self(format!("{base}:{namespace}").into())
     }
 
     /// The id as a string slice.
@@ -33,7 +37,7 @@ impl ThreadId {
 
     /// The part before the first `:`: the conversation this thread belongs to.
     pub fn base(&self) -> &str {
-        self.0.split(':').next().unwrap_or(&self.0)
+        self.0.split(':').next().unwrap_or(&self.0[..])
     }
 
     /// The part after the first `:`, if any (for example `planner:v2`).
@@ -56,7 +60,7 @@ impl From<&str> for ThreadId {
 
 impl From<String> for ThreadId {
     fn from(s: String) -> Self {
-        Self(s)
+        Self(s.into())
     }
 }
 
@@ -146,5 +150,25 @@ impl InterruptId {
 impl fmt::Display for InterruptId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadId;
+
+    /// A copy of a thread id shares its text; ids compare, order, print and serialise as text.
+    #[test]
+    fn a_thread_id_copy_shares_its_text_and_reads_as_text() {
+        let a = ThreadId::new(String::from("c42:planner:v2"));
+        let b = a.clone();
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
+        assert_eq!(a, ThreadId::from("c42:planner:v2"));
+        assert!(ThreadId::from("a") < ThreadId::from("b"));
+        assert_eq!((a.base(), a.namespace()), ("c42", Some("planner:v2")));
+        assert_eq!(a.to_string(), "c42:planner:v2");
+        assert_eq!(serde_json::to_string(&a).unwrap(), "\"c42:planner:v2\"");
+        let back: ThreadId = serde_json::from_str("\"c42:planner:v2\"").unwrap();
+        assert_eq!(back, a);
     }
 }

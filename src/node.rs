@@ -23,7 +23,10 @@ pub type NodeFuture<U> = Pin<Box<dyn Future<Output = Result<U, NodeError>> + Sen
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum NodeError {
     /// The node paused the run, asking for input; the payload is shown to whoever resumes it.
-    #[error("interrupted with {0}")]
+    /// Displayed without its payload, which the run's interrupt carries: a node-finished event
+    /// or a log line would otherwise hold a whole review payload (a research plan, ~1 KB of
+    /// JSON formatted on every pause: 0.3 % of a research load, docs/PERFORMANCE.md).
+    #[error("interrupted (its payload is the run's interrupt)")]
     Interrupt(serde_json::Value),
     /// A failure worth retrying (a transient I/O or model error).
     #[error("{0}")]
@@ -327,7 +330,7 @@ impl NodeContext {
     /// Emits a custom event into the run's event stream.
     pub fn emit(&self, payload: serde_json::Value) {
         self.events.emit(|| RunEvent::Custom {
-            node: self.node.to_string(),
+            node: String::from(&*self.node),
             task: self.task,
             payload,
         });
@@ -339,7 +342,7 @@ impl NodeContext {
     /// returns the whole answer in its update.
     pub fn stream_chunk(&self, message_id: &str, chunk: &str) {
         self.events.emit(|| RunEvent::Message {
-            node: self.node.to_string(),
+            node: String::from(&*self.node),
             task: self.task,
             message_id: message_id.to_string(),
             chunk: chunk.to_string(),
@@ -398,5 +401,20 @@ where
 {
     fn run(&self, state: Arc<S>, ctx: NodeContext) -> NodeFuture<S::Update> {
         Box::pin((self.0)(state, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeError;
+
+    /// An interrupt's payload (a whole plan, for the research planner's review) is the run's
+    /// interrupt to show; the error's text, which events and logs carry, leaves it out.
+    #[test]
+    fn an_interrupt_displays_without_its_payload() {
+        let e = NodeError::Interrupt(serde_json::json!({"plan": vec!["a long plan"; 50]}));
+        let text = e.to_string();
+        assert!(text.starts_with("interrupted"), "{text}");
+        assert!(!text.contains("long plan"), "{text}");
     }
 }

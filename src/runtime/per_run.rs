@@ -71,7 +71,7 @@ impl PerRun {
             })
             .map(|t| Interrupt {
                 id: InterruptId(format!("before:{}", t.id)),
-                node: t.node.to_string(),
+                node: String::from(&*t.node),
                 value: serde_json::Value::Null,
                 index: 0,
             })

@@ -422,7 +422,7 @@ pub fn pauses_before<S: State>(graph: &CompiledGraph<S>, next: &[TaskSpec]) -> V
         .filter(|t| graph.node(t.node_id).interrupt_before)
         .map(|t| Interrupt {
             id: InterruptId(format!("before:{}", t.id)),
-            node: t.node.to_string(),
+            node: String::from(&*t.node),
             value: serde_json::Value::Null,
             index: 0,
         })

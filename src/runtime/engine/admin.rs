@@ -9,7 +9,7 @@ impl<S: State> Engine<S> {
             next: s
                 .stored_tasks()
                 .iter()
-                .map(|t| t.node.to_string())
+                .map(|t| String::from(&*t.node))
                 .collect(),
             interrupts: s.interrupts(),
             checkpoint: if self.sh.checkpointer.is_some() {
