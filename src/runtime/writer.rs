@@ -708,6 +708,12 @@ mod tests {
         assert!(rb2.await.unwrap().is_ok());
     }
 
+    /// Task updates not held back before, compressed without a dictionary.
+    const FRESH: Pending = Pending {
+        dict: None,
+        held: false,
+    };
+
     fn updates_item(t: &ThreadId, at: u64) -> BatchItem {
         BatchItem::Writes(t.clone(), CheckpointId(at), vec![update("{}")])
     }
@@ -723,18 +729,14 @@ mod tests {
     /// index its record has once the dropped items are gone, and what stays keeps its order.
     #[test]
     fn superseded_updates_leave_in_one_pass_answered_by_their_records_new_index() {
-        let (a, b, c) = (ThreadId::new("a"), ThreadId::new("b"), ThreadId::new("c"));
-        let pending = Pending {
-            dict: None,
-            held: false,
-        };
+        let [a, b, c] = ["a", "b", "c"].map(ThreadId::new);
         let mut batch = Batch::default();
-        batch.push_updates(updates_item(&a, 1), None, pending);
-        batch.push_updates(updates_item(&b, 1), None, pending);
+        batch.push_updates(updates_item(&a, 1), None, FRESH);
+        batch.push_updates(updates_item(&b, 1), None, FRESH);
         batch.push(BatchItem::Record(record(&c, 1, None)), None);
         batch.push(BatchItem::Record(record(&a, 2, Some(1))), None);
-        batch.push_updates(updates_item(&b, 1), None, pending);
-        batch.push_updates(updates_item(&c, 9), None, pending);
+        batch.push_updates(updates_item(&b, 1), None, FRESH);
+        batch.push_updates(updates_item(&c, 9), None, FRESH);
         batch.push(BatchItem::Record(record(&b, 2, Some(1))), None);
         let answered: Vec<usize> = batch.settle_updates().into_iter().map(|r| r.1).collect();
         assert_eq!(answered, [1, 3, 3]);
@@ -757,24 +759,20 @@ mod tests {
     /// flushes nothing of its thread; the held keep their order, and so do the rest.
     #[test]
     fn the_updates_held_back_leave_the_batch_in_order() {
-        let (a, b, c) = (ThreadId::new("a"), ThreadId::new("b"), ThreadId::new("c"));
-        let fresh = Pending {
-            dict: None,
-            held: false,
-        };
+        let [a, b, c] = ["a", "b", "c"].map(ThreadId::new);
         let mut batch = Batch::default();
-        batch.push_updates(updates_item(&a, 1), None, fresh);
+        batch.push_updates(updates_item(&a, 1), None, FRESH);
         batch.push(BatchItem::Record(record(&c, 1, None)), None);
-        batch.push_updates(updates_item(&b, 1), None, fresh);
+        batch.push_updates(updates_item(&b, 1), None, FRESH);
         batch.push_updates(
             updates_item(&c, 1),
             None,
             Pending {
                 held: true,
-                ..fresh
+                ..FRESH
             },
         );
-        batch.push_updates(updates_item(&a, 1), None, fresh);
+        batch.push_updates(updates_item(&a, 1), None, FRESH);
         let held: Vec<_> = batch
             .hold_back()
             .iter()
