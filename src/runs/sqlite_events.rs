@@ -45,6 +45,11 @@ impl SqliteRunEvents {
     }
 }
 
+/// A run's last event's seq (`?1` the run's id; 0 for none): the log's end an append must
+/// continue from, and what `last_seq` answers.
+const LAST_SEQ_SQL: &str =
+    "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = ?1";
+
 /// What an append found.
 enum Appended {
     /// Stored (or found stored by an earlier attempt): the seq of the last event.
@@ -89,11 +94,7 @@ impl RunEventLog for SqliteRunEvents {
                     return Ok(Appended::Refused(NO_RECORD.into()));
                 }
                 let stored: i64 = tx
-                    .query_row(
-                        "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = ?1",
-                        [&run],
-                        |r| r.get(0),
-                    )
+                    .query_row(LAST_SEQ_SQL, [&run], |r| r.get(0))
                     .map_err(&op)?;
                 if stored != after_i {
                     // An earlier attempt whose answer was lost may have stored exactly this
@@ -154,12 +155,8 @@ impl RunEventLog for SqliteRunEvents {
         let last: i64 = self
             .runs
             .with("read run events", move |c| {
-                c.query_row(
-                    "SELECT coalesce(max(seq), 0) FROM planwright_run_events WHERE run_id = ?1",
-                    [run],
-                    |r| r.get(0),
-                )
-                .map_err(be("read run events"))
+                c.query_row(LAST_SEQ_SQL, [run], |r| r.get(0))
+                    .map_err(be("read run events"))
             })
             .await?;
         seq_from_sql(run_id, last)
