@@ -220,6 +220,98 @@ proptest! {
     }
 }
 
+/// One write of a random sequence for [`batched_writes_agree_with_the_memory_model`]: which
+/// connection (0: the batch writer's, 1: another on the same file), how (0: alone in a batch, 1:
+/// joined to the batch before it, 2: a single `put`, 3: delete the thread), the thread, the id and
+/// the parent.
+fn arb_writes() -> impl Strategy<Value = Vec<(u8, u8, u8, u64, Option<u64>)>> {
+    proptest::collection::vec(
+        (
+            0u8..2,
+            0u8..4,
+            0u8..3,
+            1u64..7,
+            proptest::option::of(1u64..7),
+        ),
+        1..40,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// The batch writer remembers the heads it committed instead of reading them again; whatever
+    /// else moves a head — a single `put` or a delete on the same connection, any write by another
+    /// connection, a record of the same batch — it still accepts and rejects exactly what the
+    /// in-memory model does, record by record, and ends with the same heads.
+    #[test]
+    fn batched_writes_agree_with_the_memory_model(ops in arb_writes()) {
+        use planwright::checkpoint::{BatchItem, SqliteCheckpointer};
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let model = MemoryCheckpointer::new();
+            let path = backends::sqlite_path("heads");
+            let conns = [
+                SqliteCheckpointer::open(&path).unwrap(),
+                SqliteCheckpointer::open(&path).unwrap(),
+            ];
+            let thread = |t: &u8| planwright::ThreadId::new(format!("t{t}"));
+            let mut i = 0;
+            while i < ops.len() {
+                let (conn, how, t, id, parent) = ops[i];
+                let record = |t: u8, id: u64, parent: Option<u64>| {
+                    checkpoint_suite::rec(&thread(&t), id, parent, BodyKind::Snapshot, "{}")
+                };
+                match how {
+                    3 => {
+                        model.delete_thread(&thread(&t)).await.unwrap();
+                        conns[conn as usize].delete_thread(&thread(&t)).await.unwrap();
+                        i += 1;
+                    }
+                    2 => {
+                        let a = model.put(record(t, id, parent)).await.is_ok();
+                        let b = conns[conn as usize].put(record(t, id, parent)).await.is_ok();
+                        assert_eq!(a, b, "put {t}/{id}/{parent:?}");
+                        i += 1;
+                    }
+                    _ => {
+                        // This write and the ones after it marked "joined", as one batch.
+                        let mut batch = vec![(t, id, parent)];
+                        i += 1;
+                        while i < ops.len() && ops[i].1 == 1 {
+                            batch.push((ops[i].2, ops[i].3, ops[i].4));
+                            i += 1;
+                        }
+                        let items = |b: &[(u8, u64, Option<u64>)]| {
+                            b.iter()
+                                .map(|(t, id, p)| BatchItem::Record(record(*t, *id, *p)))
+                                .collect::<Vec<_>>()
+                        };
+                        let a: Vec<bool> = model
+                            .put_batch(items(&batch))
+                            .await
+                            .iter()
+                            .map(Result::is_ok)
+                            .collect();
+                        let b: Vec<bool> = conns[conn as usize]
+                            .put_batch(items(&batch))
+                            .await
+                            .iter()
+                            .map(Result::is_ok)
+                            .collect();
+                        assert_eq!(a, b, "batch {batch:?}");
+                    }
+                }
+            }
+            for t in 0..3u8 {
+                let want = model.head(&thread(&t)).await.unwrap();
+                for c in &conns {
+                    assert_eq!(c.head(&thread(&t)).await.unwrap(), want, "thread {t}");
+                }
+            }
+        });
+    }
+}
+
 /// The background sweeper applies its retention at once and then every interval (paused time).
 #[tokio::test(start_paused = true)]
 async fn the_background_sweeper_deletes_old_threads_every_interval() {

@@ -278,11 +278,7 @@ fn put_in(
 ) -> Result<(), CheckpointError> {
     let t = r.thread_id.as_str();
     let no = numbers.of(tx, t)?;
-    let head: Option<i64> = tx
-        .prepare_cached(HEAD_BY_NO_SQL)
-        .map_err(be)?
-        .query_row([no], |row| row.get(0))
-        .map_err(be)?;
+    let head = numbers.head(tx, no)?;
     let found = head.map(|h| id_from_sql(&r.thread_id, h)).transpose()?;
     if found != r.parent || r.parent.is_some_and(|p| p >= r.id) {
         return Err(CheckpointError::Conflict {
@@ -311,6 +307,7 @@ fn put_in(
         no,
     ])
     .map_err(be)?;
+    numbers.stored_head(no, id_to_sql(r.id)?);
     Ok(())
 }
 
@@ -346,9 +343,6 @@ const HEAD_RECORD_SQL: &str = concat!(
     by_thread!(),
     " ORDER BY id DESC LIMIT 1"
 );
-
-/// [`HEAD_SQL`] for a thread whose number is known (`?1`).
-const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
 
 /// Selects a thread's rows by its number (`?1` is the thread's id): the key index is
 /// `(thread_no, id)`, see [`numbers::thread_no`].
@@ -493,7 +487,7 @@ impl Checkpointer for SqliteCheckpointer {
                 }
                 tx.commit().map_err(be)?;
                 let learned = numbers.learned();
-                known.remember(learned);
+                known.remember(learned, c.total_changes());
                 Ok(results)
             })
             .await;

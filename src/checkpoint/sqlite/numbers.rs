@@ -1,6 +1,6 @@
 //! Thread numbers: the small integer a thread gets on its first write, which the key indexes hold
 //! instead of the thread's id (see "Row order" in docs/checkpoints.md), and this process's memory
-//! of them.
+//! of them and of the heads the batch writer committed.
 //!
 //! Looking a thread's number up is one statement per stored item, ~2.5 % of a research load's
 //! instructions (docs/PERFORMANCE.md). A number does not change while its thread exists, so the
@@ -15,6 +15,17 @@
 //! A number learned inside a transaction ([`Numbering`]) is remembered only once the transaction
 //! commits, and not at all when the item (or the savepoint) that learned it failed: a first write
 //! that rolled back must not leave a number the table does not hold.
+//!
+//! **Heads.** Every record the batch writer stores is checked against its thread's head (its
+//! newest checkpoint) first: one indexed statement per record, ~1.3 % of a research load's
+//! samples (perf, docs/PERFORMANCE.md). The writer remembers the head each record it committed
+//! made, and asks the table only for threads it does not know. Besides another connection's
+//! commits (`PRAGMA data_version`), this connection's own other writes can move a head — a single
+//! `put`, `rewind`, `prune`, a deleted thread — and none of them goes through the memory, so
+//! [`ThreadNumbers::sync`] also compares the connection's `total_changes()` (rows it inserted,
+//! updated or deleted since it opened) with its value at the end of the last batch, and forgets
+//! every head when anything else wrote in between. A head learned by a record that failed, or in
+//! a transaction that did not commit, is never remembered.
 
 use super::be;
 use crate::checkpoint::CheckpointError;
@@ -25,12 +36,17 @@ use std::collections::HashMap;
 /// indexed statement, so forgetting is cheap).
 const MAX_REMEMBERED: usize = 65_536;
 
-/// The thread numbers this process has seen committed, valid while no other connection commits.
+/// The thread numbers this process has seen committed, valid while no other connection commits,
+/// and the heads its batches committed, valid while nothing else writes.
 #[derive(Debug, Default)]
 pub(super) struct ThreadNumbers {
     /// `PRAGMA data_version` when the memory was last checked.
     version: Option<i64>,
     known: HashMap<String, i64>,
+    /// Each thread's head (by thread number), as the batches committed them.
+    heads: HashMap<i64, i64>,
+    /// The connection's `total_changes()` when the last batch committed.
+    changes: Option<u64>,
 }
 
 impl ThreadNumbers {
@@ -44,7 +60,11 @@ impl ThreadNumbers {
             .map_err(be)?;
         if self.version != Some(version) {
             self.known.clear();
+            self.heads.clear();
             self.version = Some(version);
+        }
+        if self.changes != Some(tx.total_changes()) {
+            self.heads.clear();
         }
         Ok(())
     }
@@ -54,15 +74,23 @@ impl ThreadNumbers {
         Numbering {
             remembered: Some(&self.known),
             learned: Vec::new(),
+            heads: Some(&self.heads),
+            heads_learned: Vec::new(),
         }
     }
 
-    /// Keeps what a committed transaction learned.
-    pub(super) fn remember(&mut self, learned: Vec<(String, i64)>) {
-        if self.known.len() + learned.len() > MAX_REMEMBERED {
+    /// Keeps what a committed transaction learned; `changes` is the connection's
+    /// `total_changes()` right after the commit.
+    pub(super) fn remember(&mut self, learned: Learned, changes: u64) {
+        if self.known.len() + learned.numbers.len() > MAX_REMEMBERED {
             self.known.clear();
         }
-        self.known.extend(learned);
+        if self.heads.len() + learned.heads.len() > MAX_REMEMBERED {
+            self.heads.clear();
+        }
+        self.known.extend(learned.numbers);
+        self.heads.extend(learned.heads);
+        self.changes = Some(changes);
     }
 
     /// Forgets a thread this process deleted.
@@ -71,11 +99,29 @@ impl ThreadNumbers {
     }
 }
 
-/// The thread numbers of one write transaction: the remembered ones, and those it looked up.
+/// The thread numbers of one write transaction: the remembered ones, and those it looked up; the
+/// same for heads.
 #[derive(Debug)]
 pub(super) struct Numbering<'a> {
     remembered: Option<&'a HashMap<String, i64>>,
     learned: Vec<(String, i64)>,
+    heads: Option<&'a HashMap<i64, i64>>,
+    /// In the order learned: a later entry for a thread supersedes an earlier one.
+    heads_learned: Vec<(i64, i64)>,
+}
+
+/// What a transaction learned ([`Numbering::learned`]).
+#[derive(Debug)]
+pub(super) struct Learned {
+    numbers: Vec<(String, i64)>,
+    heads: Vec<(i64, i64)>,
+}
+
+/// Where a transaction's learning stood ([`Numbering::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mark {
+    numbers: usize,
+    heads: usize,
 }
 
 impl Numbering<'_> {
@@ -84,6 +130,8 @@ impl Numbering<'_> {
         Numbering {
             remembered: None,
             learned: Vec::new(),
+            heads: None,
+            heads_learned: Vec::new(),
         }
     }
 
@@ -100,22 +148,54 @@ impl Numbering<'_> {
         Ok(no)
     }
 
-    /// Where the numbers learned so far end (for [`Numbering::undo_to`]).
-    pub(super) fn mark(&self) -> usize {
-        self.learned.len()
+    /// The head (newest checkpoint id) of the thread numbered `no`: what this transaction stored
+    /// last for it, else what the batches remembered, else the table's.
+    pub(super) fn head(&self, tx: &Connection, no: i64) -> Result<Option<i64>, CheckpointError> {
+        if let Some((_, id)) = self.heads_learned.iter().rev().find(|(t, _)| *t == no) {
+            return Ok(Some(*id));
+        }
+        if let Some(id) = self.heads.and_then(|m| m.get(&no)) {
+            return Ok(Some(*id));
+        }
+        tx.prepare_cached(HEAD_BY_NO_SQL)
+            .map_err(be)?
+            .query_row([no], |row| row.get(0))
+            .map_err(be)
+    }
+
+    /// Notes that this transaction stored checkpoint `id` as the head of the thread numbered `no`.
+    pub(super) fn stored_head(&mut self, no: i64, id: i64) {
+        if self.heads.is_some() {
+            self.heads_learned.push((no, id));
+        }
+    }
+
+    /// Where what was learned so far ends (for [`Numbering::undo_to`]).
+    pub(super) fn mark(&self) -> Mark {
+        Mark {
+            numbers: self.learned.len(),
+            heads: self.heads_learned.len(),
+        }
     }
 
     /// Drops what was learned after `mark`: the item that learned it failed, and its savepoint
     /// (or its own first write) may have rolled the number back.
-    pub(super) fn undo_to(&mut self, mark: usize) {
-        self.learned.truncate(mark);
+    pub(super) fn undo_to(&mut self, mark: Mark) {
+        self.learned.truncate(mark.numbers);
+        self.heads_learned.truncate(mark.heads);
     }
 
     /// What this transaction learned, to remember once it committed.
-    pub(super) fn learned(self) -> Vec<(String, i64)> {
-        self.learned
+    pub(super) fn learned(self) -> Learned {
+        Learned {
+            numbers: self.learned,
+            heads: self.heads_learned,
+        }
     }
 }
+
+/// A thread's head for a thread whose number is known (`?1`): the key index's last entry for it.
+const HEAD_BY_NO_SQL: &str = "SELECT MAX(id) FROM checkpoints WHERE thread_no = ?1";
 
 /// The thread's number, given on its first write: the key indexes hold it instead of the thread's
 /// id, so an entry is ~10 bytes instead of ~45 and the entries of the threads written lately sit
