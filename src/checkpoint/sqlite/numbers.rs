@@ -72,9 +72,8 @@ impl ThreadNumbers {
     /// A transaction's numbering that starts from what is remembered.
     pub(super) fn numbering(&self) -> Numbering<'_> {
         Numbering {
-            remembered: Some(&self.known),
+            memory: Some(self),
             learned: Vec::new(),
-            heads: Some(&self.heads),
             heads_learned: Vec::new(),
         }
     }
@@ -103,9 +102,10 @@ impl ThreadNumbers {
 /// same for heads.
 #[derive(Debug)]
 pub(super) struct Numbering<'a> {
-    remembered: Option<&'a HashMap<String, i64>>,
+    /// What the batches committed before (`None`: every lookup asks the table, and nothing
+    /// learned is kept).
+    memory: Option<&'a ThreadNumbers>,
     learned: Vec<(String, i64)>,
-    heads: Option<&'a HashMap<i64, i64>>,
     /// In the order learned: a later entry for a thread supersedes an earlier one.
     heads_learned: Vec<(i64, i64)>,
 }
@@ -128,16 +128,15 @@ impl Numbering<'_> {
     /// Numbering with nothing remembered (every lookup asks the table).
     pub(super) fn uncached() -> Self {
         Numbering {
-            remembered: None,
+            memory: None,
             learned: Vec::new(),
-            heads: None,
             heads_learned: Vec::new(),
         }
     }
 
     /// The thread's number, given now when it has none.
     pub(super) fn of(&mut self, tx: &Connection, thread: &str) -> Result<i64, CheckpointError> {
-        if let Some(no) = self.remembered.and_then(|m| m.get(thread)) {
+        if let Some(no) = self.memory.and_then(|m| m.known.get(thread)) {
             return Ok(*no);
         }
         if let Some((_, no)) = self.learned.iter().find(|(t, _)| t == thread) {
@@ -154,7 +153,7 @@ impl Numbering<'_> {
         if let Some((_, id)) = self.heads_learned.iter().rev().find(|(t, _)| *t == no) {
             return Ok(Some(*id));
         }
-        if let Some(id) = self.heads.and_then(|m| m.get(&no)) {
+        if let Some(id) = self.memory.and_then(|m| m.heads.get(&no)) {
             return Ok(Some(*id));
         }
         tx.prepare_cached(HEAD_BY_NO_SQL)
@@ -165,7 +164,7 @@ impl Numbering<'_> {
 
     /// Notes that this transaction stored checkpoint `id` as the head of the thread numbered `no`.
     pub(super) fn stored_head(&mut self, no: i64, id: i64) {
-        if self.heads.is_some() {
+        if self.memory.is_some() {
             self.heads_learned.push((no, id));
         }
     }
