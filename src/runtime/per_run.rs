@@ -71,7 +71,7 @@ impl PerRun {
             })
             .map(|t| Interrupt {
                 id: InterruptId(format!("before:{}", t.id)),
-                node: String::from(&*t.node),
+                node: t.node_name(),
                 value: serde_json::Value::Null,
                 index: 0,
             })

@@ -146,7 +146,7 @@ pub(crate) fn update_write_of<S: State>(
 pub(crate) fn update_write_json(task: &TaskSpec, json: &[u8]) -> TaskWrite {
     TaskWrite {
         task: task.id,
-        node: String::from(&*task.node),
+        node: task.node_name(),
         kind: WriteKind::Update,
         key: String::new(),
         payload: json.to_vec(),
@@ -192,7 +192,7 @@ pub(crate) fn goto_write(
 ) -> Result<TaskWrite, RunError> {
     Ok(TaskWrite {
         task: task.id,
-        node: String::from(&*task.node),
+        node: task.node_name(),
         kind: WriteKind::Goto,
         key: String::new(),
         payload: serde_json::to_vec(goto)?,
@@ -206,7 +206,7 @@ pub(crate) fn interrupt_write(
 ) -> Result<TaskWrite, RunError> {
     Ok(TaskWrite {
         task: task.id,
-        node: String::from(&*task.node),
+        node: task.node_name(),
         kind: WriteKind::Interrupt,
         key: String::new(),
         payload: serde_json::to_vec(interrupt)?,
@@ -223,7 +223,7 @@ pub(crate) fn memo_writes(
         .map(|(key, v)| {
             Ok(TaskWrite {
                 task: task.id,
-                node: String::from(&*task.node),
+                node: task.node_name(),
                 kind: WriteKind::Memo,
                 key: key.clone(),
                 payload: serde_json::to_vec(v)?,
@@ -241,7 +241,7 @@ pub(crate) fn resume_write(
 ) -> Result<TaskWrite, RunError> {
     Ok(TaskWrite {
         task: task.id,
-        node: String::from(&*task.node),
+        node: task.node_name(),
         kind: WriteKind::Resume,
         key: if index == 0 {
             String::new()

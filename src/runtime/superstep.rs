@@ -55,6 +55,15 @@ pub struct TaskSpec {
     pub deferred: bool,
 }
 
+impl TaskSpec {
+    /// The node's name as an owned string, for the records, writes, events and interrupts that
+    /// carry it. Copied from the `str` directly: `Arc<str>::to_string()` goes through
+    /// `fmt::Display`, which has no fast path for it, on every event of every task.
+    pub fn node_name(&self) -> String {
+        String::from(&*self.node)
+    }
+}
+
 /// How a checkpoint's next tasks store their ids: a pair, a third of the bytes of the named form
 /// in the checkpoints a run writes each superstep.
 mod stored_task_id {
@@ -422,7 +431,7 @@ pub fn pauses_before<S: State>(graph: &CompiledGraph<S>, next: &[TaskSpec]) -> V
         .filter(|t| graph.node(t.node_id).interrupt_before)
         .map(|t| Interrupt {
             id: InterruptId(format!("before:{}", t.id)),
-            node: String::from(&*t.node),
+            node: t.node_name(),
             value: serde_json::Value::Null,
             index: 0,
         })

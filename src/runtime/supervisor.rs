@@ -273,7 +273,7 @@ impl<S: State> Run<S> {
             attempt,
         };
         self.events.emit(|| RunEvent::NodeStarted {
-            node: String::from(&*spec.node),
+            node: spec.node_name(),
             task: spec.id,
             attempt,
         });
@@ -314,7 +314,7 @@ impl<S: State> Run<S> {
             kept.extend(fresh_memos.iter().cloned());
         }
         self.events.emit(|| RunEvent::NodeFinished {
-            node: String::from(&*spec.node),
+            node: spec.node_name(),
             task: spec.id,
             attempt: done.attempt,
             duration_us: done.ran.as_micros() as u64,
@@ -359,7 +359,7 @@ impl<S: State> Run<S> {
                 let index = self.saved.answers.get(i).map_or(0, Vec::len) as u32;
                 let int = Interrupt {
                     id: InterruptId::for_call(spec.id, &spec.node, index),
-                    node: String::from(&*spec.node),
+                    node: spec.node_name(),
                     value,
                     index,
                 };
@@ -394,11 +394,11 @@ impl<S: State> Run<S> {
             Effect::Fail => {
                 let message = failure.map(|(e, _)| e.to_string()).unwrap_or_default();
                 self.events.emit(|| RunEvent::Error {
-                    node: Some(String::from(&*spec.node)),
+                    node: Some(spec.node_name()),
                     message: message.clone(),
                 });
                 return Err(RunError::NodeFailed {
-                    node: String::from(&*spec.node),
+                    node: spec.node_name(),
                     attempts: done.attempt,
                     message,
                 });
@@ -536,7 +536,7 @@ impl<S: State> Run<S> {
                 .iter()
                 .map(|u| serde_json::to_value(u).unwrap_or_default())
                 .collect();
-            let nodes = tasks.iter().map(|t| String::from(&*t.node)).collect();
+            let nodes = tasks.iter().map(|t| t.node_name()).collect();
             self.events.emit(|| RunEvent::StateUpdated {
                 step: self.saved.step + 1,
                 nodes,
@@ -572,7 +572,7 @@ impl<S: State> Run<S> {
                 .iter()
                 .map(|t| Interrupt {
                     id: InterruptId(format!("after:{}", t.id)),
-                    node: String::from(&*t.node),
+                    node: t.node_name(),
                     value: serde_json::Value::Null,
                     index: 0,
                 })
@@ -590,7 +590,7 @@ impl<S: State> Run<S> {
                 at: pause_at,
                 interrupts: pauses.clone(),
             });
-            let nodes = tasks.iter().map(|t| String::from(&*t.node)).collect();
+            let nodes = tasks.iter().map(|t| t.node_name()).collect();
             let rec = persist::step_record(
                 &self.sh.graph,
                 &self.thread,

@@ -6,11 +6,7 @@ impl<S: State> Engine<S> {
     /// The thread's current state, pending nodes and interrupts; `None` for an unknown thread.
     pub async fn get_state(&self, thread: &ThreadId) -> Result<Option<ThreadState<S>>, RunError> {
         Ok(self.load(thread).await?.map(|s| ThreadState {
-            next: s
-                .stored_tasks()
-                .iter()
-                .map(|t| String::from(&*t.node))
-                .collect(),
+            next: s.stored_tasks().iter().map(|t| t.node_name()).collect(),
             interrupts: s.interrupts(),
             checkpoint: if self.sh.checkpointer.is_some() {
                 s.head
