@@ -167,6 +167,6 @@ async fn a_step_whose_dependency_is_incomplete_is_not_executed() {
     assert_eq!(u.execution_history.unwrap()[0].event, "step_blocked");
     // The selection never puts a step before its dependencies, and waits for failed ones.
     assert_eq!(runnable(&s), ["a", "b", "c", "d", "e"]);
-    Arc::make_mut(&mut s.plan)[0].status = StepStatus::Failed;
+    s.plan.to_mut()[0].status = StepStatus::Failed;
     assert_eq!(runnable(&s), ["b", "c"]);
 }

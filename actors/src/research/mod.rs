@@ -25,6 +25,7 @@ pub mod nodes;
 pub mod note_set;
 pub mod notes;
 pub mod output;
+pub mod plan;
 pub mod policy;
 pub mod render;
 pub mod routes;

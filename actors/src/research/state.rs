@@ -6,6 +6,7 @@
 
 use super::constraints::Constraints;
 use super::note_set::NoteSet;
+use super::plan::Plan;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -230,8 +231,9 @@ planwright::state! {
         replace constraints: Constraints,
         /// Notes the executor may use (the bundled corpus is stored by name, see `note_set`).
         replace source_notes: NoteSet,
-        /// The plan, in order.
-        replace plan: Arc<Vec<PlanStep>>,
+        /// The plan, in order. Written whole by the planning nodes, and as the statuses of the
+        /// steps it assessed by `assess_progress` (see `research::plan`).
+        custom(super::plan::write) plan: Plan,
         /// Validation problems of the current plan, each named.
         replace plan_errors: Vec<String>,
         /// Whether the plan may run.

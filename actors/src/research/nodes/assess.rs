@@ -8,12 +8,13 @@
 //! nothing (stalled), or the replans are used up. The router then only reads the plan's statuses
 //! and `blocked_reason`.
 
+use crate::research::plan::Plan;
 use crate::research::state::{
     active_steps, status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepResults,
     StepStatus,
 };
 use planwright::{NodeContext, NodeError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Progress so far: complete steps plus distinct notes they used. A replan after which this
 /// does not grow made no progress.
@@ -57,8 +58,10 @@ fn gaps_of(plan: &[PlanStep], results: &StepResults) -> Vec<String> {
 
 /// The node.
 pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpdate, NodeError> {
-    // Only the plan changes: the rest of the state is read where it is.
-    let mut plan = (*s.plan).clone();
+    // Only the plan's statuses change: the rest of the state is read where it is, and the update
+    // carries the statuses alone (`research::plan`); `plan` is the marked copy it is judged on.
+    let mut plan = s.plan.to_vec();
+    let mut statuses = BTreeMap::new();
     let mut marks = Vec::new();
     for id in &s.selected_steps {
         let (Some(step), Some(r)) = (
@@ -76,6 +79,7 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
         } else {
             StepStatus::Failed
         };
+        statuses.insert(id.clone(), step.status);
         marks.push(format!("{id}: {:?}", step.status).to_lowercase());
     }
     let open = gaps_of(&plan, &s.step_results);
@@ -127,7 +131,7 @@ pub fn assess_progress(s: &ResearchState, _: &NodeContext) -> Result<ResearchUpd
         .knowledge_gaps(open)
         .observations(vec![format!("assessment: {detail}").into()])
         .execution_history(vec![HistoryEntry::new("progress_assessed", detail)])
-        .plan(plan.into());
+        .plan(Plan::Statuses(statuses));
     if let Some(reason) = blocked {
         u = u
             .status(status::NEEDS_REVIEW.to_string())

@@ -155,7 +155,7 @@ pub async fn repair_plan(
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
         notes: plan_notes(&s).into(),
-        plan: s.plan.clone(),
+        plan: s.plan.shared(),
         errors: s.plan_errors.clone(),
     };
     match env.policy.repair_plan(&req).await {
@@ -200,7 +200,7 @@ pub async fn replan(
             s.constraints.note_tokens,
         )
         .into(),
-        plan: s.plan.clone(),
+        plan: s.plan.shared(),
         step_results: s.step_results.clone(),
         knowledge_gaps: s.knowledge_gaps.clone(),
         replan_count: s.replan_count,
