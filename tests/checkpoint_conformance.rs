@@ -515,3 +515,52 @@ async fn remembered_thread_numbers_follow_deletes_here_and_elsewhere() {
         &rusqlite::Connection::open(&path).unwrap()
     ));
 }
+
+/// A batch item of task writes that fails part way (here a trigger refuses its second row) stores
+/// none of its rows, and the items around it still commit, with the batch's own insert statement
+/// still usable after the item's savepoint rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_writes_item_leaves_none_of_its_rows_and_the_batch_commits() {
+    use planwright::checkpoint::{BatchItem, SqliteCheckpointer, TaskWrite};
+    use planwright::{CheckpointId, TaskId, ThreadId};
+    let path = backends::sqlite_path("failing-writes");
+    let cp = SqliteCheckpointer::open(&path).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom'
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+        )
+        .unwrap();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let write = |index: u32, key: &str| TaskWrite {
+        task: TaskId { step: 2, index },
+        node: "n".into(),
+        kind: planwright::checkpoint::WriteKind::Update,
+        key: key.into(),
+        payload: b"{}".to_vec(),
+    };
+    let results = cp
+        .put_batch(vec![
+            BatchItem::Record(checkpoint_suite::rec(&a, 1, None, BodyKind::Snapshot, "{}")),
+            BatchItem::Writes(
+                a.clone(),
+                CheckpointId(1),
+                vec![write(0, "kept-out"), write(1, "boom")],
+            ),
+            BatchItem::Record(checkpoint_suite::rec(&b, 1, None, BodyKind::Snapshot, "{}")),
+            BatchItem::Writes(b.clone(), CheckpointId(1), vec![write(0, "fine")]),
+            BatchItem::Record(checkpoint_suite::rec(&a, 2, Some(1), BodyKind::Delta, "[]")),
+        ])
+        .await;
+    assert!(results[1]
+        .as_ref()
+        .is_err_and(|e| e.to_string().contains("refused by the test")));
+    for i in [0, 2, 3, 4] {
+        assert!(results[i].is_ok(), "item {i}: {:?}", results[i]);
+    }
+    assert!(cp.get_writes(&a, CheckpointId(1)).await.unwrap().is_empty());
+    assert_eq!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().len(), 1);
+    assert_eq!(cp.head(&a).await.unwrap(), Some(CheckpointId(2)));
+    assert_eq!(cp.head(&b).await.unwrap(), Some(CheckpointId(1)));
+}

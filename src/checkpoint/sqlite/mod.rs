@@ -38,7 +38,7 @@ use super::{
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
 use numbers::{Numbering, ThreadNumbers};
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -271,8 +271,18 @@ impl Drop for SqliteCheckpointer {
 }
 
 /// The conditional write of one record inside an open transaction.
+/// Inserts one checkpoint row (`?1` thread id, `?2` id, `?3` parent, `?4` fingerprint, `?5` kind,
+/// `?6` body, `?7` next tasks, `?8` metadata, `?9` checksum, `?10` thread number).
+const INSERT_CHECKPOINT_SQL: &str =
+    "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+/// Stores `r` inside `tx` with `insert` ([`INSERT_CHECKPOINT_SQL`], prepared once for a whole
+/// batch: taking it from the statement cache and returning it for every record was ~1 % of a
+/// research load) after checking that its parent is its thread's head.
 fn put_in(
-    tx: &Transaction<'_>,
+    tx: &Connection,
+    insert: &mut rusqlite::Statement<'_>,
     r: &CheckpointRecord,
     numbers: &mut Numbering<'_>,
 ) -> Result<(), CheckpointError> {
@@ -289,24 +299,20 @@ fn put_in(
     }
     let metadata = metadata_json(&r.metadata)?;
     let sum = ChecksumInput::of(r, &metadata).sum(SCHEME);
-    tx.prepare_cached(
-        "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )
-    .map_err(be)?
-    .execute(params![
-        t,
-        id_to_sql(r.id)?,
-        r.parent.map(id_to_sql).transpose()?,
-        r.graph_fingerprint,
-        kind_str(r.kind),
-        r.body,
-        r.next_tasks,
-        metadata,
-        sum,
-        no,
-    ])
-    .map_err(be)?;
+    insert
+        .execute(params![
+            t,
+            id_to_sql(r.id)?,
+            r.parent.map(id_to_sql).transpose()?,
+            r.graph_fingerprint,
+            kind_str(r.kind),
+            r.body,
+            r.next_tasks,
+            metadata,
+            sum,
+            no,
+        ])
+        .map_err(be)?;
     numbers.stored_head(no, id_to_sql(r.id)?);
     Ok(())
 }
@@ -438,7 +444,10 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(be)?;
-            put_in(&tx, &record, &mut Numbering::uncached())?;
+            {
+                let mut insert = tx.prepare_cached(INSERT_CHECKPOINT_SQL).map_err(be)?;
+                put_in(&tx, &mut insert, &record, &mut Numbering::uncached())?;
+            }
             tx.commit().map_err(be)
         })
         .await
@@ -454,36 +463,33 @@ impl Checkpointer for SqliteCheckpointer {
         let known = self.numbers.clone();
         let r = self
             .call(move |c| {
-                let mut tx = c
+                let tx = c
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(be)?;
                 let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
                 known.sync(&tx)?;
                 let mut numbers = known.numbering();
                 let mut results = Vec::with_capacity(items.len());
-                for item in &items {
-                    let mark = numbers.mark();
-                    let result = match item {
-                        // A conflicting record writes nothing (the check precedes its one
-                        // insert), so the others of the batch can commit together.
-                        BatchItem::Record(r) => put_in(&tx, r, &mut numbers),
-                        // Several rows: each pair in a savepoint of its own, so one that fails
-                        // leaves nothing half written and the others still commit.
-                        BatchItem::Writes(thread, cp, writes) => {
-                            let sp = tx.savepoint().map_err(be)?;
-                            let r = id_to_sql(*cp).and_then(|cp| {
-                                insert_writes(&sp, thread.as_str(), cp, writes, &mut numbers)
-                            });
-                            if r.is_ok() {
-                                sp.commit().map_err(be)?;
-                            }
-                            r
+                {
+                    let mut insert = tx.prepare_cached(INSERT_CHECKPOINT_SQL).map_err(be)?;
+                    for item in &items {
+                        let mark = numbers.mark();
+                        let result = match item {
+                            // A conflicting record writes nothing (the check precedes its one
+                            // insert), so the others of the batch can commit together.
+                            BatchItem::Record(r) => put_in(&tx, &mut insert, r, &mut numbers),
+                            // Several rows: each pair in a savepoint of its own, so one that
+                            // fails leaves nothing half written and the others still commit.
+                            BatchItem::Writes(thread, cp, writes) => in_savepoint(&tx, || {
+                                let cp = id_to_sql(*cp)?;
+                                insert_writes(&tx, thread.as_str(), cp, writes, &mut numbers)
+                            })?,
+                        };
+                        if result.is_err() {
+                            numbers.undo_to(mark);
                         }
-                    };
-                    if result.is_err() {
-                        numbers.undo_to(mark);
+                        results.push(result);
                     }
-                    results.push(result);
                 }
                 tx.commit().map_err(be)?;
                 let learned = numbers.learned();
@@ -984,6 +990,28 @@ impl Checkpointer for SqliteCheckpointer {
         self.call(|c| c.query_row("SELECT 1", [], |_| Ok(())).map_err(be))
             .await
     }
+}
+
+/// Runs `f` inside a savepoint of `tx`: released when `f` succeeds, rolled back when it fails (its
+/// error is the inner result). Plain SQL rather than rusqlite's `Savepoint`, which borrows the
+/// transaction mutably and so could not live beside a batch's prepared insert. The outer result
+/// is the savepoint's own statements failing.
+fn in_savepoint<T>(
+    tx: &Connection,
+    f: impl FnOnce() -> Result<T, CheckpointError>,
+) -> Result<Result<T, CheckpointError>, CheckpointError> {
+    let run = |sql: &str| {
+        tx.prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(be)
+    };
+    run("SAVEPOINT batch_item")?;
+    let r = f();
+    if r.is_err() {
+        run("ROLLBACK TO batch_item")?;
+    }
+    run("RELEASE batch_item")?;
+    Ok(r)
 }
 
 /// Stores `writes` at checkpoint `cp` of `thread` inside `tx` (a write with the same task, kind

@@ -32,6 +32,11 @@ use crate::checkpoint::CheckpointError;
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 
+/// The memory's hasher: keys are this process's own thread ids and numbers, looked up for every
+/// record a batch writes, so a fast hash rather than a DoS-resistant one (SipHash over the thread
+/// id was visible in the writer's profile).
+type Fast = foldhash::fast::RandomState;
+
 /// Most thread numbers remembered; past it the memory starts again empty (a lookup costs one
 /// indexed statement, so forgetting is cheap).
 const MAX_REMEMBERED: usize = 65_536;
@@ -42,9 +47,9 @@ const MAX_REMEMBERED: usize = 65_536;
 pub(super) struct ThreadNumbers {
     /// `PRAGMA data_version` when the memory was last checked.
     version: Option<i64>,
-    known: HashMap<String, i64>,
+    known: HashMap<String, i64, Fast>,
     /// Each thread's head (by thread number), as the batches committed them.
-    heads: HashMap<i64, i64>,
+    heads: HashMap<i64, i64, Fast>,
     /// The connection's `total_changes()` when the last batch committed.
     changes: Option<u64>,
 }
