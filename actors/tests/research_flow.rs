@@ -350,3 +350,39 @@ async fn a_lasting_model_error_is_recorded_and_surfaced_with_status_failed() {
     );
     let _ = Arc::clone(&policy);
 }
+
+/// A tool that fails is recorded in `errors` (named by step and tool) and in the history; a step
+/// whose tool ran adds nothing to `errors`.
+#[tokio::test]
+async fn a_failing_tool_is_recorded_in_errors_and_a_working_one_adds_none() {
+    let mut broken = search(
+        "broken",
+        "solar battery cost",
+        &[],
+        vec![Criterion::MinSources(1)],
+    );
+    // An aspect with no words to search for: the search tool refuses it.
+    Arc::make_mut(&mut broken.params).aspect = Some("--".into());
+    broken.optional = true;
+    let working = search(
+        "cost",
+        "solar battery cost",
+        &[],
+        vec![Criterion::MinSources(1)],
+    );
+    let policy = ScriptedPolicy::new().plan(vec![broken, working]);
+    let out = run(
+        policy,
+        input(BATTERY_GOAL, json!({}), Some(battery_notes())),
+    )
+    .await;
+    let s = &out.state;
+    assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+    assert!(
+        s.errors[0].starts_with("broken: tool search: aspect `--` has no words"),
+        "{:?}",
+        s.errors
+    );
+    assert!(events(s).contains(&"tool_error"), "{:?}", events(s));
+    assert!(s.step_results["cost"].met, "{:?}", s.step_results["cost"]);
+}

@@ -221,14 +221,16 @@ pub async fn execute_step(
             ..HistoryEntry::default()
         });
     }
-    let errors = r
+    // `errors` is written only when the tool failed (an empty append changes nothing, and was
+    // stored in every step's checkpoint).
+    let error = r
         .error
         .as_ref()
-        .map(|e| vec![format!("{id}: tool {}: {e}", step.tool)])
-        .unwrap_or_default();
-    Ok(ResearchUpdate::default()
+        .map(|e| vec![format!("{id}: tool {}: {e}", step.tool)]);
+    let mut update = ResearchUpdate::default()
         .observations(vec![detail])
         .execution_history(history)
-        .errors(errors)
-        .step_results(BTreeMap::from([(id, Arc::new(r))])))
+        .step_results(BTreeMap::from([(id, Arc::new(r))]));
+    update.errors = error;
+    Ok(update)
 }
