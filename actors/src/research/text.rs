@@ -155,24 +155,56 @@ pub fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// Number of words in `text`.
+/// Number of words in `text` (as `split_whitespace` counts them).
 pub fn word_count(text: &str) -> usize {
-    if !text.is_ascii() {
+    let bytes = text.as_bytes();
+    if !text.is_ascii() && has_unicode_space(bytes) {
         return text.split_whitespace().count();
     }
-    // ASCII: count the starts of words byte by byte (a brief's words are counted three times as
-    // it is written and checked; `split_whitespace` decodes every char).
-    let mut words = 0;
-    let mut in_word = false;
-    for &b in text.as_bytes() {
-        // `char::is_whitespace` on ASCII: space, tab, line feed, vertical tab, form feed, return.
-        let space = matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r');
-        if !space && !in_word {
-            words += 1;
+    // Otherwise no whitespace is outside ASCII, and every byte of a multi-byte character is at
+    // least 0x80, never ASCII space: the words are the bytes that are not space and follow one (or
+    // start the text). Counted in chunks into a `u8`, with no state carried from byte to byte, so
+    // the count vectorises: a brief's words are counted as it is written and checked, and
+    // `split_whitespace` (decoding every char), then a byte loop with an "in a word" flag, cost
+    // ~11 instructions a byte where this costs under 2.
+    let Some(&first) = bytes.first() else {
+        return 0;
+    };
+    let mut words = usize::from(!ascii_space(first));
+    let (before, after) = (&bytes[..bytes.len() - 1], &bytes[1..]);
+    for (b, a) in before.chunks(128).zip(after.chunks(128)) {
+        let mut starts: u8 = 0;
+        for (&b, &a) in b.iter().zip(a) {
+            starts += u8::from(ascii_space(b) & !ascii_space(a));
         }
-        in_word = !space;
+        words += usize::from(starts);
     }
     words
+}
+
+/// `char::is_whitespace` on ASCII: space, and tab, line feed, vertical tab, form feed, return
+/// (0x09–0x0D).
+fn ascii_space(b: u8) -> bool {
+    b == b' ' || b.wrapping_sub(b'\t') < 5
+}
+
+/// Whether UTF-8 `bytes` hold a whitespace character outside ASCII (`char::is_whitespace`:
+/// U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000).
+fn has_unicode_space(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(i, &lead)| {
+        let next = |k: usize| bytes.get(i + k).copied().unwrap_or(0);
+        match lead {
+            0xC2 => matches!(next(1), 0x85 | 0xA0),
+            0xE1 => next(1) == 0x9A && next(2) == 0x80,
+            0xE2 => match next(1) {
+                0x80 => matches!(next(2), 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF),
+                0x81 => next(2) == 0x9F,
+                _ => false,
+            },
+            0xE3 => next(1) == 0x80 && next(2) == 0x80,
+            _ => false,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -227,7 +259,7 @@ mod tests {
         }
 
         #[test]
-        fn word_count_counts_as_split_whitespace(text in "([a-z.]{1,5}|[ \\t\\n\\r]|\\x0B|\\x0C|\\x1F|é|\\u{A0}|\\u{85}){0,30}") {
+        fn word_count_counts_as_split_whitespace(text in "([a-z.]{1,5}|[ \\t\\n\\r]|\\x0B|\\x0C|\\x1F|é|—|€|\\u{A0}|\\u{85}|\\u{1680}|[\\u{1FFF}-\\u{200B}]|[\\u{2027}-\\u{2030}]|\\u{205F}|\\u{2060}|\\u{3000}|\\u{3001}){0,300}") {
             prop_assert_eq!(word_count(&text), text.split_whitespace().count());
         }
 

@@ -31,7 +31,9 @@ pub struct Hit {
 pub struct Bm25Index {
     doc_len: Vec<f64>,
     avg_len: f64,
-    postings: HashMap<String, Vec<(usize, u32)>>,
+    /// By term. A fast hash: the index is searched for every model call's notes and every
+    /// search step, and the terms are the corpus's own words (SipHash was most of a lookup).
+    postings: HashMap<String, Vec<(usize, u32)>, foldhash::fast::RandomState>,
 }
 
 const K1: f64 = 1.2;
