@@ -230,17 +230,16 @@ pub fn search_aspect(
         .filter(|t| !is_own(t))
         .collect();
     let weights = super::search::weigh_terms(&salient, corpus);
-    let salient_terms: Vec<(Term, f64)> = weights.iter().map(|(t, w)| (Term::new(t), *w)).collect();
     let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
-    // Which notes name the topic, and each salient term: looked up once in the corpus's word
-    // index instead of once per note.
+    // Which notes name the topic, and each salient term: looked up in the corpus's word index
+    // (and remembered there) instead of asked of each note.
     let mut mention_topic = Notes::none(corpus.notes().len());
     for t in &params.require_any {
-        mention_topic.union_with(&corpus.mentioning(&Term::new(t)));
+        mention_topic.union_with(&corpus.mentioning_text(t));
     }
-    let salient_notes: Vec<(Notes, f64)> = salient_terms
+    let salient_notes: Vec<(Arc<Notes>, f64)> = weights
         .iter()
-        .map(|(t, w)| (corpus.mentioning(t), *w))
+        .map(|(t, w)| (corpus.mentioning_text(t), *w))
         .collect();
     let tags = topical_tags(corpus, &mention_topic);
     let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
