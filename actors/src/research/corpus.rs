@@ -240,6 +240,8 @@ pub struct Corpus {
     /// terms come back step after step (splitting a term and looking its words up was ~2.5 % of
     /// a research load's instructions).
     mentioned: std::sync::Mutex<TermsMemo>,
+    /// [`Corpus::naming_aspect`] by aspect, as asked (at most [`TERMS_MEMO`]).
+    aspects: std::sync::Mutex<TermsMemo>,
     /// Every word of the notes with the notes holding it, built on the first
     /// [`Corpus::mentioning`].
     words: std::sync::OnceLock<WordIndex>,
@@ -333,6 +335,24 @@ impl WordIndex {
 /// Most terms whose notes a corpus remembers.
 const TERMS_MEMO: usize = 4096;
 
+/// `memo`'s notes for `key`, else `notes()` (remembered while the memo has room).
+fn remembered(
+    memo: &std::sync::Mutex<TermsMemo>,
+    key: &str,
+    notes: impl FnOnce() -> Notes,
+) -> Arc<Notes> {
+    let lock = || memo.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(found) = lock().get(key) {
+        return found.clone();
+    }
+    let found = Arc::new(notes());
+    let mut memo = lock();
+    if memo.len() < TERMS_MEMO {
+        memo.insert(key.to_string(), found.clone());
+    }
+    found
+}
+
 /// The notes mentioning each term asked about, by the term's text (a fast hash: the keys are the
 /// planner's own query terms, looked up several times per search step).
 type TermsMemo = std::collections::HashMap<String, Arc<Notes>, foldhash::fast::RandomState>;
@@ -361,6 +381,7 @@ impl Corpus {
             prepared,
             bm25,
             mentioned: Default::default(),
+            aspects: Default::default(),
             words: Default::default(),
         }
     }
@@ -405,22 +426,17 @@ impl Corpus {
         out
     }
 
-    fn terms_memo(&self) -> std::sync::MutexGuard<'_, TermsMemo> {
-        self.mentioned.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The notes that mention the term written `term` ([`Term::new`]), remembered by its text: a
     /// corpus does not change, so neither does the answer.
     pub fn mentioning_text(&self, term: &str) -> Arc<Notes> {
-        if let Some(notes) = self.terms_memo().get(term) {
-            return notes.clone();
-        }
-        let notes = Arc::new(self.mentioning(&Term::new(term)));
-        let mut memo = self.terms_memo();
-        if memo.len() < TERMS_MEMO {
-            memo.insert(term.to_string(), notes.clone());
-        }
-        notes
+        remembered(&self.mentioned, term, || self.mentioning(&Term::new(term)))
+    }
+
+    /// The notes that name `aspect`, as `term` (made only when not remembered) splits it with
+    /// its related words: remembered by the aspect's text, which decides the term (the aspect
+    /// search's matchers are made from it alone).
+    pub(crate) fn naming_aspect(&self, aspect: &str, term: impl FnOnce() -> Term) -> Arc<Notes> {
+        remembered(&self.aspects, aspect, || self.mentioning(&term()))
     }
 
     /// How many notes mention `term`.
@@ -568,6 +584,10 @@ mod tests {
                 found.len(),
                 corpus.iter().filter(|(_, p)| p.mentions_term(&split)).count()
             );
+            // Asked by its text, the answer is the same the first time and when remembered.
+            prop_assert_eq!(&*corpus.mentioning_text(&term), &found);
+            prop_assert_eq!(&*corpus.mentioning_text(&term), &found);
+            prop_assert_eq!(corpus.document_frequency(&term), found.len());
         }
     }
 }

@@ -73,6 +73,8 @@ fn names(tokens: &[String], b: Beginnings, alts: &[Vec<String>]) -> bool {
 
 /// An aspect to match: its own alternatives and the lexicon's related words.
 struct Matcher {
+    /// The aspect as the plan names it (what the corpus remembers its notes by).
+    aspect: String,
     own: Vec<Vec<String>>,
     related: Vec<Vec<String>>,
 }
@@ -85,16 +87,22 @@ impl Matcher {
             .flat_map(|words| lexicon::synonyms(&words.join(" ")))
             .flat_map(alternatives)
             .collect();
-        Self { own, related }
+        Self {
+            aspect: aspect.to_string(),
+            own,
+            related,
+        }
     }
 
     /// The notes that name the aspect or a related word anywhere (title, tags or text): a
     /// sentence can name it only if its note does, so a note that does not is skipped whole.
     /// Looked up in the corpus's word index (asking each note's words was 0.9 % of a research
     /// load); `in_notes_asked_one_by_one` in the tests is the rule it answers.
-    fn notes_naming(&self, corpus: &Corpus) -> Notes {
-        let alternatives = self.own.iter().chain(&self.related).cloned().collect();
-        corpus.mentioning(&Term::from_alternatives(alternatives))
+    fn notes_naming(&self, corpus: &Corpus) -> Arc<Notes> {
+        corpus.naming_aspect(&self.aspect, || {
+            let alternatives = self.own.iter().chain(&self.related).cloned().collect();
+            Term::from_alternatives(alternatives)
+        })
     }
 
     /// 1 for the aspect's own words, a half for a related word, 0 otherwise (`tokens` sorted,
