@@ -10,6 +10,7 @@
 use super::notes::Note;
 use super::text;
 use crate::tools::bm25::{tokenize, Bm25Index};
+use std::any::Any;
 use std::sync::Arc;
 
 /// A sentence of a note with its words.
@@ -240,8 +241,8 @@ pub struct Corpus {
     /// terms come back step after step (splitting a term and looking its words up was ~2.5 % of
     /// a research load's instructions).
     mentioned: std::sync::Mutex<TermsMemo>,
-    /// [`Corpus::naming_aspect`] by aspect, as asked (at most [`TERMS_MEMO`]).
-    aspects: std::sync::Mutex<TermsMemo>,
+    /// [`Corpus::remembered_view`] by key, as asked (at most [`TERMS_MEMO`]).
+    views: std::sync::Mutex<ViewsMemo>,
     /// Every word of the notes with the notes holding it, built on the first
     /// [`Corpus::mentioning`].
     words: std::sync::OnceLock<WordIndex>,
@@ -353,6 +354,10 @@ fn remembered(
     found
 }
 
+/// Views of the corpus a tool worked out, by key ([`Corpus::remembered_view`]).
+type ViewsMemo =
+    std::collections::HashMap<String, Arc<dyn Any + Send + Sync>, foldhash::fast::RandomState>;
+
 /// The notes mentioning each term asked about, by the term's text (a fast hash: the keys are the
 /// planner's own query terms, looked up several times per search step).
 type TermsMemo = std::collections::HashMap<String, Arc<Notes>, foldhash::fast::RandomState>;
@@ -381,7 +386,7 @@ impl Corpus {
             prepared,
             bm25,
             mentioned: Default::default(),
-            aspects: Default::default(),
+            views: Default::default(),
             words: Default::default(),
         }
     }
@@ -432,11 +437,26 @@ impl Corpus {
         remembered(&self.mentioned, term, || self.mentioning(&Term::new(term)))
     }
 
-    /// The notes that name `aspect`, as `term` (made only when not remembered) splits it with
-    /// its related words: remembered by the aspect's text, which decides the term (the aspect
-    /// search's matchers are made from it alone).
-    pub(crate) fn naming_aspect(&self, aspect: &str, term: impl FnOnce() -> Term) -> Arc<Notes> {
-        remembered(&self.aspects, aspect, || self.mentioning(&term()))
+    /// What a tool worked out about this corpus for `key` (`make`, run only when it is not
+    /// remembered): the aspect search keeps, per aspect, which notes name it and how strongly
+    /// each title, tag and sentence does, since every search step of every conversation on the
+    /// corpus asks it again of the same aspects. `key` must decide the answer; a key remembered
+    /// with another type is made again, not mistaken for it.
+    pub(crate) fn remembered_view<T: Any + Send + Sync>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let lock = || self.views.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(view) = lock().get(key).and_then(|v| v.clone().downcast::<T>().ok()) {
+            return view;
+        }
+        let view = Arc::new(make());
+        let mut memo = lock();
+        if memo.len() < TERMS_MEMO {
+            memo.insert(key.to_string(), view.clone());
+        }
+        view
     }
 
     /// How many notes mention `term`.

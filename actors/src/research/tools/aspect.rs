@@ -98,11 +98,15 @@ impl Matcher {
     /// sentence can name it only if its note does, so a note that does not is skipped whole.
     /// Looked up in the corpus's word index (asking each note's words was 0.9 % of a research
     /// load); `in_notes_asked_one_by_one` in the tests is the rule it answers.
-    fn notes_naming(&self, corpus: &Corpus) -> Arc<Notes> {
-        corpus.naming_aspect(&self.aspect, || {
-            let alternatives = self.own.iter().chain(&self.related).cloned().collect();
-            Term::from_alternatives(alternatives)
-        })
+    fn notes_naming(&self, corpus: &Corpus) -> Notes {
+        let alternatives = self.own.iter().chain(&self.related).cloned().collect();
+        corpus.mentioning(&Term::from_alternatives(alternatives))
+    }
+
+    /// What `corpus` says about this aspect ([`AspectView`]), worked out on the first search for
+    /// it and remembered by the corpus.
+    fn view(&self, corpus: &Corpus) -> Arc<AspectView> {
+        corpus.remembered_view(&self.aspect, || AspectView::new(self, corpus))
     }
 
     /// 1 for the aspect's own words, a half for a related word, 0 otherwise (`tokens` sorted,
@@ -115,6 +119,63 @@ impl Matcher {
         } else {
             0.0
         }
+    }
+}
+
+/// Which notes of a corpus name an aspect, and how strongly each of their titles, tags and
+/// sentences does ([`Matcher::weight`]): a pure function of the corpus and the aspect's text,
+/// kept by the corpus ([`Corpus::remembered_view`]). Every search step asked it again of every
+/// note for its own aspect and, sentence by sentence, for each sibling aspect of the plan (~2.3 %
+/// of a research load's instructions); the rest of the ranking (the query's salient terms) is
+/// the step's own.
+struct AspectView {
+    /// The notes that name the aspect or a related word anywhere.
+    naming: Notes,
+    /// By note (empty for a note that does not name it).
+    notes: Vec<NoteWeights>,
+}
+
+/// How strongly one note's parts name an aspect.
+#[derive(Default)]
+struct NoteWeights {
+    title: f64,
+    /// The best of its tags.
+    tag: f64,
+    /// Each sentence's, in order.
+    sentences: Vec<f64>,
+}
+
+impl AspectView {
+    fn new(matcher: &Matcher, corpus: &Corpus) -> Self {
+        let naming = matcher.notes_naming(corpus);
+        let notes = corpus
+            .iter()
+            .enumerate()
+            .map(|(i, (_, prepared))| {
+                if !naming.contains(i) {
+                    return NoteWeights::default();
+                }
+                NoteWeights {
+                    title: matcher.weight(&prepared.title, Beginnings::ANY),
+                    tag: prepared
+                        .tags
+                        .iter()
+                        .map(|t| matcher.weight(t, Beginnings::ANY))
+                        .fold(0.0, f64::max),
+                    sentences: prepared
+                        .sentences
+                        .iter()
+                        .map(|s| matcher.weight(&s.words, s.beginnings))
+                        .collect(),
+                }
+            })
+            .collect();
+        Self { naming, notes }
+    }
+
+    /// The weight of sentence `j` of note `i` (0 when the note does not name the aspect).
+    fn sentence(&self, i: usize, j: usize) -> f64 {
+        self.notes[i].sentences.get(j).copied().unwrap_or(0.0)
     }
 }
 
@@ -219,10 +280,11 @@ pub fn search_aspect(
     // The other aspects a sentence may be about: the plan's siblings, and the lexicon's (as a
     // mask over each sentence's precomputed lexicon aspects).
     let is_other = |m: &Matcher| !m.own.iter().flatten().any(|w| is_own(w));
-    let other_siblings: Vec<Arc<Matcher>> = siblings
+    let other_siblings: Vec<Arc<AspectView>> = siblings
         .iter()
         .map(|s| matcher_of(s))
         .filter(|m| is_other(m))
+        .map(|m| m.view(corpus))
         .collect();
     let other_lexicon: u64 = lexicon_matchers()
         .iter()
@@ -251,7 +313,7 @@ pub fn search_aspect(
         .collect();
     let tags = topical_tags(corpus, &mention_topic);
     let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
-    let naming = matcher.notes_naming(corpus);
+    let view = matcher.view(corpus);
     let mut scored: Vec<Scored> = Vec::new();
     for (i, (note, prepared)) in corpus.iter().enumerate() {
         let on_topic = if params.require_any.is_empty() {
@@ -261,32 +323,34 @@ pub fn search_aspect(
         } else {
             note.tags.iter().any(|t| tags.contains(t))
         };
-        if !on_topic || !naming.contains(i) {
+        if !on_topic || !view.naming.contains(i) {
             continue;
         }
-        let title = matcher.weight(&prepared.title, Beginnings::ANY) * TITLE_WEIGHT;
-        let tag = prepared
-            .tags
-            .iter()
-            .map(|t| matcher.weight(t, Beginnings::ANY))
-            .fold(0.0, f64::max)
-            * TAG_WEIGHT;
+        let weights_here = &view.notes[i];
+        let title = weights_here.title * TITLE_WEIGHT;
+        let tag = weights_here.tag * TAG_WEIGHT;
         let mut on_aspect = 0.0;
         let mut best: Option<(f64, &str)> = None;
         let mut fallback: Option<(f64, &str)> = None;
         let lexicon_of = lexicon_aspects(prepared);
-        for (sentence, lexicon_mask) in prepared.sentences.iter().zip(lexicon_of) {
+        for (j, ((sentence, lexicon_mask), w)) in prepared
+            .sentences
+            .iter()
+            .zip(lexicon_of)
+            .zip(&weights_here.sentences)
+            .enumerate()
+        {
             let (s, tokens, b) = (sentence.text.as_str(), &sentence.words, sentence.beginnings);
             let salient_score: f64 = weights
                 .iter()
                 .filter(|(t, _)| has_prefix_in(tokens, b, text::stem(t)))
                 .map(|(_, w)| w)
                 .sum();
-            let w = matcher.weight(tokens, b);
+            let w = *w;
             if w > 0.0 {
                 let shared = other_siblings
                     .iter()
-                    .filter(|m| m.weight(tokens, b) > 0.0)
+                    .filter(|v| v.sentence(i, j) > 0.0)
                     .count()
                     + (lexicon_mask & other_lexicon).count_ones() as usize;
                 let figure = if has_figure(s) { FIGURE_BONUS } else { 0.0 };
@@ -397,6 +461,58 @@ mod tests {
                 prop_assert_eq!(naming.contains(i), in_notes_asked_one_by_one(&m, p), "note {}", i);
             }
         }
+    }
+
+    proptest! {
+        /// The remembered view of an aspect is what its matcher says of every title, tag and
+        /// sentence, and a sentence of a note outside `naming` never names it (so the view may
+        /// leave those notes empty); asked again, the corpus hands back the same view.
+        #[test]
+        fn an_aspects_view_is_its_matchers_answer_everywhere(
+            notes in proptest::collection::vec(
+                proptest::collection::vec("(cost|costs|price|risk|latency|response|time|heat|staff|a|\\.)", 0..12),
+                0..20,
+            ),
+            aspect in "(cost|risks|latency|response time|staffing|heat)(\\|(price|risk))?",
+        ) {
+            let corpus = Corpus::new(
+                notes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, words)| Note {
+                        id: format!("n{i}").into(),
+                        title: words.first().cloned().unwrap_or_default().into(),
+                        text: words.join(" ").into(),
+                        tags: words.last().cloned().into_iter().collect::<Vec<_>>().into(),
+                    })
+                    .collect(),
+            );
+            let m = Matcher::new(&aspect);
+            let view = m.view(&corpus);
+            for (i, (_, p)) in corpus.iter().enumerate() {
+                let named = view.naming.contains(i);
+                let title = m.weight(&p.title, Beginnings::ANY);
+                prop_assert_eq!(view.notes[i].title, if named { title } else { 0.0 });
+                prop_assert!(named || title == 0.0);
+                for (j, st) in p.sentences.iter().enumerate() {
+                    let w = m.weight(&st.words, st.beginnings);
+                    prop_assert_eq!(view.sentence(i, j), w, "note {} sentence {}", i, j);
+                }
+            }
+            prop_assert!(Arc::ptr_eq(&view, &m.view(&corpus)));
+        }
+    }
+
+    #[test]
+    fn a_view_remembered_under_a_key_is_made_again_when_asked_as_another_type() {
+        let corpus = Corpus::new(Vec::new());
+        let first = corpus.remembered_view("k", || 1u32);
+        assert_eq!(*corpus.remembered_view("k", || 2u32), 1, "remembered");
+        assert!(Arc::ptr_eq(&first, &corpus.remembered_view("k", || 3u32)));
+        assert_eq!(
+            *corpus.remembered_view("k", || "other".to_string()),
+            "other"
+        );
     }
 
     #[test]
