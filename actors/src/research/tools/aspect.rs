@@ -434,41 +434,12 @@ mod tests {
 
     proptest! {
         /// The word index finds the notes each note's own words name (aspects with lexicon
-        /// synonyms, several words and `|` alternatives; notes from a small vocabulary).
+        /// synonyms, several words and `|` alternatives; notes from a small vocabulary, titles and
+        /// tags among them). The remembered view of an aspect is what its matcher says of every
+        /// title, tag and sentence, and a sentence of a note outside `naming` never names it (so
+        /// the view may leave those notes empty); asked again, the corpus hands back the same view.
         #[test]
-        fn notes_naming_is_each_notes_own_answer(
-            notes in proptest::collection::vec(
-                proptest::collection::vec("(cost|costs|price|risk|risks|latency|response|time|heat|staff|a)", 0..8),
-                0..40,
-            ),
-            aspect in "(cost|risks|latency|response time|staffing|heat)(\\|(price|risk))?",
-        ) {
-            let corpus = Corpus::new(
-                notes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, words)| Note {
-                        id: format!("n{i}").into(),
-                        title: format!("t{i}").into(),
-                        text: words.join(" ").into(),
-                        tags: [].into(),
-                    })
-                    .collect(),
-            );
-            let m = Matcher::new(&aspect);
-            let naming = m.notes_naming(&corpus);
-            for (i, (_, p)) in corpus.iter().enumerate() {
-                prop_assert_eq!(naming.contains(i), in_notes_asked_one_by_one(&m, p), "note {}", i);
-            }
-        }
-    }
-
-    proptest! {
-        /// The remembered view of an aspect is what its matcher says of every title, tag and
-        /// sentence, and a sentence of a note outside `naming` never names it (so the view may
-        /// leave those notes empty); asked again, the corpus hands back the same view.
-        #[test]
-        fn an_aspects_view_is_its_matchers_answer_everywhere(
+        fn the_notes_naming_an_aspect_and_its_view_are_each_notes_own_answer(
             notes in proptest::collection::vec(
                 proptest::collection::vec("(cost|costs|price|risk|latency|response|time|heat|staff|a|\\.)", 0..12),
                 0..20,
@@ -491,6 +462,7 @@ mod tests {
             let view = m.view(&corpus);
             for (i, (_, p)) in corpus.iter().enumerate() {
                 let named = view.naming.contains(i);
+                prop_assert_eq!(named, in_notes_asked_one_by_one(&m, p), "note {}", i);
                 let title = m.weight(&p.title, Beginnings::ANY);
                 prop_assert_eq!(view.notes[i].title, if named { title } else { 0.0 });
                 prop_assert!(named || title == 0.0);
