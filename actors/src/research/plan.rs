@@ -6,7 +6,7 @@
 //! description, parameters and criteria again (~1.7 KB of JSON per assessment, the largest part
 //! of a research conversation's stored deltas, and of what was compressed per conversation). A
 //! [`Plan::Statuses`] write carries only `{"statuses": {"s1": "complete", ...}}`, and the reducer
-//! ([`write`]) applies it to the plan the state holds.
+//! ([`write()`]) applies it to the plan the state holds.
 //!
 //! The state always holds [`Plan::Steps`]: a status write applied to it marks its steps. So a
 //! snapshot, the API's state and an interrupt's payload show the plan as the array of steps it
