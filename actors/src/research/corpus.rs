@@ -336,24 +336,6 @@ impl WordIndex {
 /// Most terms whose notes a corpus remembers.
 const TERMS_MEMO: usize = 4096;
 
-/// `memo`'s notes for `key`, else `notes()` (remembered while the memo has room).
-fn remembered(
-    memo: &std::sync::Mutex<TermsMemo>,
-    key: &str,
-    notes: impl FnOnce() -> Notes,
-) -> Arc<Notes> {
-    let lock = || memo.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(found) = lock().get(key) {
-        return found.clone();
-    }
-    let found = Arc::new(notes());
-    let mut memo = lock();
-    if memo.len() < TERMS_MEMO {
-        memo.insert(key.to_string(), found.clone());
-    }
-    found
-}
-
 /// Views of the corpus a tool worked out, by key ([`Corpus::remembered_view`]).
 type ViewsMemo =
     std::collections::HashMap<String, Arc<dyn Any + Send + Sync>, foldhash::fast::RandomState>;
@@ -434,7 +416,16 @@ impl Corpus {
     /// The notes that mention the term written `term` ([`Term::new`]), remembered by its text: a
     /// corpus does not change, so neither does the answer.
     pub fn mentioning_text(&self, term: &str) -> Arc<Notes> {
-        remembered(&self.mentioned, term, || self.mentioning(&Term::new(term)))
+        let lock = || self.mentioned.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = lock().get(term) {
+            return found.clone();
+        }
+        let found = Arc::new(self.mentioning(&Term::new(term)));
+        let mut memo = lock();
+        if memo.len() < TERMS_MEMO {
+            memo.insert(term.to_string(), found.clone());
+        }
+        found
     }
 
     /// What a tool worked out about this corpus for `key` (`make`, run only when it is not
