@@ -270,16 +270,16 @@ impl Drop for SqliteCheckpointer {
     }
 }
 
-/// The conditional write of one record inside an open transaction.
 /// Inserts one checkpoint row (`?1` thread id, `?2` id, `?3` parent, `?4` fingerprint, `?5` kind,
 /// `?6` body, `?7` next tasks, `?8` metadata, `?9` checksum, `?10` thread number).
 const INSERT_CHECKPOINT_SQL: &str =
     "INSERT INTO checkpoints (thread_id, id, parent, fingerprint, kind, body, next_tasks, metadata, checksum, thread_no)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-/// Stores `r` inside `tx` with `insert` ([`INSERT_CHECKPOINT_SQL`], prepared once for a whole
-/// batch: taking it from the statement cache and returning it for every record was ~1 % of a
-/// research load) after checking that its parent is its thread's head.
+/// The conditional write of one record inside an open transaction: stores `r` with `insert`
+/// ([`INSERT_CHECKPOINT_SQL`], prepared once for a whole batch: taking it from the statement cache
+/// and returning it for every record was ~1 % of a research load) after checking that its parent
+/// is its thread's head.
 fn put_in(
     tx: &Connection,
     insert: &mut rusqlite::Statement<'_>,
