@@ -11,7 +11,7 @@ use super::superstep::TaskSpec;
 use crate::context::RunContext;
 use crate::events::Interrupt;
 use crate::graph::CompiledGraph;
-use crate::ids::{InterruptId, NodeId};
+use crate::ids::NodeId;
 use crate::state::State;
 
 /// A run's resolved settings.
@@ -69,12 +69,7 @@ impl PerRun {
                 graph.node(t.node_id).interrupt_before
                     || self.before.get(t.node_id.index()).copied().unwrap_or(false)
             })
-            .map(|t| Interrupt {
-                id: InterruptId(format!("before:{}", t.id)),
-                node: t.node_name(),
-                value: serde_json::Value::Null,
-                index: 0,
-            })
+            .map(|t| t.static_pause("before"))
             .collect()
     }
 

@@ -62,6 +62,17 @@ impl TaskSpec {
     pub fn node_name(&self) -> String {
         String::from(&*self.node)
     }
+
+    /// The interrupt of a static pause (`interrupt_before`/`interrupt_after`) `at` this task:
+    /// `at` is `"before"` or `"after"`, the id `at:task`, no value.
+    pub fn static_pause(&self, at: &str) -> Interrupt {
+        Interrupt {
+            id: InterruptId(format!("{at}:{}", self.id)),
+            node: self.node_name(),
+            value: serde_json::Value::Null,
+            index: 0,
+        }
+    }
 }
 
 /// How a checkpoint's next tasks store their ids: a pair, a third of the bytes of the named form
@@ -423,19 +434,6 @@ pub fn stored_next(run: &[TaskSpec], waiting: &[TaskSpec]) -> Vec<TaskSpec> {
 /// A checkpoint's stored tasks split back into runnable and waiting ([`stored_next`]'s inverse).
 pub fn split_stored(tasks: Vec<TaskSpec>) -> (Vec<TaskSpec>, Vec<TaskSpec>) {
     tasks.into_iter().partition(|t| !t.deferred)
-}
-
-/// The pauses that `interrupt_before` asks for ahead of `next`: one per task whose node pauses.
-pub fn pauses_before<S: State>(graph: &CompiledGraph<S>, next: &[TaskSpec]) -> Vec<Interrupt> {
-    next.iter()
-        .filter(|t| graph.node(t.node_id).interrupt_before)
-        .map(|t| Interrupt {
-            id: InterruptId(format!("before:{}", t.id)),
-            node: t.node_name(),
-            value: serde_json::Value::Null,
-            index: 0,
-        })
-        .collect()
 }
 
 /// The state a dependency-driven task sees: `base` plus the updates of its transitive

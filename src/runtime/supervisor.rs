@@ -570,12 +570,7 @@ impl<S: State> Run<S> {
         let pauses: Vec<Interrupt> = if !next.is_empty() && !pause_after.is_empty() {
             pause_after
                 .iter()
-                .map(|t| Interrupt {
-                    id: InterruptId(format!("after:{}", t.id)),
-                    node: t.node_name(),
-                    value: serde_json::Value::Null,
-                    index: 0,
-                })
+                .map(|t| t.static_pause("after"))
                 .collect()
         } else {
             self.per_run.pauses_before(graph, &next)

@@ -123,8 +123,10 @@ impl<S: State> Engine<S> {
             saved.writes = vec![None; saved.tasks.len()];
             saved.gotos = Vec::new();
             // Nodes that pause before running pause after an edit too, as they would after a
-            // superstep: the edit is what the approver reviews.
-            let pauses = crate::runtime::superstep::pauses_before(&self.sh.graph, &saved.tasks);
+            // superstep: the edit is what the approver reviews (the graph's own pauses: no run's
+            // options apply to an edit).
+            let pauses = crate::runtime::per_run::PerRun::default()
+                .pauses_before(&self.sh.graph, &saved.tasks);
             saved.paused_before = !pauses.is_empty();
             saved.pause_at = crate::checkpoint::PauseAt::Before;
             saved.pauses = pauses;
