@@ -236,12 +236,8 @@ pub struct Corpus {
     notes: Vec<Note>,
     prepared: Vec<Prepared>,
     bm25: Bm25Index,
-    /// [`Corpus::mentioning_text`] by term, as asked (at most [`TERMS_MEMO`] terms): every search
-    /// step weighs its query's terms by rarity and filters by its topic terms, and the same
-    /// terms come back step after step (splitting a term and looking its words up was ~2.5 % of
-    /// a research load's instructions).
-    mentioned: std::sync::Mutex<TermsMemo>,
-    /// [`Corpus::remembered_view`] by key, as asked (at most [`TERMS_MEMO`]).
+    /// [`Corpus::remembered_view`]: what was worked out about the corpus, by the answer's type and
+    /// its key, as asked (at most [`VIEWS_MEMO`] of each type).
     views: std::sync::Mutex<ViewsMemo>,
     /// Every word of the notes with the notes holding it, built on the first
     /// [`Corpus::mentioning`].
@@ -333,16 +329,17 @@ impl WordIndex {
     }
 }
 
-/// Most terms whose notes a corpus remembers.
-const TERMS_MEMO: usize = 4096;
+/// Most answers of one type a corpus remembers.
+const VIEWS_MEMO: usize = 4096;
 
-/// Views of the corpus a tool worked out, by key ([`Corpus::remembered_view`]).
-type ViewsMemo =
-    std::collections::HashMap<String, Arc<dyn Any + Send + Sync>, foldhash::fast::RandomState>;
-
-/// The notes mentioning each term asked about, by the term's text (a fast hash: the keys are the
-/// planner's own query terms, looked up several times per search step).
-type TermsMemo = std::collections::HashMap<String, Arc<Notes>, foldhash::fast::RandomState>;
+/// Views of the corpus worked out, by their type and then their key ([`Corpus::remembered_view`]).
+/// A fast hash: the keys are the planner's own terms and aspects, looked up several times per
+/// search step.
+type ViewsMemo = std::collections::HashMap<
+    std::any::TypeId,
+    std::collections::HashMap<String, Arc<dyn Any + Send + Sync>, foldhash::fast::RandomState>,
+    foldhash::fast::RandomState,
+>;
 
 impl PartialEq for Corpus {
     fn eq(&self, other: &Self) -> bool {
@@ -367,7 +364,6 @@ impl Corpus {
             notes,
             prepared,
             bm25,
-            mentioned: Default::default(),
             views: Default::default(),
             words: Default::default(),
         }
@@ -414,38 +410,38 @@ impl Corpus {
     }
 
     /// The notes that mention the term written `term` ([`Term::new`]), remembered by its text: a
-    /// corpus does not change, so neither does the answer.
+    /// corpus does not change, so neither does the answer. Every search step weighs its query's
+    /// terms by rarity and filters by its topic terms, and the same terms come back step after
+    /// step (splitting a term and looking its words up was ~2.5 % of a research load's
+    /// instructions).
     pub fn mentioning_text(&self, term: &str) -> Arc<Notes> {
-        let lock = || self.mentioned.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = lock().get(term) {
-            return found.clone();
-        }
-        let found = Arc::new(self.mentioning(&Term::new(term)));
-        let mut memo = lock();
-        if memo.len() < TERMS_MEMO {
-            memo.insert(term.to_string(), found.clone());
-        }
-        found
+        self.remembered_view(term, || self.mentioning(&Term::new(term)))
     }
 
-    /// What a tool worked out about this corpus for `key` (`make`, run only when it is not
-    /// remembered): the aspect search keeps, per aspect, which notes name it and how strongly
-    /// each title, tag and sentence does, since every search step of every conversation on the
-    /// corpus asks it again of the same aspects. `key` must decide the answer; a key remembered
-    /// with another type is made again, not mistaken for it.
+    /// What was worked out about this corpus as a `T` for `key` (`make`, run only when it is not
+    /// remembered): the notes mentioning a term ([`Corpus::mentioning_text`]), and the aspect
+    /// search's view of an aspect (which notes name it and how strongly each title, tag and
+    /// sentence does), since every search step of every conversation on the corpus asks them
+    /// again of the same terms and aspects. `key` must decide the answer among those of type `T`;
+    /// answers of different types under one key are kept apart.
     pub(crate) fn remembered_view<T: Any + Send + Sync>(
         &self,
         key: &str,
         make: impl FnOnce() -> T,
     ) -> Arc<T> {
         let lock = || self.views.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(view) = lock().get(key).and_then(|v| v.clone().downcast::<T>().ok()) {
+        let kind = std::any::TypeId::of::<T>();
+        let found = lock()
+            .get(&kind)
+            .and_then(|of_kind| of_kind.get(key).cloned());
+        if let Some(view) = found.and_then(|v| v.downcast::<T>().ok()) {
             return view;
         }
         let view = Arc::new(make());
         let mut memo = lock();
-        if memo.len() < TERMS_MEMO {
-            memo.insert(key.to_string(), view.clone());
+        let of_kind = memo.entry(kind).or_default();
+        if of_kind.len() < VIEWS_MEMO {
+            of_kind.insert(key.to_string(), view.clone());
         }
         view
     }

@@ -476,13 +476,19 @@ mod tests {
     }
 
     #[test]
-    fn a_view_remembered_under_a_key_is_made_again_when_asked_as_another_type() {
+    fn views_of_different_types_under_one_key_are_kept_apart() {
         let corpus = Corpus::new(Vec::new());
         let first = corpus.remembered_view("k", || 1u32);
         assert_eq!(*corpus.remembered_view("k", || 2u32), 1, "remembered");
         assert!(Arc::ptr_eq(&first, &corpus.remembered_view("k", || 3u32)));
         assert_eq!(
             *corpus.remembered_view("k", || "other".to_string()),
+            "other"
+        );
+        // Neither answer displaced the other.
+        assert!(Arc::ptr_eq(&first, &corpus.remembered_view("k", || 4u32)));
+        assert_eq!(
+            *corpus.remembered_view("k", || "another".to_string()),
             "other"
         );
     }
