@@ -20,26 +20,41 @@ pub const MIN_SHARED: f64 = 0.5;
 /// The ids cited in `text` as `[id]` (ids: letters, digits, `-`, `_`, `.`, `:`; not followed by
 /// `(`, which would be a Markdown link).
 pub fn cited_ids(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+    citations(text).map(|(_, id)| id).collect()
+}
+
+/// Each citation of `text`: the byte range of its `[id]` and the id ([`cited_ids`]' rule).
+fn citations(text: &str) -> impl Iterator<Item = (std::ops::Range<usize>, &str)> {
     let bytes = text.as_bytes();
     let mut i = 0;
-    while let Some(open) = text[i..].find('[') {
-        let start = i + open + 1;
-        let Some(len) = text[start..].find(']') else {
-            break;
-        };
+    std::iter::from_fn(move || loop {
+        let open = i + text[i..].find('[')?;
+        let start = open + 1;
+        let len = text[start..].find(']')?;
         let id = &text[start..start + len];
         let after = start + len + 1;
+        i = after.min(text.len());
         let link = bytes.get(after) == Some(&b'(');
         let valid = !id.is_empty()
             && id
                 .chars()
                 .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
         if valid && !link {
-            out.push(id);
+            return Some((open..after, id));
         }
-        i = after.min(text.len());
+    })
+}
+
+/// `text` with each of its citations replaced by a space: what a claim says, without its sources.
+fn without_citations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (span, _) in citations(text) {
+        out.push_str(&text[from..span.start]);
+        out.push(' ');
+        from = span.end;
     }
+    out.push_str(&text[from..]);
     out
 }
 
@@ -99,10 +114,7 @@ struct Claim {
 
 impl Claim {
     fn of(claim: &str) -> Self {
-        let mut bare = claim.to_string();
-        for id in cited_ids(claim) {
-            bare = bare.replace(&format!("[{id}]"), " ");
-        }
+        let bare = without_citations(claim);
         let values = figures::extract(&bare).iter().map(|f| f.value).collect();
         let stems = text::content_terms(&bare)
             .into_iter()
@@ -153,15 +165,23 @@ fn enforce_with(
     evidence: Option<&EvidenceOf<'_>>,
 ) -> (String, Vec<String>) {
     let mut gaps = Vec::new();
-    let mut lines = Vec::new();
+    // The kept lines, joined by newlines as they are written (`lines` kept so far).
+    let mut out = String::with_capacity(text.len());
+    let mut lines = 0;
+    let mut new_line = |out: &mut String| {
+        if lines > 0 {
+            out.push('\n');
+        }
+        lines += 1;
+    };
     let mut in_sources = false;
     for line in text.lines() {
         if let Some(h) = line.strip_prefix("## ") {
             in_sources = h.trim().eq_ignore_ascii_case("sources");
         }
-        let ids = cited_ids(line);
-        if ids.is_empty() || in_sources {
-            lines.push(line.to_string());
+        if in_sources || citations(line).next().is_none() {
+            new_line(&mut out);
+            out.push_str(line);
             continue;
         }
         let kept: Vec<&str> = super::text::sentences(line)
@@ -199,10 +219,15 @@ fn enforce_with(
             })
             .collect();
         if !kept.is_empty() {
-            lines.push(kept.join(" "));
+            new_line(&mut out);
+            for (i, sentence) in kept.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(sentence);
+            }
         }
     }
-    let mut out = lines.join("\n");
     if text.ends_with('\n') {
         out.push('\n');
     }
@@ -238,6 +263,16 @@ mod tests {
             cited_ids("A [rag-01]. B [x y] and [link](http://e) [n_2]."),
             vec!["rag-01", "n_2"]
         );
+    }
+
+    #[test]
+    fn a_claim_without_its_citations_keeps_links_and_bracketed_words() {
+        assert_eq!(
+            without_citations("Costs fell [c-1][c-2], see [docs](http://e) [x y] [c-1]."),
+            "Costs fell   , see [docs](http://e) [x y]  ."
+        );
+        assert_eq!(without_citations("No sources."), "No sources.");
+        assert_eq!(without_citations("Open [a"), "Open [a");
     }
 
     #[test]
