@@ -165,22 +165,16 @@ fn enforce_with(
     evidence: Option<&EvidenceOf<'_>>,
 ) -> (String, Vec<String>) {
     let mut gaps = Vec::new();
-    // The kept lines, joined by newlines as they are written (`lines` kept so far).
+    // The kept lines, joined by newlines as they are written: `sep` goes before each one.
     let mut out = String::with_capacity(text.len());
-    let mut lines = 0;
-    let mut new_line = |out: &mut String| {
-        if lines > 0 {
-            out.push('\n');
-        }
-        lines += 1;
-    };
+    let mut sep = "";
     let mut in_sources = false;
     for line in text.lines() {
         if let Some(h) = line.strip_prefix("## ") {
             in_sources = h.trim().eq_ignore_ascii_case("sources");
         }
         if in_sources || citations(line).next().is_none() {
-            new_line(&mut out);
+            out.push_str(std::mem::replace(&mut sep, "\n"));
             out.push_str(line);
             continue;
         }
@@ -219,7 +213,7 @@ fn enforce_with(
             })
             .collect();
         if !kept.is_empty() {
-            new_line(&mut out);
+            out.push_str(std::mem::replace(&mut sep, "\n"));
             for (i, sentence) in kept.iter().enumerate() {
                 if i > 0 {
                     out.push(' ');
