@@ -293,7 +293,7 @@ proptest! {
             slots[i] = Some(SU::default().log(vec![format!("t{i}")]).seen([(format!("k{}", i % 2), i as u32)].into()));
         }
         let mut state = S::default();
-        superstep::merge(&mut state, &tasks, slots.into_iter().map(|u| u.unwrap()).collect()).unwrap();
+        superstep::merge(&mut state, &tasks, slots.into_iter().map(|u| u.unwrap())).unwrap();
         prop_assert_eq!(state.log, (0..6).map(|i| format!("t{i}")).collect::<Vec<_>>());
         prop_assert_eq!(state.seen.get("k0"), Some(&4));
         prop_assert_eq!(state.seen.get("k1"), Some(&5));

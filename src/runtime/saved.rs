@@ -12,8 +12,8 @@ use crate::state::State;
 /// What a pending task of the current superstep already produced.
 #[derive(Clone, Debug)]
 pub(crate) enum SavedWrite<S: State> {
-    /// It finished: reuse its update, do not run it again.
-    Done(S::Update),
+    /// It finished: reuse its update (boxed, as the superstep holds it), do not run it again.
+    Done(Box<S::Update>),
     /// It paused with this interrupt.
     Interrupted(Interrupt),
 }

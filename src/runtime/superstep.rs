@@ -22,6 +22,7 @@ use crate::ids::{InterruptId, NodeId, TaskId};
 use crate::reducer::MergeCtx;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 /// A task of a superstep: which node runs, with what input, after which sibling tasks.
@@ -313,7 +314,7 @@ pub fn start_tasks<S: State>(
 pub fn merge<S: State>(
     state: &mut S,
     tasks: &[TaskSpec],
-    updates: Vec<S::Update>,
+    updates: impl IntoIterator<Item = S::Update>,
 ) -> Result<(), RunError> {
     let mut ctx = MergeCtx::new();
     for (task, update) in tasks.iter().zip(updates) {
@@ -441,7 +442,7 @@ pub fn split_stored(tasks: Vec<TaskSpec>) -> (Vec<TaskSpec>, Vec<TaskSpec>) {
 pub fn dag_view<S: State>(
     base: &S,
     tasks: &[TaskSpec],
-    updates: &[Option<S::Update>],
+    updates: &[Option<impl Borrow<S::Update>>],
     i: usize,
 ) -> Result<S, RunError> {
     let mut needed = vec![false; tasks.len()];
@@ -458,7 +459,7 @@ pub fn dag_view<S: State>(
         if *need {
             if let Some(u) = &updates[j] {
                 ctx.set_writer(&tasks[j].node);
-                view.apply(u.clone(), &mut ctx)?;
+                view.apply(u.borrow().clone(), &mut ctx)?;
             }
         }
     }

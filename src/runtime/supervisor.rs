@@ -82,7 +82,7 @@ pub(crate) struct Run<S: State> {
     durability: Durability,
     per_run: PerRun,
     /// The current superstep's rules and bookkeeping (pure; this actor performs its effects).
-    step: Step<S::Update>,
+    step: Step<Box<S::Update>>,
     /// Scratch for the tasks ready to start (reused: this runs after every result).
     ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
@@ -516,7 +516,7 @@ impl<S: State> Run<S> {
 
     /// Merges the finished superstep and sets up the next. Returns true if a next superstep began
     /// (so the caller pumps again), false if the run ended.
-    async fn end_step(&mut self, updates: Vec<S::Update>) -> Result<bool, RunError> {
+    async fn end_step(&mut self, updates: Vec<Box<S::Update>>) -> Result<bool, RunError> {
         let tasks = std::mem::take(&mut self.saved.tasks);
         if updates.len() != tasks.len() {
             return Err(RunError::Internal(
@@ -543,7 +543,11 @@ impl<S: State> Run<S> {
                 updates: values,
             });
         }
-        superstep::merge(Arc::make_mut(&mut self.saved.state), &tasks, updates)?;
+        superstep::merge(
+            Arc::make_mut(&mut self.saved.state),
+            &tasks,
+            updates.into_iter().map(|u| *u),
+        )?;
         self.saved.step += 1;
         self.steps_run += 1;
         for t in &tasks {

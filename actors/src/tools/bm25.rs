@@ -47,7 +47,9 @@ pub fn tokenize(text: &str) -> Vec<String> {
 /// Hands each of [`tokenize`]'s tokens to `f`, in order, lower-cased in one reused buffer: for
 /// callers that keep few of them (nothing is allocated per token).
 pub fn for_each_token(text: &str, mut f: impl FnMut(&str)) {
-    let mut word = String::new();
+    // Room for most words at once: grown a byte at a time from empty, the buffer was reallocated
+    // two or three times per call.
+    let mut word = String::with_capacity(32);
     for tok in raw_tokens(text) {
         lowercase_into(tok, &mut word);
         f(&word);
@@ -99,10 +101,17 @@ impl Bm25Index {
         // One score per document (corpora are small: a dense vector costs less than a map),
         // summed in the query's sorted term order, as `rank_once` sums them.
         let mut scores = vec![0.0f64; self.doc_len.len()];
-        for term in query_terms(query) {
-            let Some(posting) = self.postings.get(&term) else {
-                continue;
-            };
+        // The query's terms the index holds, borrowed from the index: a query's words are looked
+        // up in one reused buffer, not each copied into a `String` of its own.
+        let mut terms: Vec<(&str, &[(usize, u32)])> = Vec::new();
+        for_each_token(query, |word| {
+            if let Some((term, posting)) = self.postings.get_key_value(word) {
+                terms.push((term.as_str(), posting.as_slice()));
+            }
+        });
+        terms.sort_unstable_by_key(|&(term, _)| term);
+        terms.dedup_by_key(|&mut (term, _)| term);
+        for (_, posting) in terms {
             let idf = idf(n, posting.len() as f64);
             for &(doc, tf) in posting {
                 scores[doc] += term_score(idf, tf, self.doc_len[doc], self.avg_len);
