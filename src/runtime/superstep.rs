@@ -310,7 +310,8 @@ pub fn start_tasks<S: State>(
     Ok(b.tasks)
 }
 
-/// Merges a superstep's updates into `state` in task order. `updates[i]` belongs to `tasks[i]`.
+/// Merges a superstep's updates into `state` in task order: the `i`-th update belongs to
+/// `tasks[i]` (by value, or unboxed by the caller as it goes).
 pub fn merge<S: State>(
     state: &mut S,
     tasks: &[TaskSpec],
