@@ -7,6 +7,8 @@
 
 use crate::ids::{InterruptId, RunId, TaskId, ThreadId};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// How a run ended.
@@ -153,21 +155,50 @@ impl RunEvent {
     }
 }
 
+/// Turns a run's event stream on and off while the run goes on
+/// ([`RunOptions::events_while`](crate::RunOptions::events_while)). While it is off the run
+/// builds no events at all — a server that streams a run only while a client follows it pays
+/// nothing for a run nobody watches — and the run's receiver still closes when the run ends.
+/// Clones share one switch.
+#[derive(Clone, Debug)]
+pub struct EventSwitch(Arc<AtomicBool>);
+
+impl EventSwitch {
+    /// A switch, on or off.
+    pub fn new(on: bool) -> Self {
+        Self(Arc::new(AtomicBool::new(on)))
+    }
+
+    /// Events are built and sent from now on.
+    pub fn turn_on(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Events are no longer built.
+    pub fn turn_off(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
+    /// Whether events are built now.
+    pub fn is_on(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Where a run sends its events. Cloned into every task's context.
 #[derive(Clone, Debug, Default)]
 pub struct EventSink {
     tx: Option<mpsc::UnboundedSender<RunEvent>>,
     /// Whether [`RunEvent::StateUpdated`] is wanted (see [`EventSink::wants_state_updates`]).
     state_updates: bool,
+    /// When set, events are built only while it is on.
+    switch: Option<EventSwitch>,
 }
 
 impl EventSink {
     /// A sink that discards events without building them.
     pub fn disabled() -> Self {
-        Self {
-            tx: None,
-            state_updates: false,
-        }
+        Self::default()
     }
 
     /// A sink and the receiver of its events.
@@ -177,6 +208,7 @@ impl EventSink {
             Self {
                 tx: Some(tx),
                 state_updates: true,
+                switch: None,
             },
             rx,
         )
@@ -188,21 +220,38 @@ impl EventSink {
         self
     }
 
-    /// True when someone listens.
+    /// The same sink, building events only while `switch` is on.
+    pub fn switched_by(mut self, switch: EventSwitch) -> Self {
+        self.switch = Some(switch);
+        self
+    }
+
+    /// The switch this sink obeys, if any (a subgraph's run obeys its parent's).
+    pub fn switch(&self) -> Option<&EventSwitch> {
+        self.switch.as_ref()
+    }
+
+    /// True when someone listens (and the sink's switch, if any, is on).
     pub fn is_enabled(&self) -> bool {
-        self.tx.is_some()
+        self.tx.is_some() && self.switch.as_ref().is_none_or(EventSwitch::is_on)
     }
 
     /// True when someone listens for [`RunEvent::StateUpdated`]: the supervisor builds that
     /// event (every update of the superstep as JSON) only then.
     pub fn wants_state_updates(&self) -> bool {
+        self.state_updates && self.is_enabled()
+    }
+
+    /// True when the listener takes [`RunEvent::StateUpdated`], whether or not the sink's switch
+    /// is on now (what a subgraph's run, which obeys the same switch, is told).
+    pub fn listens_for_state_updates(&self) -> bool {
         self.tx.is_some() && self.state_updates
     }
 
     /// Builds and sends an event, only if someone listens. A receiver that went away is not an
     /// error: the run goes on.
     pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
-        if let Some(tx) = &self.tx {
+        if let Some(tx) = self.tx.as_ref().filter(|_| self.is_enabled()) {
             let _ = tx.send(make());
         }
     }

@@ -21,7 +21,7 @@ pub mod state;
 pub mod store;
 
 pub use context::RunContext;
-pub use events::{Interrupt, RunEvent, RunStatus};
+pub use events::{EventSwitch, Interrupt, RunEvent, RunStatus};
 pub use graph::{Command, CompiledGraph, GraphError, Route, Send, StateGraph, END, START};
 pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};
 pub use node::{NodeContext, NodeError};

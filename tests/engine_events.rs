@@ -196,3 +196,67 @@ async fn parallel_interrupts_get_distinct_ids_and_resume_by_id() {
         "{err}"
     );
 }
+
+/// A run whose events are switched: nothing while the switch is off, everything from the moment
+/// it is turned on (here by node `b` itself, so the moment is exact), and a receiver that closes
+/// when the run ends either way.
+#[tokio::test]
+async fn a_switched_event_stream_builds_events_only_while_it_is_on() {
+    let switch = planwright::EventSwitch::new(false);
+    let turn_on = switch.clone();
+    let graph = StateGraph::<Walk>::new("switched")
+        .add_sync_node("a", |_: &Walk, ctx: &NodeContext| {
+            ctx.emit(json!({"from": "a"}));
+            Ok(WalkUpdate::default().trace(vec!["a".into()]))
+        })
+        .add_sync_node("b", move |_: &Walk, ctx: &NodeContext| {
+            turn_on.turn_on();
+            ctx.emit(json!({"from": "b"}));
+            Ok(WalkUpdate::default().count(7))
+        })
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", END)
+        .compile()
+        .unwrap();
+    let engine = Engine::new(graph).await;
+    let mut h = engine
+        .start(
+            ThreadId::new("t"),
+            WalkUpdate::default(),
+            RunOptions::default().events_while(switch.clone()),
+        )
+        .await
+        .unwrap();
+    let mut rx = h.events.take().unwrap();
+    assert_eq!(h.wait().await.unwrap().state.count, 7);
+    let mut kinds = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if let RunEvent::Custom { payload, .. } = &e {
+            assert_eq!(
+                payload["from"], "b",
+                "nothing from before the switch: {e:?}"
+            );
+        }
+        let v: serde_json::Value = serde_json::from_str(&e.to_json_line()).unwrap();
+        kinds.push(v["event"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        kinds,
+        ["custom", "node_finished", "state_updated", "run_finished"]
+    );
+
+    // Never switched on: the receiver gets nothing and closes with the run.
+    let off = planwright::EventSwitch::new(false);
+    let mut h = engine
+        .start(
+            ThreadId::new("t2"),
+            WalkUpdate::default(),
+            RunOptions::default().events_while(off),
+        )
+        .await
+        .unwrap();
+    let mut rx = h.events.take().unwrap();
+    h.wait().await.unwrap();
+    assert!(rx.recv().await.is_none());
+}

@@ -2,7 +2,8 @@
 //! order without gaps, read from any point, appended only after the seq the writer last saw (a
 //! retried batch that already committed succeeds, anything else is refused), and followers are
 //! woken on appends — on PostgreSQL and NATS across two log instances standing for two replicas
-//! (`LISTEN/NOTIFY`, a NATS subscription), with appends refused to a writer that does not hold
+//! (`LISTEN/NOTIFY`, a NATS subscription), and so is a run's writer when a follower asks for its
+//! stream (`request_stream`), with appends refused to a writer that does not hold
 //! the run's lease. The NATS test runs where a NATS server with JetStream answers on
 //! 127.0.0.1:4222 (CI has one), and is skipped elsewhere, as the PostgreSQL ones are.
 
@@ -73,6 +74,12 @@ async fn conformance(log: &dyn RunEventLog, run: &str) {
     }
     assert_eq!(log.last_seq(run).await.unwrap(), 3);
     assert_eq!(log.append(run, None, 3, batch(&["end"])).await.unwrap(), 4);
+    assert_eq!(log.last_seq(run).await.unwrap(), 4);
+    // A follower asking for the stream wakes the run's watchers (its writer's) and appends
+    // nothing.
+    let mut writer = log.watch(run);
+    log.request_stream(run).await.unwrap();
+    woken(&mut writer).await;
     assert_eq!(log.last_seq(run).await.unwrap(), 4);
     // Other runs' logs are their own.
     assert!(log
@@ -204,6 +211,16 @@ async fn across_replicas(
     a.append(&run, None, 4, batch(&["values"])).await.unwrap();
     woken(&mut w).await;
     assert_eq!(b.read(&run, 4, 10).await.unwrap()[0].event, "values");
+    // A follower on the other replica asking for the stream wakes the writer here, and only
+    // this run's watchers.
+    // (A run nothing is appended to, so that only the request can wake its watcher.)
+    let quiet = format!("{run}-quiet");
+    let mut writer = a.watch(&quiet);
+    let unrelated = a.watch(&format!("{run}-unrelated"));
+    b.request_stream(&quiet).await.unwrap();
+    woken(&mut writer).await;
+    assert!(!unrelated.has_changed().unwrap());
+    assert_eq!(a.last_seq(&quiet).await.unwrap(), 0);
     // Only the lease holder appends as a writer.
     let e = a
         .append(&run, Some("A"), 5, batch(&["x"]))

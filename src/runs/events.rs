@@ -69,8 +69,16 @@ pub trait RunEventLog: Send + Sync + 'static {
     ) -> Result<Vec<StreamEvent>, RunStoreError>;
 
     /// A receiver that changes whenever the run's log may have grown (subscribe before reading,
-    /// so nothing appended in between is missed).
+    /// so nothing appended in between is missed), or a follower asked for its stream
+    /// ([`RunEventLog::request_stream`]).
     fn watch(&self, run_id: &str) -> LogWatch;
+
+    /// Tells the run's writer, on whichever process sharing the log it runs, that a client
+    /// follows the run: wakes the run's watchers everywhere without appending anything. A run
+    /// that publishes only while it is followed (a background run created without
+    /// `stream_resumable`) starts publishing when its watcher wakes. A request may reach nobody
+    /// (the run has not started yet, or already ended); followers repeat it while they wait.
+    async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError>;
 }
 
 /// Why an append after event `after` is refused when the run's log ends at `ends_at` (another
@@ -233,5 +241,10 @@ impl RunEventLog for MemoryRunEvents {
 
     fn watch(&self, run_id: &str) -> LogWatch {
         self.watchers.watch(run_id)
+    }
+
+    async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
+        self.watchers.wake(run_id);
+        Ok(())
     }
 }

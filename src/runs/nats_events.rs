@@ -9,7 +9,9 @@
 //! a second writer that appended in between makes it fail instead of interleaving, and with
 //! `Nats-Msg-Id` `<run>:<after>`, so a publish retried after a lost acknowledgement is stored once.
 //! Followers are woken by a core-NATS subscription on `planwright.run_events.>` (JetStream's
-//! messages are delivered to it too).
+//! messages are delivered to it too). A follower asking for a stream that is not being published
+//! (`request_stream`) sends an empty core-NATS message on `planwright.run_follow.<run>`, outside
+//! the stream's subjects (nothing is stored), which wakes the run's watchers on every replica.
 //!
 //! The writer check (only the lease holder appends) reads the lease from the run store before
 //! publishing: unlike PostgreSQL's log, where the check and the append are one transaction, a
@@ -28,10 +30,13 @@ use std::time::Duration;
 /// The JetStream stream every replica shares.
 pub const STREAM: &str = "PLANWRIGHT_RUN_EVENTS";
 const PREFIX: &str = "planwright.run_events";
+/// Core-NATS subjects (not stored) on which followers ask for a run's stream.
+const FOLLOW_PREFIX: &str = "planwright.run_follow";
 const LAST_SEQ: &str = "Planwright-Last-Seq";
 
 /// Run event logs in NATS JetStream.
 pub struct NatsRunEvents {
+    client: async_nats::Client,
     js: jetstream::Context,
     stream: stream::Stream,
     watchers: Arc<Watchers>,
@@ -121,19 +126,23 @@ impl NatsRunEvents {
             })
             .await
             .map_err(|e| be("create the JetStream stream")(e.into()))?;
-        let mut sub = client
+        let appended = client
             .subscribe(format!("{PREFIX}.>"))
+            .await
+            .map_err(|e| be("subscribe")(e.into()))?;
+        let asked = client
+            .subscribe(format!("{FOLLOW_PREFIX}.>"))
             .await
             .map_err(|e| be("subscribe")(e.into()))?;
         let watchers = Arc::new(Watchers::default());
         let w = watchers.clone();
         let listener = tokio::spawn(async move {
-            while let Some(m) = sub.next().await {
-                if let Some(run) = m
-                    .subject
-                    .as_str()
-                    .strip_prefix(PREFIX)
-                    .and_then(|t| t.strip_prefix('.'))
+            let mut both = futures::stream::select(appended, asked);
+            while let Some(m) = both.next().await {
+                let subject = m.subject.as_str();
+                if let Some(run) = [PREFIX, FOLLOW_PREFIX]
+                    .iter()
+                    .find_map(|p| subject.strip_prefix(p)?.strip_prefix('.'))
                     .and_then(run_of)
                 {
                     w.wake(&run);
@@ -141,6 +150,7 @@ impl NatsRunEvents {
             }
         });
         Ok(Self {
+            client,
             js,
             stream,
             watchers,
@@ -300,6 +310,20 @@ impl RunEventLog for NatsRunEvents {
 
     fn watch(&self, run_id: &str) -> LogWatch {
         self.watchers.watch(run_id)
+    }
+
+    async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
+        self.client
+            .publish(
+                format!("{FOLLOW_PREFIX}.{}", token(run_id)),
+                Default::default(),
+            )
+            .await
+            .map_err(|e| be("ask for a run's stream")(e.into()))?;
+        self.client
+            .flush()
+            .await
+            .map_err(|e| be("ask for a run's stream")(e.into()))
     }
 }
 

@@ -7,6 +7,8 @@
 //! `NOTIFY planwright_run_events` with the run id — delivered at commit, to every replica.
 //!
 //! Each process keeps one extra connection that `LISTEN`s and wakes the run's local followers.
+//! A follower asking for a stream that is not being published (`request_stream`) notifies the
+//! same channel without appending, which wakes the run's writer wherever it runs.
 //! If that connection drops it is opened again (with backoff) and every follower is woken to
 //! read again; followers also read on a timer, so a lost notification only delays an event.
 
@@ -214,6 +216,22 @@ impl RunEventLog for PostgresRunEvents {
 
     fn watch(&self, run_id: &str) -> LogWatch {
         self.watchers.watch(run_id)
+    }
+
+    /// A notification on the appends' channel with nothing appended: every replica's `LISTEN`
+    /// connection wakes the run's watchers there, its writer's among them.
+    async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
+        let pool = &self.runs.pool;
+        self.runs
+            .retry("ask for a run's stream", |_| async move {
+                pool.get()
+                    .await?
+                    .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
+                    .await?;
+                Ok(())
+            })
+            .await
+            .map_err(be("ask for a run's stream"))
     }
 }
 

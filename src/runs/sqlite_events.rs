@@ -205,6 +205,13 @@ impl RunEventLog for SqliteRunEvents {
     fn watch(&self, run_id: &str) -> LogWatch {
         self.watchers.watch(run_id)
     }
+
+    /// One process uses a SQLite server's file (it keeps no leases): its own followers are the
+    /// ones to wake.
+    async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
+        self.watchers.wake(run_id);
+        Ok(())
+    }
 }
 
 fn seq_to_sql(run_id: &str, seq: u64) -> Result<i64, RunStoreError> {

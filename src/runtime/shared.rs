@@ -42,6 +42,9 @@ pub struct RunOptions {
     /// each superstep's updates as JSON, built only for listeners that want them (a load driver
     /// that counts nodes does not, and building them serialised every update a second time).
     pub without_state_updates: bool,
+    /// With `stream_events`, build and send events only while this switch is on (see
+    /// [`RunOptions::events_while`]).
+    pub events_switch: Option<crate::events::EventSwitch>,
     /// The caller knows the thread has never been stored (see [`RunOptions::new_thread`]).
     pub new_thread: bool,
     /// Override the engine's durability for this run.
@@ -70,6 +73,15 @@ impl RunOptions {
     /// [`RunOptions::without_state_updates`]).
     pub fn without_state_updates(mut self) -> Self {
         self.without_state_updates = true;
+        self
+    }
+
+    /// Streams events only while `switch` is on: the caller turns it on and off as the run goes
+    /// (a server following a run only while a client watches it). While it is off nothing is
+    /// built; the receiver still closes when the run ends. Implies `stream_events`.
+    pub fn events_while(mut self, switch: crate::events::EventSwitch) -> Self {
+        self.stream_events = true;
+        self.events_switch = Some(switch);
         self
     }
 

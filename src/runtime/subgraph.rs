@@ -249,9 +249,12 @@ struct ChildRun<'a, C: State> {
 
 impl<C: State> ChildRun<'_, C> {
     fn opts(&self) -> RunOptions {
+        let switch = self.ctx.events.switch().cloned();
         RunOptions {
-            stream_events: self.ctx.events.is_enabled(),
-            without_state_updates: !self.ctx.events.wants_state_updates(),
+            // A parent whose events are switched off now may switch them on while the child runs.
+            stream_events: self.ctx.events.is_enabled() || switch.is_some(),
+            without_state_updates: !self.ctx.events.listens_for_state_updates(),
+            events_switch: switch,
             context: self.ctx.context.clone(),
             ..RunOptions::default()
         }

@@ -58,6 +58,10 @@ impl<S: State> Engine<S> {
                     } else {
                         s
                     };
+                    let s = match &opts.events_switch {
+                        Some(switch) => s.switched_by(switch.clone()),
+                        None => s,
+                    };
                     (s, Some(r))
                 } else {
                     (EventSink::disabled(), None)
