@@ -1,7 +1,9 @@
 //! Replicas of `serve` on one PostgreSQL database: a replica frozen (SIGSTOP) past its lease has
 //! its run taken over by another, which finishes it from the last checkpoint; when the frozen one
 //! wakes (SIGCONT) its late writes are refused, it gives the run up, and the thread's history
-//! shows one linear chain. A replica stopped with SIGTERM hands its run over at once.
+//! shows one linear chain. A replica stopped with SIGTERM hands its run over at once. Streams
+//! cross replicas: a `runs/stream` client rejoins on another replica when its own dies, and a
+//! background run is joined live from a replica that does not run it.
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
@@ -127,14 +129,42 @@ async fn replicas_take_over_frozen_and_stopped_replicas_runs() {
     a_cancel_sent_to_one_replica_stops_the_run_on_another().await;
     multitask_strategies_see_runs_on_other_replicas().await;
     a_stream_crosses_replicas_and_survives_its_replica(&[]).await;
+    a_background_run_on_one_replica_is_joined_live_on_another(&[]).await;
     // The same with the stream's events in NATS JetStream, where a NATS server answers.
     if tokio::net::TcpStream::connect("127.0.0.1:4222")
         .await
         .is_ok()
     {
-        a_stream_crosses_replicas_and_survives_its_replica(&["--events", "nats://127.0.0.1:4222"])
-            .await;
+        let nats = ["--events", "nats://127.0.0.1:4222"];
+        a_stream_crosses_replicas_and_survives_its_replica(&nats).await;
+        a_background_run_on_one_replica_is_joined_live_on_another(&nats).await;
     }
+}
+
+/// `runs.create` on replica A without `stream_resumable`, `runs.join_stream` on replica B: B's
+/// follower asks for the stream across replicas (a `NOTIFY`, or a NATS message), A starts
+/// publishing, and B's client gets the run live to its final values.
+async fn a_background_run_on_one_replica_is_joined_live_on_another(events: &[&str]) {
+    let model = "sim:p50=300ms,p99=500ms,seed=7";
+    let (_a, a_url) = serve_support::serve_on(&backends::pg_url(), model, events).await;
+    let (_b, b_url) = serve_support::serve_on(&backends::pg_url(), model, events).await;
+    let (thread, run) = start_run(&a_url).await;
+    let joined = serve_support::SseReader::open(
+        reqwest::Client::new().get(format!("{b_url}/threads/{thread}/runs/{run}/stream")),
+    )
+    .await
+    .rest()
+    .await;
+    let names: Vec<_> = joined.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
+    let end = joined.last().expect("events");
+    assert_eq!(end.event, "values", "{names:?}");
+    assert!(
+        matches!(end.data["status"].as_str(), Some("ok" | "needs_review")),
+        "{end:?}"
+    );
+    let rec = ended(&b_url, &thread, &run, Duration::from_secs(60)).await;
+    assert_eq!(rec["status"], "success", "{rec}");
 }
 
 async fn a_frozen_replicas_run_is_taken_over_and_its_late_writes_are_refused() {

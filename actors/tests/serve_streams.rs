@@ -1,8 +1,9 @@
 //! Streams that can be rejoined, on one server (SQLite, the event log in the same file): a
 //! client that drops a `runs/stream` connection rejoins with `Last-Event-ID` and gets exactly the
 //! events it missed, also after the server was killed and started again; a background run asked
-//! to be resumable is joined from the start, whole or filtered by mode; joining a run that does
-//! not stream waits for its end; `on_disconnect: "cancel"` cancels a streamed or waited-for run
+//! to be resumable is joined from the start, whole or filtered by mode; one that is not resumable
+//! streams live from the moment it is joined and stores nothing when nobody joins it;
+//! `on_disconnect: "cancel"` cancels a streamed or waited-for run
 //! whose client hangs up. Across replicas (PostgreSQL, a replica killed mid-stream) in
 //! `serve_replicas.rs`.
 
@@ -169,8 +170,42 @@ async fn a_resumable_background_run_is_joined_whole_or_by_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn joining_a_run_that_does_not_stream_waits_for_its_end() {
-    let (_s, base) = server().await;
+async fn a_background_run_streams_live_to_whoever_joins_it_and_stores_nothing_otherwise() {
+    // Model calls of 200–300 ms: the run is still going when the client joins.
+    let (_s, base) = server_with("sim:p50=200ms,p99=300ms,seed=3").await;
+    let http = reqwest::Client::new();
+    // `client.runs.create` then `client.runs.join_stream`, without `stream_resumable`.
+    let t = thread(&base).await;
+    let (s, run) = call(
+        "POST",
+        &format!("{base}/threads/{t}/runs"),
+        Some(json!({"assistant_id": "research", "input": {"input": GOAL},
+                    "stream_mode": ["values", "updates"]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{run}");
+    let run = run["run_id"].as_str().unwrap().to_string();
+    let joined = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
+        .await
+        .rest()
+        .await;
+    let names: Vec<_> = joined.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
+    assert_eq!(joined[0].data["run_id"], run.as_str());
+    assert_eq!(
+        names.get(1),
+        Some(&"values"),
+        "the state so far, first: {names:?}"
+    );
+    assert!(names.contains(&"updates"), "then the run, live: {names:?}");
+    let last = joined.iter().rev().find(|e| e.event == "values").unwrap();
+    assert_eq!(
+        last.data["status"], "ok",
+        "the stream ends with the final values"
+    );
+    assert_eq!(ended_run(&base, &t).await, "success");
+
+    // A run nobody follows stores no stream: joined once it has ended, it sends nothing.
     let t = thread(&base).await;
     let (_, run) = call(
         "POST",
@@ -179,18 +214,12 @@ async fn joining_a_run_that_does_not_stream_waits_for_its_end() {
     )
     .await;
     let run = run["run_id"].as_str().unwrap().to_string();
-    let events = SseReader::open(
-        reqwest::Client::new().get(format!("{base}/threads/{t}/runs/{run}/stream")),
-    )
-    .await
-    .rest()
-    .await;
+    assert_eq!(ended_run(&base, &t).await, "success");
+    let events = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
+        .await
+        .rest()
+        .await;
     assert!(events.is_empty(), "{events:?}");
-    let (_, rec) = call("GET", &format!("{base}/threads/{t}/runs/{run}"), None).await;
-    assert_eq!(
-        rec["status"], "success",
-        "the stream ended with the run: {rec}"
-    );
     let (s, _) = call("GET", &format!("{base}/threads/{t}/runs/nope/stream"), None).await;
     assert_eq!(s, 404);
 }

@@ -11,7 +11,7 @@ use crate::field::FieldState;
 use crate::research::{self, output_json, ResearchState};
 use planwright::runtime::RunHandle;
 use planwright::{CheckpointId, Interrupt, RunError, RunEvent, RunId, RunOptions, RunStatus};
-use planwright::{RunOutcome, ThreadId};
+use planwright::{EventSwitch, RunOutcome, ThreadId};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -343,12 +343,9 @@ pub async fn start_continue(
     state: &AppState,
     a: Assistant,
     thread: ThreadId,
-    stream: bool,
+    events: EventSwitch,
 ) -> Result<AnyHandle, RunError> {
-    let opts = RunOptions {
-        stream_events: stream,
-        ..Default::default()
-    };
+    let opts = RunOptions::default().events_while(events);
     Ok(match a {
         Assistant::Research => {
             AnyHandle::Research(state.research.start_continue(thread, opts).await?)

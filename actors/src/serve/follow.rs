@@ -4,9 +4,11 @@
 //! Each event's SSE `id` is its seq in the log, so a rejoin neither repeats nor skips an event.
 //!
 //! A follower reads what is stored, then waits to be woken by an append (`LISTEN/NOTIFY` across
-//! replicas) or for a second to pass, until it reads the stream's end marker. A run that ended
-//! without one (it never streamed, or was cancelled before it started) ends its followers once
-//! its record says it ended.
+//! replicas) or for a second to pass, until it reads the stream's end marker. Until it has read
+//! an event it asks the run's writer for the stream (`RunEventLog::request_stream`, on every
+//! replica): a run that is not resumable publishes only while it is followed
+//! ([`super::publish::drive`]). A run that ended without an end marker (nobody followed it, or
+//! it was cancelled before it started) ends its followers once its record says it ended.
 
 use super::errors::ApiError;
 use super::publish::END;
@@ -124,7 +126,16 @@ async fn follow(
 ) -> Result<Followed, String> {
     let mut woken = state.events.watch(run_id);
     let mut ended = false;
+    // Until the stream shows an event, the run may be one that publishes only once followed:
+    // ask its writer for it, now and at each idle second (it may not have started yet).
+    let mut seen = false;
+    let mut ask = true;
     loop {
+        if ask && !seen {
+            if let Err(e) = state.events.request_stream(run_id).await {
+                tracing::warn!(run = run_id, error = %e, "could not ask for the run's stream; asking again in a second");
+            }
+        }
         woken.borrow_and_update();
         let batch = state
             .events
@@ -133,6 +144,7 @@ async fn follow(
             .map_err(|e| e.to_string())?;
         for e in &batch {
             after = e.seq;
+            seen = true;
             if e.event == END {
                 return Ok(Followed::Complete);
             }
@@ -158,6 +170,9 @@ async fn follow(
             _ = tokio::time::sleep(Duration::from_secs(1)) => true,
             _ = tx.closed() => return Ok(Followed::ClientGone),
         };
+        // Woken (perhaps by its own request: its watcher is the run's too), it reads again
+        // without asking; a second without news, it asks again.
+        ask = idle;
         if idle {
             ended = match state.run_store.get(run_id).await {
                 Ok(Some(r)) => r.status.is_ended(),
@@ -171,8 +186,10 @@ async fn follow(
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream — from the start, or
 /// after the `Last-Event-ID` header's event — on any replica. `stream_mode` (query, repeated or
 /// comma-separated, as the SDKs send it) keeps only those events; `cancel_on_disconnect=true`
-/// cancels the run if the client hangs up before the stream ends. A run that does not stream
-/// (neither `runs/stream` nor `stream_resumable`) sends nothing and ends when the run ends.
+/// cancels the run if the client hangs up before the stream ends. A run that is not resumable
+/// (neither `runs/stream` nor `stream_resumable`) streams from the moment it is joined — a
+/// `metadata` event, the thread's values so far, then the rest of the run; joined after it
+/// ended, it sends nothing.
 pub async fn join_stream(
     State(state): State<Arc<AppState>>,
     Path((thread, run_id)): Path<(String, String)>,

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use planwright::runtime::Resume;
-use planwright::{CheckpointId, Refusal, RunError, RunOptions, RunStatus, ThreadId};
+use planwright::{CheckpointId, EventSwitch, Refusal, RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -311,9 +311,10 @@ pub struct RunBody {
     /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
-    /// Whether the run's events are kept in the run event log, so clients can follow it from any
-    /// replica and rejoin with `Last-Event-ID` (`GET …/runs/{run_id}/stream`). Always true for
-    /// `runs/stream`; a background run asks for it.
+    /// Whether the run's events are all kept in the run event log, so clients can follow it from
+    /// any replica from its start and rejoin with `Last-Event-ID` (`GET …/runs/{run_id}/stream`).
+    /// Always true for `runs/stream`. Without it a run's events are stored only from the moment a
+    /// client follows it (`publish::drive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_resumable: Option<bool>,
     /// `runs/stream` and `runs/wait`: what happens to the run when the client hangs up before it
@@ -389,11 +390,6 @@ impl RunBody {
         }
     }
 
-    /// Whether the run's events go to the run event log (see `stream_resumable`).
-    pub fn resumable(&self) -> bool {
-        self.stream_resumable == Some(true)
-    }
-
     /// The checks a request passes before anything is recorded: a known strategy, metadata
     /// that is an object, a well-formed checkpoint.
     pub fn check(&self) -> Result<(), ApiError> {
@@ -416,13 +412,14 @@ impl RunBody {
     }
 }
 
-/// Checks a run request and starts (or resumes) the run on the assistant's engine. The
+/// Checks a run request and starts (or resumes) the run on the assistant's engine, its events
+/// built while `events` is on. The
 /// thread's first run binds it to the run's assistant.
 pub async fn start_run(
     state: &AppState,
     id: &str,
     body: RunBody,
-    stream: bool,
+    events: EventSwitch,
 ) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
     let assistant = Assistant::parse(&body.assistant_id)?;
     let (thread, rec) = existing(state, id).await?;
@@ -434,7 +431,7 @@ pub async fn start_run(
         "enqueue" => RunOptions::default().enqueue(),
         _ => RunOptions::default(),
     };
-    opts.stream_events = stream;
+    opts = opts.events_while(events);
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     let body_checkpoint = body.checkpoint()?;
     if resume.is_none() && body.input.is_none() {

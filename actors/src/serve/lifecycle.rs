@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use dashmap::{DashMap, DashSet};
 use planwright::checkpoint::{TaskWrite, WriteKind};
 use planwright::runs::{now_ms, RunChange, RunRecord, RunRecordStatus as S};
-use planwright::{CheckpointId, RunStatus, TaskId, ThreadId};
+use planwright::{CheckpointId, EventSwitch, RunStatus, TaskId, ThreadId};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +35,16 @@ pub struct LiveRuns {
     /// Runs this process stopped because another replica took them over: their end here is
     /// not theirs to record.
     abandoned: DashSet<String>,
+    /// Run id → the switch of its event stream, until [`super::publish::drive`] takes it.
+    switches: DashMap<String, EventSwitch>,
 }
 
 impl LiveRuns {
+    /// The switch of `run_id`'s event stream (once: whoever publishes the run holds it).
+    pub fn take_switch(&self, run_id: &str) -> Option<EventSwitch> {
+        self.switches.remove(run_id).map(|(_, s)| s)
+    }
+
     /// The run this process is executing on `thread`, if any.
     pub fn running_on(&self, thread: &str) -> Option<String> {
         self.by_thread.get(thread).map(|r| r.clone())
@@ -115,7 +122,7 @@ pub async fn begin(
 }
 
 /// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine
-/// (with its events, when the request streams: [`super::publish::drive`] publishes them).
+/// with its events, which [`super::publish::drive`] publishes when the run is resumable or followed.
 /// A run cancelled while pending does not start (409).
 pub async fn launch(
     state: &AppState,
@@ -151,9 +158,12 @@ pub async fn launch(
             return Err(ApiError::internal(e));
         }
     }
-    let stream = body.resumable();
-    match start_run(state, &rec.thread_id, body, stream).await {
+    // Every run streams its events to `publish::drive`: all of them when it is resumable, from
+    // the moment a client follows it otherwise (until then its events are not even built).
+    let switch = EventSwitch::new(resumable(rec));
+    match start_run(state, &rec.thread_id, body, switch.clone()).await {
         Ok((t, a, h)) => {
+            state.live.switches.insert(rec.run_id.clone(), switch);
             state
                 .live
                 .by_thread
@@ -691,9 +701,12 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .live
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
-    let stream = rec.kwargs["stream_resumable"] == json!(true);
-    let handle = match assistants::start_continue(state, a, thread.clone(), stream).await {
-        Ok(h) => h,
+    let switch = EventSwitch::new(resumable(rec));
+    let handle = match assistants::start_continue(state, a, thread.clone(), switch.clone()).await {
+        Ok(h) => {
+            state.live.switches.insert(rec.run_id.clone(), switch);
+            h
+        }
         // Paused on a question nobody has answered: the run ended there.
         Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
             end(state, rec, S::Interrupted, None).await;
@@ -713,6 +726,12 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         let _ = super::publish::drive(&st, &rec, a, &thread, handle, true).await;
     });
     Ok(())
+}
+
+/// Whether the run's whole stream is kept (`runs/stream`, or `stream_resumable: true`), as its
+/// record's request says.
+pub fn resumable(rec: &RunRecord) -> bool {
+    rec.kwargs["stream_resumable"] == json!(true)
 }
 
 /// A record as the API shows it (LangGraph's `Run`).

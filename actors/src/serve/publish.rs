@@ -8,6 +8,12 @@
 //! and at the end the final `values` or an `error`; then a marker ([`END`]) that tells followers
 //! the stream is complete. Events of one superstep go in one append.
 //!
+//! Every run's events come here through a switch ([`planwright::EventSwitch`]): a resumable run
+//! (`runs/stream`, or created with `stream_resumable: true`) publishes them all; any other has
+//! its stream switched off (the engine builds nothing) until a client follows it
+//! (`GET …/runs/{run_id}/stream`, on any replica): from then on, after a `metadata` event and the
+//! thread's values so far. A run nobody follows stores no stream.
+//!
 //! Only the replica holding the run's lease appends (the log checks it): a run taken over is
 //! continued by its new replica after the last stored event — it first publishes the thread's
 //! values as it finds them, so a follower misses no state even if the old replica died between
@@ -18,7 +24,7 @@ use super::lifecycle;
 use super::messages::Messages;
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus};
-use planwright::{RunError, RunEvent, ThreadId};
+use planwright::{EventSwitch, RunError, RunEvent, ThreadId};
 use serde_json::{json, Value};
 
 /// The log's last event of a complete stream (never sent to clients).
@@ -93,9 +99,10 @@ impl<'a> Appender<'a> {
     }
 }
 
-/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`]); when the run
-/// streams (its handle has events: `stream_resumable`), publishes its events meanwhile. `resumed`
-/// says the run was continued here after its replica (or this process) stopped.
+/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`]), publishing its
+/// events meanwhile: all of them when the run is resumable (`runs/stream`, or `stream_resumable`),
+/// otherwise from the moment a client follows it ([`until_followed`]). `resumed` says the run was
+/// continued here after its replica (or this process) stopped.
 pub async fn drive(
     state: &AppState,
     rec: &RunRecord,
@@ -109,10 +116,33 @@ pub async fn drive(
         lifecycle::finished(state, rec, &result).await;
         return result;
     };
+    let switch = state.live.take_switch(&rec.run_id);
+    let resumable = lifecycle::resumable(rec);
+    // A run continued here whose stream was being published (it was followed): go on with it.
+    let stored = !resumable && resumed && state.events.last_seq(&rec.run_id).await.unwrap_or(0) > 0;
+    let joined_late = !resumable && !stored;
+    if let Some(s) = switch.as_ref().filter(|_| stored) {
+        s.turn_on();
+    }
+    if joined_late && !until_followed(state, &rec.run_id, &mut events, switch.as_ref()).await {
+        // It ended with nobody following: nothing was published, nothing is kept.
+        let result = handle.wait().await;
+        lifecycle::finished(state, rec, &result).await;
+        return result;
+    }
     let modes = modes(&rec.kwargs["stream_mode"]);
     let want = |m: &str| modes.iter().any(|x| x == m);
     let mut out = Appender::open(state, &rec.run_id).await;
-    if out.after == 0 {
+    if out.after == 0 && joined_late && want("values") {
+        // A follower came in mid-run: the state so far, then the rest of the run.
+        out.push(
+            "metadata",
+            &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
+        );
+        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
+            out.push("values", &s.values);
+        }
+    } else if out.after == 0 {
         out.push(
             "metadata",
             &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
@@ -179,4 +209,37 @@ pub async fn drive(
     }
     lifecycle::finished(state, rec, &result).await;
     result
+}
+
+/// For a run that is not resumable: waits, its event stream switched off (nothing is built),
+/// until a client follows it — a follower on any replica asks for the stream
+/// ([`planwright::runs::RunEventLog::request_stream`]), which wakes the run's watcher here —
+/// then switches the stream on; says whether a client came before the run ended. So a
+/// background run nobody joins stores no stream, and one that is joined streams live from then
+/// on, as LangGraph's `join_stream` does for a run without `stream_resumable`.
+async fn until_followed(
+    state: &AppState,
+    run_id: &str,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
+    switch: Option<&EventSwitch>,
+) -> bool {
+    let mut asked = state.events.watch(run_id);
+    asked.borrow_and_update();
+    loop {
+        tokio::select! {
+            biased;
+            woke = asked.changed() => {
+                if let Some(s) = switch {
+                    s.turn_on();
+                }
+                return woke.is_ok();
+            }
+            // Closed when the run ends (its events are not even built while the switch is off).
+            ev = events.recv() => {
+                if ev.is_none() {
+                    return false;
+                }
+            }
+        }
+    }
 }

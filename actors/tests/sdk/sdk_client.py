@@ -69,6 +69,13 @@ async def main(url: str) -> None:
     only = [p async for p in client.runs.join_stream(
         other["thread_id"], run_id, stream_mode=["updates"])]
     assert [p.event for p in only] == ["updates"] * (len(parts) - 1), only
+    # A background run joined as LangGraph's docs show (`runs.create`, then `runs.join_stream`,
+    # no `stream_resumable`): it streams live from the join, ending with the final values.
+    bg = await client.runs.create(other["thread_id"], "research", input={"input": GOAL},
+                                  stream_mode=["values"])
+    live = [p async for p in client.runs.join_stream(other["thread_id"], bg["run_id"])]
+    assert live[0].event == "metadata", live
+    assert live[-1].event == "values" and live[-1].data["status"] == "ok", live
 
     # The acquire assistant: each question is an interrupt, answered with a resume command.
     acq = (await client.threads.create())["thread_id"]
