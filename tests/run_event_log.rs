@@ -75,9 +75,9 @@ async fn conformance(log: &dyn RunEventLog, run: &str) {
     assert_eq!(log.last_seq(run).await.unwrap(), 3);
     assert_eq!(log.append(run, None, 3, batch(&["end"])).await.unwrap(), 4);
     assert_eq!(log.last_seq(run).await.unwrap(), 4);
-    // A follower asking for the stream wakes the run's watchers (its writer's) and appends
-    // nothing.
-    let mut writer = log.watch(run);
+    // A follower asking for the stream wakes the run's request watchers (its writer's) and
+    // appends nothing.
+    let mut writer = log.watch_requests(run);
     log.request_stream(run).await.unwrap();
     woken(&mut writer).await;
     assert_eq!(log.last_seq(run).await.unwrap(), 4);
@@ -211,12 +211,25 @@ async fn across_replicas(
     a.append(&run, None, 4, batch(&["values"])).await.unwrap();
     woken(&mut w).await;
     assert_eq!(b.read(&run, 4, 10).await.unwrap()[0].event, "values");
+    // An append is no request for the stream: the other replica's request watcher of a run
+    // nobody asked about stays put while its follower is woken by the same notification.
+    let fresh = format!("{p}-fresh");
+    runs.insert(RunRecord::pending(&fresh, format!("{p}-t"), "research", 1))
+        .await
+        .unwrap();
+    let mut w = b.watch(&fresh);
+    let asks = b.watch_requests(&fresh);
+    a.append(&fresh, None, 0, batch(&["metadata"]))
+        .await
+        .unwrap();
+    woken(&mut w).await;
+    assert!(!asks.has_changed().unwrap());
     // A follower on the other replica asking for the stream wakes the writer here, and only
     // this run's watchers.
     // (A run nothing is appended to, so that only the request can wake its watcher.)
     let quiet = format!("{run}-quiet");
-    let mut writer = a.watch(&quiet);
-    let unrelated = a.watch(&format!("{run}-unrelated"));
+    let mut writer = a.watch_requests(&quiet);
+    let unrelated = a.watch_requests(&format!("{run}-unrelated"));
     b.request_stream(&quiet).await.unwrap();
     woken(&mut writer).await;
     assert!(!unrelated.has_changed().unwrap());

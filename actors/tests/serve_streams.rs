@@ -9,6 +9,7 @@
 
 mod serve_support;
 
+use planwright::runs::RunEventLog;
 use serde_json::json;
 use serve_support::{call, serve_on, SseReader};
 
@@ -20,16 +21,18 @@ async fn server() -> (serve_support::Server, String) {
 }
 
 async fn server_with(model: &str) -> (serve_support::Server, String) {
+    let (server, base, _) = server_in(model).await;
+    (server, base)
+}
+
+/// A server with `model`, and its SQLite file.
+async fn server_in(model: &str) -> (serve_support::Server, String, std::path::PathBuf) {
     // A directory per server: the tests of this file run at once.
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = serve_support::fresh_dir(&format!("serve-streams-{n}"));
-    serve_on(
-        &format!("sqlite:{}", dir.join("s.sqlite").display()),
-        model,
-        &[],
-    )
-    .await
+    let file = serve_support::fresh_dir(&format!("serve-streams-{n}")).join("s.sqlite");
+    let (server, base) = serve_on(&format!("sqlite:{}", file.display()), model, &[]).await;
+    (server, base, file)
 }
 
 /// The status of the thread's only run, once it has ended.
@@ -172,7 +175,7 @@ async fn a_resumable_background_run_is_joined_whole_or_by_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_run_streams_live_to_whoever_joins_it_and_stores_nothing_otherwise() {
     // Model calls of 200–300 ms: the run is still going when the client joins.
-    let (_s, base) = server_with("sim:p50=200ms,p99=300ms,seed=3").await;
+    let (_s, base, file) = server_in("sim:p50=200ms,p99=300ms,seed=3").await;
     let http = reqwest::Client::new();
     // `client.runs.create` then `client.runs.join_stream`, without `stream_resumable`.
     let t = thread(&base).await;
@@ -185,6 +188,7 @@ async fn a_background_run_streams_live_to_whoever_joins_it_and_stores_nothing_ot
     .await;
     assert_eq!(s, 200, "{run}");
     let run = run["run_id"].as_str().unwrap().to_string();
+    let joined_run = run.clone();
     let joined = SseReader::open(http.get(format!("{base}/threads/{t}/runs/{run}/stream")))
         .await
         .rest()
@@ -220,6 +224,15 @@ async fn a_background_run_streams_live_to_whoever_joins_it_and_stores_nothing_ot
         .rest()
         .await;
     assert!(events.is_empty(), "{events:?}");
+    // Nothing in the server's log (the stream of the first run is there, whole).
+    let log = planwright::runs::SqliteRunEvents::open(file.display().to_string())
+        .await
+        .unwrap();
+    assert_eq!(log.last_seq(&run).await.unwrap(), 0, "nothing stored");
+    assert_eq!(
+        log.last_seq(&joined_run).await.unwrap(),
+        joined.len() as u64 + 1
+    );
     let (s, _) = call("GET", &format!("{base}/threads/{t}/runs/nope/stream"), None).await;
     assert_eq!(s, 404);
 }

@@ -69,16 +69,20 @@ pub trait RunEventLog: Send + Sync + 'static {
     ) -> Result<Vec<StreamEvent>, RunStoreError>;
 
     /// A receiver that changes whenever the run's log may have grown (subscribe before reading,
-    /// so nothing appended in between is missed), or a follower asked for its stream
-    /// ([`RunEventLog::request_stream`]).
+    /// so nothing appended in between is missed).
     fn watch(&self, run_id: &str) -> LogWatch;
 
     /// Tells the run's writer, on whichever process sharing the log it runs, that a client
-    /// follows the run: wakes the run's watchers everywhere without appending anything. A run
-    /// that publishes only while it is followed (a background run created without
-    /// `stream_resumable`) starts publishing when its watcher wakes. A request may reach nobody
-    /// (the run has not started yet, or already ended); followers repeat it while they wait.
+    /// follows the run: changes the run's [`RunEventLog::watch_requests`] receivers everywhere,
+    /// appending nothing. A run that publishes only once it is followed (one created without
+    /// `stream_resumable`) starts publishing then. A request may reach nobody (the run has not
+    /// started yet, or already ended); followers repeat it while they wait.
     async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError>;
+
+    /// A receiver that changes whenever a follower asks for the run's stream
+    /// ([`RunEventLog::request_stream`]) — only then: not on appends, nor when a lost
+    /// notification channel comes back (which wakes every [`RunEventLog::watch`] receiver).
+    fn watch_requests(&self, run_id: &str) -> LogWatch;
 }
 
 /// Why an append after event `after` is refused when the run's log ends at `ends_at` (another
@@ -91,7 +95,8 @@ pub(super) fn not_at_the_end(after: u64, ends_at: impl std::fmt::Display) -> Str
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) const NO_RECORD: &str = "the run has no record";
 
-/// The followers of each run: a counter per run, bumped when its log may have grown.
+/// The followers of each run: a counter per run, bumped when its log may have grown (or, for a
+/// log's stream requests, when a follower asked for the run's stream).
 #[derive(Default)]
 pub struct Watchers {
     runs: DashMap<String, watch::Sender<u64>>,
@@ -138,6 +143,7 @@ impl Watchers {
 pub struct MemoryRunEvents {
     logs: Mutex<Logs>,
     watchers: Watchers,
+    requests: Watchers,
     max_runs: usize,
 }
 
@@ -153,6 +159,7 @@ impl MemoryRunEvents {
         Self {
             logs: Mutex::new(Logs::default()),
             watchers: Watchers::default(),
+            requests: Watchers::default(),
             max_runs: max_runs.max(1),
         }
     }
@@ -244,7 +251,11 @@ impl RunEventLog for MemoryRunEvents {
     }
 
     async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
-        self.watchers.wake(run_id);
+        self.requests.wake(run_id);
         Ok(())
+    }
+
+    fn watch_requests(&self, run_id: &str) -> LogWatch {
+        self.requests.watch(run_id)
     }
 }

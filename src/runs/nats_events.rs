@@ -11,7 +11,8 @@
 //! Followers are woken by a core-NATS subscription on `planwright.run_events.>` (JetStream's
 //! messages are delivered to it too). A follower asking for a stream that is not being published
 //! (`request_stream`) sends an empty core-NATS message on `planwright.run_follow.<run>`, outside
-//! the stream's subjects (nothing is stored), which wakes the run's watchers on every replica.
+//! the stream's subjects (nothing is stored), which wakes the run's request watchers on every
+//! replica.
 //!
 //! The writer check (only the lease holder appends) reads the lease from the run store before
 //! publishing: unlike PostgreSQL's log, where the check and the append are one transaction, a
@@ -40,6 +41,8 @@ pub struct NatsRunEvents {
     js: jetstream::Context,
     stream: stream::Stream,
     watchers: Arc<Watchers>,
+    /// Followers asking for a run's stream (messages on [`FOLLOW_PREFIX`]).
+    requests: Arc<Watchers>,
     leases: Option<Arc<dyn RunStore>>,
     /// Per run, the batches read so far as (seq of its last event, stream sequence): a read
     /// after `n` starts at the batch holding `n + 1` instead of the run's first message.
@@ -135,17 +138,20 @@ impl NatsRunEvents {
             .await
             .map_err(|e| be("subscribe")(e.into()))?;
         let watchers = Arc::new(Watchers::default());
-        let w = watchers.clone();
+        let requests = Arc::new(Watchers::default());
+        let (w, r) = (watchers.clone(), requests.clone());
         let listener = tokio::spawn(async move {
             let mut both = futures::stream::select(appended, asked);
             while let Some(m) = both.next().await {
                 let subject = m.subject.as_str();
-                if let Some(run) = [PREFIX, FOLLOW_PREFIX]
-                    .iter()
-                    .find_map(|p| subject.strip_prefix(p)?.strip_prefix('.'))
-                    .and_then(run_of)
-                {
-                    w.wake(&run);
+                for (prefix, wake) in [(PREFIX, &w), (FOLLOW_PREFIX, &r)] {
+                    if let Some(run) = subject
+                        .strip_prefix(prefix)
+                        .and_then(|t| t.strip_prefix('.'))
+                        .and_then(run_of)
+                    {
+                        wake.wake(&run);
+                    }
                 }
             }
         });
@@ -154,6 +160,7 @@ impl NatsRunEvents {
             js,
             stream,
             watchers,
+            requests,
             leases,
             index: DashMap::new(),
             listener,
@@ -324,6 +331,10 @@ impl RunEventLog for NatsRunEvents {
             .flush()
             .await
             .map_err(|e| be("ask for a run's stream")(e.into()))
+    }
+
+    fn watch_requests(&self, run_id: &str) -> LogWatch {
+        self.requests.watch(run_id)
     }
 }
 

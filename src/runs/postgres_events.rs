@@ -7,8 +7,9 @@
 //! `NOTIFY planwright_run_events` with the run id — delivered at commit, to every replica.
 //!
 //! Each process keeps one extra connection that `LISTEN`s and wakes the run's local followers.
-//! A follower asking for a stream that is not being published (`request_stream`) notifies the
-//! same channel without appending, which wakes the run's writer wherever it runs.
+//! A follower asking for a stream that is not being published (`request_stream`) notifies
+//! `planwright_run_follow`, which the same connection listens to: it wakes the run's writer
+//! wherever it runs, and only it.
 //! If that connection drops it is opened again (with backoff) and every follower is woken to
 //! read again; followers also read on a timer, so a lost notification only delays an event.
 
@@ -24,6 +25,8 @@ use tokio::sync::mpsc;
 
 /// The channel appends notify on.
 const CHANNEL: &str = "planwright_run_events";
+/// The channel followers ask for a run's stream on (`request_stream`).
+const REQUESTS: &str = "planwright_run_follow";
 
 /// An append as one statement (`$1` run, `$2` the seq the writer appends after, `$3`/`$4` event
 /// names and data, `$5` the writer or NULL, `$6` [`CHANNEL`]): inserts and notifies only when the
@@ -55,8 +58,17 @@ SELECT EXISTS (SELECT 1 FROM run),
 /// with its retries).
 pub struct PostgresRunEvents {
     runs: super::PostgresRuns,
-    watchers: Arc<Watchers>,
+    wakes: Arc<Wakes>,
     listener: tokio::task::JoinHandle<()>,
+}
+
+/// What the `LISTEN` connection wakes: followers of a run's log (on [`CHANNEL`]), and runs'
+/// writers asked for their stream (on [`REQUESTS`]; never all at once, so a reconnect does not
+/// look like every run being followed).
+#[derive(Default)]
+struct Wakes {
+    appended: Watchers,
+    requested: Watchers,
 }
 
 impl Drop for PostgresRunEvents {
@@ -76,11 +88,11 @@ impl PostgresRunEvents {
         // The run table and this one are one schema, created together.
         let runs = super::PostgresRuns::connect(url).await?;
         let cfg = PgConfig::from_url(url).map_err(be("connect"))?;
-        let watchers = Arc::new(Watchers::default());
-        let listener = tokio::spawn(listen(cfg, watchers.clone()));
+        let wakes = Arc::new(Wakes::default());
+        let listener = tokio::spawn(listen(cfg, wakes.clone()));
         Ok(Self {
             runs,
-            watchers,
+            wakes,
             listener,
         })
     }
@@ -215,46 +227,51 @@ impl RunEventLog for PostgresRunEvents {
     }
 
     fn watch(&self, run_id: &str) -> LogWatch {
-        self.watchers.watch(run_id)
+        self.wakes.appended.watch(run_id)
     }
 
-    /// A notification on the appends' channel with nothing appended: every replica's `LISTEN`
-    /// connection wakes the run's watchers there, its writer's among them.
+    /// A notification on [`REQUESTS`]: every replica's `LISTEN` connection wakes the run's
+    /// request watchers there, its writer's among them.
     async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
         let pool = &self.runs.pool;
         self.runs
             .retry("ask for a run's stream", |_| async move {
                 pool.get()
                     .await?
-                    .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &run_id])
+                    .execute("SELECT pg_notify($1, $2)", &[&REQUESTS, &run_id])
                     .await?;
                 Ok(())
             })
             .await
             .map_err(be("ask for a run's stream"))
     }
+
+    fn watch_requests(&self, run_id: &str) -> LogWatch {
+        self.wakes.requested.watch(run_id)
+    }
 }
 
 /// Keeps a `LISTEN` connection open for as long as the log lives, waking followers.
-async fn listen(cfg: PgConfig, watchers: Arc<Watchers>) {
+async fn listen(cfg: PgConfig, wakes: Arc<Wakes>) {
     let mut backoff = Duration::from_millis(50);
     loop {
-        match listen_once(&cfg, &watchers).await {
+        match listen_once(&cfg, &wakes).await {
             Ok(()) => backoff = Duration::from_millis(50),
             Err(e) => {
                 tracing::warn!(error = %e, "run events: the LISTEN connection failed; reopening");
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
-        // Whatever was notified while no connection listened is read now.
-        watchers.wake_all();
+        // Whatever was appended while no connection listened is read now. (A request lost
+        // meanwhile is repeated by its follower.)
+        wakes.appended.wake_all();
         tokio::time::sleep(backoff).await;
     }
 }
 
 /// One `LISTEN` connection, until it drops.
-async fn listen_once(cfg: &PgConfig, watchers: &Watchers) -> Result<(), String> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+async fn listen_once(cfg: &PgConfig, wakes: &Wakes) -> Result<(), String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(String, String)>();
     let client = if cfg.sslmode == SslMode::Disable {
         let (client, conn) = cfg
             .pg
@@ -270,20 +287,24 @@ async fn listen_once(cfg: &PgConfig, watchers: &Watchers) -> Result<(), String> 
         client
     };
     client
-        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {REQUESTS}"))
         .await
         .map_err(|e| e.to_string())?;
-    watchers.wake_all();
-    while let Some(run_id) = rx.recv().await {
-        watchers.wake(&run_id);
+    wakes.appended.wake_all();
+    while let Some((channel, run_id)) = rx.recv().await {
+        if channel == REQUESTS {
+            wakes.requested.wake(&run_id);
+        } else {
+            wakes.appended.wake(&run_id);
+        }
     }
     Err("the connection closed".into())
 }
 
-/// Drives a connection, sending each notification's payload (a run id) to `tx`.
+/// Drives a connection, sending each notification's channel and payload (a run id) to `tx`.
 async fn forward<S, T>(
     mut conn: tokio_postgres::Connection<S, T>,
-    tx: mpsc::UnboundedSender<String>,
+    tx: mpsc::UnboundedSender<(String, String)>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -292,7 +313,10 @@ async fn forward<S, T>(
     while let Some(m) = messages.next().await {
         match m {
             Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                if tx.send(n.payload().to_string()).is_err() {
+                if tx
+                    .send((n.channel().to_string(), n.payload().to_string()))
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -26,6 +26,8 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 pub struct SqliteRunEvents {
     runs: SqliteRuns,
     watchers: Watchers,
+    /// Followers asking for a run's stream (`request_stream`).
+    requests: Watchers,
 }
 
 impl SqliteRunEvents {
@@ -41,6 +43,7 @@ impl SqliteRunEvents {
         Ok(Self {
             runs,
             watchers: Watchers::default(),
+            requests: Watchers::default(),
         })
     }
 }
@@ -209,8 +212,12 @@ impl RunEventLog for SqliteRunEvents {
     /// One process uses a SQLite server's file (it keeps no leases): its own followers are the
     /// ones to wake.
     async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
-        self.watchers.wake(run_id);
+        self.requests.wake(run_id);
         Ok(())
+    }
+
+    fn watch_requests(&self, run_id: &str) -> LogWatch {
+        self.requests.watch(run_id)
     }
 }
 

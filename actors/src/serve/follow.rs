@@ -4,11 +4,12 @@
 //! Each event's SSE `id` is its seq in the log, so a rejoin neither repeats nor skips an event.
 //!
 //! A follower reads what is stored, then waits to be woken by an append (`LISTEN/NOTIFY` across
-//! replicas) or for a second to pass, until it reads the stream's end marker. Until it has read
-//! an event it asks the run's writer for the stream (`RunEventLog::request_stream`, on every
-//! replica): a run that is not resumable publishes only while it is followed
-//! ([`super::publish::drive`]). A run that ended without an end marker (nobody followed it, or
-//! it was cancelled before it started) ends its followers once its record says it ended.
+//! replicas) or for a second to pass, until it reads the stream's end marker. A follower of a
+//! run that is not resumable also asks the run's writer for the stream
+//! (`RunEventLog::request_stream`, on every replica) at once and at each idle second: such a run
+//! publishes only once it is followed ([`super::publish::drive`]). A run that ended without an
+//! end marker (nobody followed it, or it was cancelled before it started) ends its followers
+//! once its record says it ended.
 
 use super::errors::ApiError;
 use super::publish::END;
@@ -33,10 +34,11 @@ pub fn sse(
     after: u64,
     only: Option<Vec<String>>,
     cancel_on_disconnect: bool,
+    ask: bool,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
     tokio::spawn(async move {
-        match follow(&state, &run_id, after, only.as_deref(), &tx).await {
+        match follow(&state, &run_id, after, only.as_deref(), ask, &tx).await {
             Ok(Followed::ClientGone) if cancel_on_disconnect => cancel_run(&state, &run_id).await,
             Ok(_) => {}
             Err(e) => {
@@ -117,23 +119,36 @@ enum Followed {
 }
 
 /// Sends the run's events after `after` to `tx` until the stream ends or the client goes away.
+/// With `ask` (a run that is not resumable publishes only once followed), asks the run's writer
+/// for the stream at once and at each idle second until the stream ends: the run may not have
+/// started yet, or may have been queued again, or continued on another replica.
 async fn follow(
     state: &AppState,
     run_id: &str,
     mut after: u64,
     only: Option<&[String]>,
+    ask: bool,
     tx: &mpsc::Sender<Event>,
 ) -> Result<Followed, String> {
     let mut woken = state.events.watch(run_id);
     let mut ended = false;
-    // Until the stream shows an event, the run may be one that publishes only once followed:
-    // ask its writer for it, now and at each idle second (it may not have started yet).
-    let mut seen = false;
-    let mut ask = true;
+    let mut ask_now = ask;
     loop {
-        if ask && !seen {
-            if let Err(e) = state.events.request_stream(run_id).await {
-                tracing::warn!(run = run_id, error = %e, "could not ask for the run's stream; asking again in a second");
+        if ask_now {
+            // Bounded: a follower must keep noticing a client that left.
+            match tokio::time::timeout(Duration::from_secs(1), state.events.request_stream(run_id))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(run = run_id, error = %e, "could not ask for the run's stream; asking again in a second")
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        run = run_id,
+                        "asking for the run's stream took over a second; asking again"
+                    )
+                }
             }
         }
         woken.borrow_and_update();
@@ -144,7 +159,6 @@ async fn follow(
             .map_err(|e| e.to_string())?;
         for e in &batch {
             after = e.seq;
-            seen = true;
             if e.event == END {
                 return Ok(Followed::Complete);
             }
@@ -170,9 +184,8 @@ async fn follow(
             _ = tokio::time::sleep(Duration::from_secs(1)) => true,
             _ = tx.closed() => return Ok(Followed::ClientGone),
         };
-        // Woken (perhaps by its own request: its watcher is the run's too), it reads again
-        // without asking; a second without news, it asks again.
-        ask = idle;
+        // A second without news: ask again.
+        ask_now = ask && idle;
         if idle {
             ended = match state.run_store.get(run_id).await {
                 Ok(Some(r)) => r.status.is_ended(),
@@ -188,7 +201,8 @@ async fn follow(
 /// comma-separated, as the SDKs send it) keeps only those events; `cancel_on_disconnect=true`
 /// cancels the run if the client hangs up before the stream ends. A run that is not resumable
 /// (neither `runs/stream` nor `stream_resumable`) streams from the moment it is joined — a
-/// `metadata` event, the thread's values so far, then the rest of the run; joined after it
+/// `metadata` event, the thread's values so far (with `values` in its `stream_mode`), then the
+/// rest of the run; joined after it
 /// ended, it sends nothing.
 pub async fn join_stream(
     State(state): State<Arc<AppState>>,
@@ -235,5 +249,6 @@ pub async fn join_stream(
         },
     };
     let only = (!modes.is_empty()).then_some(modes);
-    Ok(sse(state, rec.run_id, after, only, cancel))
+    let ask = !super::lifecycle::resumable(&rec);
+    Ok(sse(state, rec.run_id, after, only, cancel, ask))
 }

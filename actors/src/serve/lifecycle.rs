@@ -35,14 +35,34 @@ pub struct LiveRuns {
     /// Runs this process stopped because another replica took them over: their end here is
     /// not theirs to record.
     abandoned: DashSet<String>,
-    /// Run id → the switch of its event stream, until [`super::publish::drive`] takes it.
-    switches: DashMap<String, EventSwitch>,
+    /// Run id → how its event stream is controlled, until [`super::publish::drive`] takes it.
+    streams: DashMap<String, StreamControl>,
+}
+
+/// A run's event stream as [`super::publish::drive`] controls it: the engine's switch for it,
+/// and the receiver of followers' requests for it, subscribed before the run starts so that no
+/// request is missed.
+pub struct StreamControl {
+    /// On: the engine builds the run's events.
+    pub switch: EventSwitch,
+    /// Changes when a follower asks for the stream (`RunEventLog::watch_requests`).
+    pub asked: planwright::runs::events::LogWatch,
+}
+
+impl StreamControl {
+    /// For `rec`: switched on from the start when the run is resumable.
+    fn of(state: &AppState, rec: &RunRecord) -> Self {
+        Self {
+            switch: EventSwitch::new(resumable(rec)),
+            asked: state.events.watch_requests(&rec.run_id),
+        }
+    }
 }
 
 impl LiveRuns {
-    /// The switch of `run_id`'s event stream (once: whoever publishes the run holds it).
-    pub fn take_switch(&self, run_id: &str) -> Option<EventSwitch> {
-        self.switches.remove(run_id).map(|(_, s)| s)
+    /// How `run_id`'s event stream is controlled (once: whoever publishes the run holds it).
+    pub fn take_stream(&self, run_id: &str) -> Option<StreamControl> {
+        self.streams.remove(run_id).map(|(_, s)| s)
     }
 
     /// The run this process is executing on `thread`, if any.
@@ -160,10 +180,10 @@ pub async fn launch(
     }
     // Every run streams its events to `publish::drive`: all of them when it is resumable, from
     // the moment a client follows it otherwise (until then its events are not even built).
-    let switch = EventSwitch::new(resumable(rec));
-    match start_run(state, &rec.thread_id, body, switch.clone()).await {
+    let control = StreamControl::of(state, rec);
+    match start_run(state, &rec.thread_id, body, control.switch.clone()).await {
         Ok((t, a, h)) => {
-            state.live.switches.insert(rec.run_id.clone(), switch);
+            state.live.streams.insert(rec.run_id.clone(), control);
             state
                 .live
                 .by_thread
@@ -701,22 +721,23 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .live
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
-    let switch = EventSwitch::new(resumable(rec));
-    let handle = match assistants::start_continue(state, a, thread.clone(), switch.clone()).await {
-        Ok(h) => {
-            state.live.switches.insert(rec.run_id.clone(), switch);
-            h
-        }
-        // Paused on a question nobody has answered: the run ended there.
-        Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
-            end(state, rec, S::Interrupted, None).await;
-            return Ok(());
-        }
-        Err(e) => {
-            state.live.ends.remove(&rec.run_id);
-            return Err(ApiError::internal(e.to_string()));
-        }
-    };
+    let control = StreamControl::of(state, rec);
+    let handle =
+        match assistants::start_continue(state, a, thread.clone(), control.switch.clone()).await {
+            Ok(h) => {
+                state.live.streams.insert(rec.run_id.clone(), control);
+                h
+            }
+            // Paused on a question nobody has answered: the run ended there.
+            Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
+                end(state, rec, S::Interrupted, None).await;
+                return Ok(());
+            }
+            Err(e) => {
+                state.live.ends.remove(&rec.run_id);
+                return Err(ApiError::internal(e.to_string()));
+            }
+        };
     state
         .live
         .by_thread

@@ -12,7 +12,8 @@
 //! (`runs/stream`, or created with `stream_resumable: true`) publishes them all; any other has
 //! its stream switched off (the engine builds nothing) until a client follows it
 //! (`GET …/runs/{run_id}/stream`, on any replica): from then on, after a `metadata` event and the
-//! thread's values so far. A run nobody follows stores no stream.
+//! thread's values so far (with `values` in its `stream_mode`). A run nobody follows stores no
+//! stream.
 //!
 //! Only the replica holding the run's lease appends (the log checks it): a run taken over is
 //! continued by its new replica after the last stored event — it first publishes the thread's
@@ -24,7 +25,7 @@ use super::lifecycle;
 use super::messages::Messages;
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus};
-use planwright::{EventSwitch, RunError, RunEvent, ThreadId};
+use planwright::{RunError, RunEvent, ThreadId};
 use serde_json::{json, Value};
 
 /// The log's last event of a complete stream (never sent to clients).
@@ -111,43 +112,49 @@ pub async fn drive(
     mut handle: AnyHandle,
     resumed: bool,
 ) -> Result<Outcome, RunError> {
+    let control = state.live.take_stream(&rec.run_id);
     let Some(mut events) = handle.take_events() else {
         let result = handle.wait().await;
         lifecycle::finished(state, rec, &result).await;
         return result;
     };
-    let switch = state.live.take_switch(&rec.run_id);
     let resumable = lifecycle::resumable(rec);
-    // A run continued here whose stream was being published (it was followed): go on with it.
-    let stored = !resumable && resumed && state.events.last_seq(&rec.run_id).await.unwrap_or(0) > 0;
+    // A run continued here whose stream was being published (it was followed) goes on with it;
+    // when the log cannot tell, it publishes rather than risk a follower waiting in vain.
+    let stored = !resumable
+        && resumed
+        && state
+            .events
+            .last_seq(&rec.run_id)
+            .await
+            .map_or(true, |n| n > 0);
     let joined_late = !resumable && !stored;
-    if let Some(s) = switch.as_ref().filter(|_| stored) {
-        s.turn_on();
-    }
-    if joined_late && !until_followed(state, &rec.run_id, &mut events, switch.as_ref()).await {
+    let followed = if joined_late {
+        until_followed(state, &rec.run_id, &mut events, control.as_ref()).await
+    } else {
+        true
+    };
+    if !followed {
         // It ended with nobody following: nothing was published, nothing is kept.
         let result = handle.wait().await;
         lifecycle::finished(state, rec, &result).await;
         return result;
     }
+    if let Some(c) = &control {
+        c.switch.turn_on();
+    }
     let modes = modes(&rec.kwargs["stream_mode"]);
     let want = |m: &str| modes.iter().any(|x| x == m);
     let mut out = Appender::open(state, &rec.run_id).await;
-    if out.after == 0 && joined_late && want("values") {
-        // A follower came in mid-run: the state so far, then the rest of the run.
+    let had_events = out.after > 0;
+    if !had_events {
         out.push(
             "metadata",
             &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
         );
-        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
-            out.push("values", &s.values);
-        }
-    } else if out.after == 0 {
-        out.push(
-            "metadata",
-            &json!({"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1}),
-        );
-    } else if resumed && want("values") {
+    }
+    // A follower that came in mid-run, or a stream continued here, first gets the state so far.
+    if (joined_late || (resumed && had_events)) && want("values") {
         if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
             out.push("values", &s.values);
         }
@@ -221,19 +228,17 @@ async fn until_followed(
     state: &AppState,
     run_id: &str,
     events: &mut tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
-    switch: Option<&EventSwitch>,
+    control: Option<&lifecycle::StreamControl>,
 ) -> bool {
-    let mut asked = state.events.watch(run_id);
-    asked.borrow_and_update();
+    // Subscribed before the run started (a request made since is seen); without one, now.
+    let mut asked = match control {
+        Some(c) => c.asked.clone(),
+        None => state.events.watch_requests(run_id),
+    };
     loop {
         tokio::select! {
             biased;
-            woke = asked.changed() => {
-                if let Some(s) = switch {
-                    s.turn_on();
-                }
-                return woke.is_ok();
-            }
+            woke = asked.changed() => return woke.is_ok(),
             // Closed when the run ends (its events are not even built while the switch is off).
             ev = events.recv() => {
                 if ev.is_none() {

@@ -37,5 +37,6 @@ pub async fn run_stream(
         0,
         None,
         cancel_on_disconnect,
+        false,
     ))
 }
