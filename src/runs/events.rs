@@ -100,13 +100,24 @@ pub(super) const NO_RECORD: &str = "the run has no record";
 #[derive(Default)]
 pub struct Watchers {
     runs: DashMap<String, watch::Sender<u64>>,
+    /// Past this many entries, those nobody watches any more are dropped (0: [`SWEEP_FROM`]).
+    sweep_at: std::sync::atomic::AtomicUsize,
 }
+
+/// The fewest entries [`Watchers`] keeps before it drops those nobody watches.
+const SWEEP_FROM: usize = 1024;
 
 impl Watchers {
     /// A receiver for `run_id`'s wake-ups.
     pub fn watch(&self, run_id: &str) -> LogWatch {
-        if self.runs.len() > 1024 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let at = self.sweep_at.load(Relaxed).max(SWEEP_FROM);
+        if self.runs.len() > at {
+            // Every running run of a server watches for stream requests: with thousands at
+            // once, sweeping on every call would scan them all per run. The next sweep waits
+            // until the map has doubled past what is live.
             self.runs.retain(|_, tx| tx.receiver_count() > 0);
+            self.sweep_at.store(2 * self.runs.len(), Relaxed);
         }
         self.runs
             .entry(run_id.to_string())
@@ -257,5 +268,28 @@ impl RunEventLog for MemoryRunEvents {
 
     fn watch_requests(&self, run_id: &str) -> LogWatch {
         self.requests.watch(run_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchers_drop_runs_nobody_watches_and_sweep_rarely_while_many_are_watched() {
+        let w = Watchers::default();
+        // 1,500 runs watched at once: past 1,024 the first sweep finds all of them live, and
+        // the next waits until the map has doubled.
+        let live: Vec<_> = (0..1500).map(|i| w.watch(&format!("r{i}"))).collect();
+        assert_eq!(w.runs.len(), 1500);
+        assert_eq!(w.sweep_at.load(std::sync::atomic::Ordering::Relaxed), 2050);
+        // Once nobody watches them, the next sweep drops them.
+        drop(live);
+        let rest: Vec<_> = (1500..3100).map(|i| w.watch(&format!("r{i}"))).collect();
+        assert_eq!(w.runs.len(), 1600, "the 1,500 nobody watches are gone");
+        let one = w.watch("r3000");
+        w.wake("r3000");
+        assert!(one.has_changed().unwrap());
+        drop(rest);
     }
 }
