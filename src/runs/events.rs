@@ -9,6 +9,11 @@
 //! it ([`RunEventLog::append`] with a `writer`), so a replica presumed dead cannot add to the
 //! stream of a run another replica took over.
 //!
+//! The log also carries followers' requests for a stream nobody publishes yet
+//! ([`RunEventLog::request_stream`], [`RunEventLog::watch_requests`]): a server publishes a run
+//! that is not resumable only once someone follows it, and the follower may be on another
+//! replica than the run. Requests wake only the run's request watchers, never its followers.
+//!
 //! Backends: [`MemoryRunEvents`] (one process, forgotten on restart: `memory:` servers),
 //! `SqliteRunEvents` (feature `sqlite`: a table beside the run records, so a SQLite server's
 //! streams outlive a restart), `PostgresRunEvents` (feature `postgres`: a table beside the run
