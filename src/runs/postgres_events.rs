@@ -230,8 +230,8 @@ impl RunEventLog for PostgresRunEvents {
         self.wakes.appended.watch(run_id)
     }
 
-    /// A notification on [`REQUESTS`]: every replica's `LISTEN` connection wakes the run's
-    /// request watchers there, its writer's among them.
+    /// A notification on `planwright_run_follow`: every replica's `LISTEN` connection wakes the
+    /// run's request watchers there, its writer's among them.
     async fn request_stream(&self, run_id: &str) -> Result<(), RunStoreError> {
         let pool = &self.runs.pool;
         self.runs
