@@ -51,10 +51,10 @@ async fn the_official_langgraph_sdk_works_against_the_server() {
             "serve",
             "--addr",
             &format!("127.0.0.1:{port}"),
-            // Model calls of ~50 ms: a research run lasts over half a second, so a
+            // Model calls of ~150 ms: a research run lasts a third of a second or more, so a
             // client that joins a background run right after creating it finds it running.
             "--model",
-            "sim:p50=50ms,p99=80ms,seed=1",
+            "sim:p50=150ms,p99=200ms,seed=1",
             "--checkpoint",
         ])
         .arg(format!("sqlite:{}", dir.join("serve.sqlite").display()))

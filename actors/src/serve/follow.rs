@@ -6,10 +6,10 @@
 //! A follower reads what is stored, then waits to be woken by an append (`LISTEN/NOTIFY` across
 //! replicas) or for a second to pass, until it reads the stream's end marker. A follower of a
 //! run that is not resumable also asks the run's writer for the stream
-//! (`RunEventLog::request_stream`, on every replica) at once and at each idle second: such a run
-//! publishes only once it is followed ([`super::publish::drive`]). A run that ended without an
-//! end marker (nobody followed it, or it was cancelled before it started) ends its followers
-//! once its record says it ended.
+//! (`RunEventLog::request_stream`, on every replica) at once, at each idle second until events
+//! come and every fifth one after: such a run publishes only once it is followed
+//! ([`super::publish::drive`]). A run that ended without an end marker (nobody followed it, or
+//! it was cancelled before it started) ends its followers once its record says it ended.
 
 use super::errors::ApiError;
 use super::publish::END;
@@ -25,6 +25,10 @@ use tokio::sync::mpsc;
 
 /// How many events one read takes from the log.
 const READ_BATCH: usize = 256;
+
+/// A follower of a stream that already flowed asks for it again after this many quiet seconds
+/// (the run may have been queued again, or continued on another replica).
+const ASK_AGAIN_EVERY: u32 = 5;
 
 /// The events of `run_id` after `after` as an SSE response; with `only`, just those event names
 /// (a `messages` mode keeps its `messages/…` events).
@@ -120,8 +124,9 @@ enum Followed {
 
 /// Sends the run's events after `after` to `tx` until the stream ends or the client goes away.
 /// With `ask` (a run that is not resumable publishes only once followed), asks the run's writer
-/// for the stream at once and at each idle second until the stream ends: the run may not have
-/// started yet, or may have been queued again, or continued on another replica.
+/// for the stream at once and at each idle second until events come, then every
+/// [`ASK_AGAIN_EVERY`] idle seconds until the stream ends: the run may not have started yet, or
+/// may have been queued again, or continued on another replica.
 async fn follow(
     state: &AppState,
     run_id: &str,
@@ -133,6 +138,11 @@ async fn follow(
     let mut woken = state.events.watch(run_id);
     let mut ended = false;
     let mut ask_now = ask;
+    // Once the stream flows, a quiet second is mostly a long model call: ask every
+    // [`ASK_AGAIN_EVERY`] quiet seconds then, not every one (a request is a statement on
+    // PostgreSQL, and a server may have many followers).
+    let mut seen = false;
+    let mut quiet = 0u32;
     loop {
         if ask_now {
             // Bounded: a follower must keep noticing a client that left.
@@ -159,6 +169,8 @@ async fn follow(
             .map_err(|e| e.to_string())?;
         for e in &batch {
             after = e.seq;
+            seen = true;
+            quiet = 0;
             if e.event == END {
                 return Ok(Followed::Complete);
             }
@@ -185,7 +197,8 @@ async fn follow(
             _ = tx.closed() => return Ok(Followed::ClientGone),
         };
         // A second without news: ask again.
-        ask_now = ask && idle;
+        quiet += u32::from(idle);
+        ask_now = ask && idle && (!seen || quiet % ASK_AGAIN_EVERY == 0);
         if idle {
             ended = match state.run_store.get(run_id).await {
                 Ok(Some(r)) => r.status.is_ended(),
