@@ -256,3 +256,33 @@ impl EventSink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switched_sink_builds_events_only_while_its_switch_is_on() {
+        let switch = EventSwitch::new(true);
+        let (sink, mut rx) = EventSink::channel();
+        let sink = sink.switched_by(switch.clone());
+        let built = std::cell::Cell::new(0);
+        let event = || {
+            built.set(built.get() + 1);
+            RunEvent::Custom {
+                node: "n".into(),
+                task: TaskId { step: 1, index: 0 },
+                payload: serde_json::Value::Null,
+            }
+        };
+        sink.emit(event);
+        switch.turn_off();
+        assert!(!sink.is_enabled() && !sink.wants_state_updates());
+        assert!(sink.listens_for_state_updates(), "what a subgraph is told");
+        sink.emit(event);
+        switch.turn_on();
+        sink.emit(event);
+        assert_eq!(built.get(), 2, "nothing built while off");
+        assert!(rx.try_recv().is_ok() && rx.try_recv().is_ok() && rx.try_recv().is_err());
+    }
+}

@@ -10,22 +10,29 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use support::*;
 
-/// `a` emits a custom event and appends to the trace, then `b` sets the count.
-async fn two_step_events(opts: RunOptions) -> (Vec<RunEvent>, Vec<String>, Arc<Walk>) {
-    let graph = StateGraph::<Walk>::new("events")
+/// `a` emits a custom event and appends to the trace, then `b` calls `in_b` and sets the count.
+fn two_step_graph(
+    in_b: impl Fn(&NodeContext) + std::marker::Send + Sync + 'static,
+) -> planwright::CompiledGraph<Walk> {
+    StateGraph::<Walk>::new("events")
         .add_sync_node("a", |_: &Walk, ctx: &NodeContext| {
             ctx.emit(json!({"progress": 0.5}));
             Ok(WalkUpdate::default().trace(vec!["a".into()]))
         })
-        .add_sync_node("b", |_: &Walk, _: &NodeContext| {
+        .add_sync_node("b", move |_: &Walk, ctx: &NodeContext| {
+            in_b(ctx);
             Ok(WalkUpdate::default().count(7))
         })
         .add_edge(START, "a")
         .add_edge("a", "b")
         .add_edge("b", END)
         .compile()
-        .unwrap();
-    let engine = Engine::new(graph).await;
+        .unwrap()
+}
+
+/// The run of [`two_step_graph`] (with nothing in `b`) and its events.
+async fn two_step_events(opts: RunOptions) -> (Vec<RunEvent>, Vec<String>, Arc<Walk>) {
+    let engine = Engine::new(two_step_graph(|_| {})).await;
     let mut h = engine
         .start(ThreadId::new("t"), WalkUpdate::default(), opts)
         .await
@@ -204,22 +211,11 @@ async fn parallel_interrupts_get_distinct_ids_and_resume_by_id() {
 async fn a_switched_event_stream_builds_events_only_while_it_is_on() {
     let switch = planwright::EventSwitch::new(false);
     let turn_on = switch.clone();
-    let graph = StateGraph::<Walk>::new("switched")
-        .add_sync_node("a", |_: &Walk, ctx: &NodeContext| {
-            ctx.emit(json!({"from": "a"}));
-            Ok(WalkUpdate::default().trace(vec!["a".into()]))
-        })
-        .add_sync_node("b", move |_: &Walk, ctx: &NodeContext| {
-            turn_on.turn_on();
-            ctx.emit(json!({"from": "b"}));
-            Ok(WalkUpdate::default().count(7))
-        })
-        .add_edge(START, "a")
-        .add_edge("a", "b")
-        .add_edge("b", END)
-        .compile()
-        .unwrap();
-    let engine = Engine::new(graph).await;
+    let engine = Engine::new(two_step_graph(move |ctx| {
+        turn_on.turn_on();
+        ctx.emit(json!({"from": "b"}));
+    }))
+    .await;
     let mut h = engine
         .start(
             ThreadId::new("t"),

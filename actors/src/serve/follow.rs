@@ -215,8 +215,7 @@ async fn follow(
 /// cancels the run if the client hangs up before the stream ends. A run that is not resumable
 /// (neither `runs/stream` nor `stream_resumable`) streams from the moment it is joined — a
 /// `metadata` event, the thread's values so far (with `values` in its `stream_mode`), then the
-/// rest of the run; joined after it
-/// ended, it sends nothing.
+/// rest of the run; joined after it ended, it sends nothing.
 pub async fn join_stream(
     State(state): State<Arc<AppState>>,
     Path((thread, run_id)): Path<(String, String)>,

@@ -413,8 +413,7 @@ impl RunBody {
 }
 
 /// Checks a run request and starts (or resumes) the run on the assistant's engine, its events
-/// built while `events` is on. The
-/// thread's first run binds it to the run's assistant.
+/// built while `events` is on. The thread's first run binds it to the run's assistant.
 pub async fn start_run(
     state: &AppState,
     id: &str,

@@ -142,7 +142,8 @@ pub async fn begin(
 }
 
 /// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine
-/// with its events, which [`super::publish::drive`] publishes when the run is resumable or followed.
+/// with its events, which [`super::publish::drive`] publishes when the run is resumable or
+/// followed.
 /// A run cancelled while pending does not start (409).
 pub async fn launch(
     state: &AppState,

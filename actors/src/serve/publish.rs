@@ -221,7 +221,8 @@ pub async fn drive(
 /// For a run that is not resumable: waits, its event stream switched off (nothing is built),
 /// until a client follows it — a follower on any replica asks for the stream
 /// ([`planwright::runs::RunEventLog::request_stream`]), which wakes the run's watcher here —
-/// then switches the stream on; says whether a client came before the run ended. So a
+/// and says whether a client came before the run ended ([`drive`] then switches the stream
+/// on). So a
 /// background run nobody joins stores no stream, and one that is joined streams live from then
 /// on, as LangGraph's `join_stream` does for a run without `stream_resumable`.
 async fn until_followed(
