@@ -8,6 +8,7 @@ pub mod cache;
 pub mod checkpoint;
 pub mod context;
 pub mod duration;
+pub mod error_chain;
 pub mod events;
 pub mod graph;
 pub mod ids;
@@ -21,6 +22,7 @@ pub mod state;
 pub mod store;
 
 pub use context::RunContext;
+pub use error_chain::ErrorChain;
 pub use events::{EventSwitch, Interrupt, RunEvent, RunStatus};
 pub use graph::{Command, CompiledGraph, GraphError, Route, Send, StateGraph, END, START};
 pub use ids::{CheckpointId, NodeId, RunId, TaskId, ThreadId};

@@ -33,7 +33,7 @@ pub fn parse_write_kind(thread: &ThreadId, s: &str) -> Result<WriteKind, Checkpo
 
 /// Metadata as stored (JSON text).
 pub fn metadata_json(m: &CheckpointMetadata) -> Result<String, CheckpointError> {
-    crate::json::to_string(m).map_err(|e| CheckpointError::Backend(format!("metadata: {e}")))
+    crate::json::to_string(m).map_err(|e| CheckpointError::backend("metadata", e))
 }
 
 /// Metadata from its stored JSON text.
@@ -64,7 +64,7 @@ pub fn id_from_sql(thread: &ThreadId, v: i64) -> Result<crate::ids::CheckpointId
 /// A checkpoint id as an SQL integer.
 pub fn id_to_sql(id: crate::ids::CheckpointId) -> Result<i64, CheckpointError> {
     i64::try_from(id.0)
-        .map_err(|_| CheckpointError::Backend(format!("checkpoint id {} too large", id.0)))
+        .map_err(|_| CheckpointError::backend_msg(format!("checkpoint id {} too large", id.0)))
 }
 
 fn corrupt(thread: &ThreadId, reason: String) -> CheckpointError {

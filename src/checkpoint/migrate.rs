@@ -24,7 +24,7 @@ pub fn pending(
 ) -> Result<&'static [Migration], super::CheckpointError> {
     let known = all.last().map(|m| m.version).unwrap_or(0);
     if current > known {
-        return Err(super::CheckpointError::Backend(format!(
+        return Err(super::CheckpointError::backend_msg(format!(
             "database schema version {current} is newer than this build knows ({known}); upgrade Planwright"
         )));
     }

@@ -402,9 +402,42 @@ pub enum CheckpointError {
         #[source]
         last: Box<CheckpointError>,
     },
-    /// The backend failed (I/O, a task that did not finish, a limit).
-    #[error("checkpoint backend error: {0}")]
-    Backend(String),
+    /// The backend failed (I/O, a task that did not finish, a limit): what failed, and the error
+    /// that made it fail when there is one. Logs print the whole chain
+    /// ([`ErrorChain`](crate::ErrorChain)).
+    #[error(
+        "checkpoint backend error: {context}{}",
+        source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
+    )]
+    Backend {
+        /// What failed, or what was being done when it failed.
+        context: String,
+        /// The error that made it fail, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl CheckpointError {
+    /// A [`Backend`](Self::Backend) failure: `context` says what failed, `source` why.
+    pub fn backend(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Backend {
+            context: context.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A [`Backend`](Self::Backend) failure that no other error caused (a limit, a broken
+    /// promise of the backend).
+    pub fn backend_msg(context: impl Into<String>) -> Self {
+        Self::Backend {
+            context: context.into(),
+            source: None,
+        }
+    }
 }
 
 /// Durable storage for thread checkpoints and task writes. See the module docs for the guarantees.

@@ -83,7 +83,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError
                 SqliteCheckpointer::open_with_options(path, opts)
             })
             .await
-            .map_err(|e| CheckpointError::Backend(format!("sqlite open task failed: {e}")))??;
+            .map_err(|e| CheckpointError::backend("sqlite open task failed", e))??;
             Ok(Arc::new(cp))
         }
         #[cfg(feature = "postgres")]

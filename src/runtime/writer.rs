@@ -414,11 +414,12 @@ impl Committer {
                 // Superseded: stored as the record that holds the update was.
                 let r = match results.get(k) {
                     Some(Ok(())) => Ok(()),
-                    Some(Err(e)) => Err(CheckpointError::Backend(format!(
-                        "the checkpoint holding this task update was not stored: {e}"
+                    Some(Err(e)) => Err(CheckpointError::backend_msg(format!(
+                        "the checkpoint holding this task update was not stored: {}",
+                        crate::ErrorChain(e)
                     ))),
-                    None => Err(CheckpointError::Backend(
-                        "the batch returned fewer results than items".into(),
+                    None => Err(CheckpointError::backend_msg(
+                        "the batch returned fewer results than items",
                     )),
                 };
                 if let Some(reply) = reply {

@@ -214,16 +214,16 @@ impl PgConfig {
         }
         if let Some(path) = &self.sslrootcert {
             let pem = std::fs::read(path).map_err(|e| {
-                CheckpointError::Backend(format!("sslrootcert {}: {e}", path.display()))
+                CheckpointError::backend(format!("sslrootcert {}", path.display()), e)
             })?;
             let cert = native_tls::Certificate::from_pem(&pem).map_err(|e| {
-                CheckpointError::Backend(format!("sslrootcert {}: {e}", path.display()))
+                CheckpointError::backend(format!("sslrootcert {}", path.display()), e)
             })?;
             b.add_root_certificate(cert);
         }
         let connector = b
             .build()
-            .map_err(|e| CheckpointError::Backend(format!("cannot set up TLS: {e}")))?;
+            .map_err(|e| CheckpointError::backend("cannot set up TLS", e))?;
         Ok(postgres_native_tls::MakeTlsConnector::new(connector))
     }
 
@@ -247,7 +247,7 @@ impl PgConfig {
             .recycle_timeout(Some(self.connect_timeout))
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| CheckpointError::Backend(format!("cannot build the PostgreSQL pool: {e}")))
+            .map_err(|e| CheckpointError::backend("cannot build the PostgreSQL pool", e))
     }
 }
 

@@ -263,7 +263,7 @@ fn record_from_row(thread: &ThreadId, row: &Row) -> Result<CheckpointRecord, Che
 
 /// Why a whole batch failed, for each of its records (errors are not `Clone`).
 fn batch_error(e: &CheckpointError) -> CheckpointError {
-    CheckpointError::Backend(format!("batch not stored: {e}"))
+    CheckpointError::backend_msg(format!("batch not stored: {}", crate::ErrorChain(e)))
 }
 
 #[async_trait]
@@ -294,7 +294,7 @@ impl Checkpointer for PostgresCheckpointer {
         match tokio::time::timeout(self.op_timeout, attempt).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(Attempt::Retry(e) | Attempt::Fail(e))) => Err(e),
-            Err(_) => Err(CheckpointError::Backend(format!(
+            Err(_) => Err(CheckpointError::backend_msg(format!(
                 "postgres: no answer to the health probe within {:?}",
                 self.op_timeout
             ))),
@@ -430,7 +430,7 @@ impl Checkpointer for PostgresCheckpointer {
 
     async fn fence(&self, thread: &ThreadId, token: u64) -> Result<bool, CheckpointError> {
         let t = i64::try_from(token).map_err(|_| {
-            CheckpointError::Backend(format!("fencing token {token} is out of range"))
+            CheckpointError::backend_msg(format!("fencing token {token} is out of range"))
         })?;
         let pool = &self.pool;
         let taken = self

@@ -50,10 +50,10 @@ impl From<deadpool_postgres::PoolError> for Attempt {
         use deadpool_postgres::PoolError;
         match e {
             PoolError::Backend(e) => Attempt::from(e),
-            PoolError::Timeout(t) => Attempt::Retry(CheckpointError::Backend(format!(
+            PoolError::Timeout(t) => Attempt::Retry(CheckpointError::backend_msg(format!(
                 "postgres: no connection within the pool's {t:?} timeout"
             ))),
-            other => Attempt::Fail(CheckpointError::Backend(format!("postgres pool: {other}"))),
+            other => Attempt::Fail(CheckpointError::backend("postgres pool", other)),
         }
     }
 }
@@ -195,7 +195,7 @@ where
             tokio::time::timeout(op_timeout, attempt)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(Attempt::Retry(CheckpointError::Backend(format!(
+                    Err(Attempt::Retry(CheckpointError::backend_msg(format!(
                         "postgres: no answer within op_timeout ({op_timeout:?})"
                     ))))
                 })
@@ -209,7 +209,7 @@ mod tests {
     use super::*;
 
     fn transient() -> Attempt {
-        Attempt::Retry(CheckpointError::Backend("connection closed".into()))
+        Attempt::Retry(CheckpointError::backend_msg("connection closed"))
     }
 
     #[tokio::test(start_paused = true)]
@@ -253,11 +253,11 @@ mod tests {
         let mut calls = 0;
         let err = with_retry::<(), _, _>("t", Duration::from_secs(10), |_| {
             calls += 1;
-            async { Err(Attempt::Fail(CheckpointError::Backend("syntax".into()))) }
+            async { Err(Attempt::Fail(CheckpointError::backend_msg("syntax"))) }
         })
         .await
         .unwrap_err();
-        assert!(matches!(err, CheckpointError::Backend(_)));
+        assert!(matches!(err, CheckpointError::Backend { .. }));
         assert_eq!(calls, 1);
     }
 

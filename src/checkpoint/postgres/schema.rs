@@ -77,11 +77,10 @@ pub async fn migrate(pool: &Pool) -> Result<(), Attempt> {
             if super::retry::is_transient(&e) {
                 return Err(Attempt::Retry(db_error(e)));
             }
-            let inner = db_error(e);
-            return Err(Attempt::Fail(CheckpointError::Backend(format!(
-                "migration {} ({}) failed: {inner}",
-                m.version, m.name
-            ))));
+            return Err(Attempt::Fail(CheckpointError::backend(
+                format!("migration {} ({}) failed", m.version, m.name),
+                db_error(e),
+            )));
         }
         tx.execute(
             "INSERT INTO planwright_schema (version) VALUES ($1)",

@@ -214,14 +214,14 @@ impl SqliteCheckpointer {
             .offload_slots
             .acquire()
             .await
-            .map_err(|e| CheckpointError::Backend(format!("sqlite offload closed: {e}")))?;
+            .map_err(|e| CheckpointError::backend("sqlite offload closed", e))?;
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut conn)
         })
         .await
-        .map_err(|e| CheckpointError::Backend(format!("sqlite task did not finish: {e}")))?
+        .map_err(|e| CheckpointError::backend("sqlite task did not finish", e))?
     }
 }
 
@@ -234,7 +234,11 @@ fn one_result_each(
     match r {
         Ok(results) => results,
         Err(e) => (0..n)
-            .map(|_| Err(CheckpointError::Backend(e.to_string())))
+            .map(|_| {
+                Err(CheckpointError::backend_msg(
+                    crate::ErrorChain(&e).to_string(),
+                ))
+            })
             .collect(),
     }
 }

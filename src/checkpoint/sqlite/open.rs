@@ -236,12 +236,11 @@ pub(super) fn open_connection(
     opts: &SqliteOptions,
 ) -> Result<Connection, CheckpointError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            CheckpointError::Backend(format!("cannot create {}: {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CheckpointError::backend(format!("cannot create {}", dir.display()), e))?;
     }
     let mut conn = Connection::open(path)
-        .map_err(|e| CheckpointError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| CheckpointError::backend(format!("cannot open {}", path.display()), e))?;
     refuse_foreign(&conn, path, opts.adopt)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(be)?;
@@ -271,7 +270,7 @@ fn refuse_foreign(conn: &Connection, path: &Path, adopt: bool) -> Result<(), Che
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .map_err(|e| CheckpointError::Backend(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| CheckpointError::backend(format!("cannot read {}", path.display()), e))?;
     // Tables named `planwright_*` are Planwright's own (the store's, run records) even before
     // the checkpointer's schema is there.
     let foreign: Vec<&String> = tables
@@ -309,7 +308,7 @@ fn migrate(conn: &mut Connection) -> Result<(), CheckpointError> {
         .map_err(be)?;
     for m in pending(&MIGRATIONS, current)? {
         tx.execute_batch(m.sql).map_err(|e| {
-            CheckpointError::Backend(format!("migration {} ({}) failed: {e}", m.version, m.name))
+            CheckpointError::backend(format!("migration {} ({}) failed", m.version, m.name), e)
         })?;
         tx.execute(
             "INSERT INTO planwright_schema (version) VALUES (?1)",
@@ -356,7 +355,7 @@ pub(super) fn spawn_wal_checkpointer(
                 }
             }
         })
-        .map_err(|e| CheckpointError::Backend(format!("cannot start the WAL checkpointer: {e}")))?;
+        .map_err(|e| CheckpointError::backend("cannot start the WAL checkpointer", e))?;
     Ok(stop)
 }
 
