@@ -136,10 +136,10 @@ async fn the_default_clock_follows_paused_tokio_time() {
 #[derive(Clone, Debug)]
 enum Op {
     Put(usize, usize, i64, Option<u64>, Option<usize>),
-    Get(usize, usize),
-    Delete(usize, usize),
+    Get(usize, usize, Option<usize>),
+    Delete(usize, usize, Option<usize>),
     Search(usize, Option<i64>, Option<usize>, usize, usize),
-    Namespaces(usize, Option<usize>),
+    Namespaces(usize, Option<usize>, Option<usize>),
     Advance(u64),
     Sweep,
 }
@@ -151,11 +151,12 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..5usize, 0..3usize, 0..3i64, prop::option::of(1..20u64), prop::option::of(0..2usize))
             .prop_map(|(n, k, v, t, o)| Op::Put(n, k, v, t, o)),
-        2 => (0..5usize, 0..3usize).prop_map(|(n, k)| Op::Get(n, k)),
-        1 => (0..5usize, 0..3usize).prop_map(|(n, k)| Op::Delete(n, k)),
+        2 => (0..5usize, 0..3usize, prop::option::of(0..2usize)).prop_map(|(n, k, o)| Op::Get(n, k, o)),
+        1 => (0..5usize, 0..3usize, prop::option::of(0..2usize)).prop_map(|(n, k, o)| Op::Delete(n, k, o)),
         2 => (0..5usize, prop::option::of(0..3i64), prop::option::of(0..2usize), 1..5usize, 0..3usize)
             .prop_map(|(n, v, o, l, off)| Op::Search(n, v, o, l, off)),
-        1 => (0..5usize, prop::option::of(1..3usize)).prop_map(|(n, d)| Op::Namespaces(n, d)),
+        1 => (0..5usize, prop::option::of(1..3usize), prop::option::of(0..2usize))
+            .prop_map(|(n, d, o)| Op::Namespaces(n, d, o)),
         2 => (0..15u64).prop_map(Op::Advance),
         1 => Just(Op::Sweep),
     ]
@@ -181,10 +182,20 @@ async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
                     .map(|i| i.created_at)
             )
         }
-        Op::Get(n, k) => format!("{:?}", s.get(&space(*n), &format!("k{k}")).await.unwrap()),
-        Op::Delete(n, k) => format!(
+        Op::Get(n, k, None) => format!("{:?}", s.get(&space(*n), &format!("k{k}")).await.unwrap()),
+        Op::Get(n, k, Some(o)) => format!(
+            "{:?}",
+            s.get_as(&space(*n), &format!("k{k}"), OWNERS[*o])
+                .await
+                .unwrap()
+        ),
+        Op::Delete(n, k, None) => format!(
             "{:?}",
             s.delete(&space(*n), &format!("k{k}")).await.unwrap()
+        ),
+        Op::Delete(n, k, Some(o)) => format!(
+            "{:?}",
+            s.delete_as(&space(*n), &format!("k{k}"), OWNERS[*o]).await
         ),
         Op::Search(n, v, owner, limit, offset) => {
             let mut q = SearchQuery::under(space(*n)).page(*limit, *offset);
@@ -194,10 +205,11 @@ async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
             q.owner = owner.map(|o| OWNERS[o].to_string());
             format!("{:?}", s.search(&q).await.unwrap())
         }
-        Op::Namespaces(n, depth) => {
+        Op::Namespaces(n, depth, owner) => {
             let q = NamespaceQuery {
                 prefix: space(*n)[..2].to_vec(),
                 max_depth: *depth,
+                owner: owner.map(|o| OWNERS[o].to_string()),
                 ..NamespaceQuery::default()
             };
             format!("{:?}", s.list_namespaces(&q).await.unwrap())

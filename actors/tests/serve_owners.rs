@@ -158,31 +158,7 @@ async fn owners_hold(url: &str, ann: &str, bob: &str, admin: &str) {
             .0,
         200
     );
-    // Store items belong to their writer too.
-    let (s, _) = call(
-        "PUT",
-        &format!("{url}/store/items"),
-        ann,
-        Some(json!({"namespace": ["notes"], "key": "k", "value": {"x": 1}})),
-    )
-    .await;
-    assert!(s == 200 || s == 204, "{s}");
-    let (s, _) = call(
-        "GET",
-        &format!("{url}/store/items?namespace=notes&key=k"),
-        ann,
-        None,
-    )
-    .await;
-    assert_eq!(s, 200);
-    let (s, _) = call(
-        "GET",
-        &format!("{url}/store/items?namespace=notes&key=k"),
-        bob,
-        None,
-    )
-    .await;
-    assert_eq!(s, 404, "bob cannot read ann's item");
+    store_items_hold(url, ann, bob, admin).await;
     // No token, or a wrong one: 401.
     assert_eq!(
         call("GET", &format!("{url}/threads/bob-1"), "nonsense", None)
@@ -190,6 +166,104 @@ async fn owners_hold(url: &str, ann: &str, bob: &str, admin: &str) {
             .0,
         401
     );
+}
+
+/// Store items belong to their writer: another user can neither overwrite, take over, read,
+/// delete, find nor list them; an admin sees them and an admin's write keeps the owner.
+async fn store_items_hold(url: &str, ann: &str, bob: &str, admin: &str) {
+    let items = format!("{url}/store/items");
+    let ann_prefs = json!({"namespace": ["users", "ann"], "key": "prefs", "value": {"lang": "fr"}});
+    let (s, v) = call("PUT", &items, ann, Some(ann_prefs)).await;
+    assert_eq!(s, 204, "{v}");
+    let get = format!("{items}?namespace=users.ann&key=prefs");
+    // Bob's put on ann's key is refused and changes nothing.
+    let (s, v) = call(
+        "PUT",
+        &items,
+        bob,
+        Some(json!({"namespace": ["users", "ann"], "key": "prefs", "value": {"lang": "xx"}})),
+    )
+    .await;
+    assert_eq!(s, 403, "bob overwrote ann's item: {v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("another user"),
+        "{v}"
+    );
+    let (s, v) = call("GET", &get, ann, None).await;
+    assert_eq!((s, &v["value"]), (200, &json!({"lang": "fr"})), "{v}");
+    let (s, v) = call("GET", &get, bob, None).await;
+    assert_eq!(s, 404, "bob cannot read ann's item: {v}");
+    let (s, v) = call(
+        "DELETE",
+        &items,
+        bob,
+        Some(json!({"namespace": ["users", "ann"], "key": "prefs"})),
+    )
+    .await;
+    assert_eq!(s, 404, "bob cannot delete ann's item: {v}");
+    // Searches and namespace listings show bob only his own.
+    let (s, v) = call(
+        "PUT",
+        &items,
+        bob,
+        Some(json!({"namespace": ["users", "bob"], "key": "prefs", "value": {"lang": "fr"}})),
+    )
+    .await;
+    assert_eq!(s, 204, "{v}");
+    let namespaces = |who: &'static str| {
+        let url = format!("{url}/store/namespaces");
+        let token = match who {
+            "bob" => bob.to_string(),
+            "ann" => ann.to_string(),
+            _ => admin.to_string(),
+        };
+        async move {
+            let (s, v) = call("POST", &url, &token, Some(json!({"prefix": ["users"]}))).await;
+            assert_eq!(s, 200, "{v}");
+            v["namespaces"].clone()
+        }
+    };
+    assert_eq!(namespaces("bob").await, json!([["users", "bob"]]));
+    assert_eq!(namespaces("ann").await, json!([["users", "ann"]]));
+    assert_eq!(
+        namespaces("admin").await,
+        json!([["users", "ann"], ["users", "bob"]])
+    );
+    let search = format!("{url}/store/items/search");
+    let (_, v) = call(
+        "POST",
+        &search,
+        bob,
+        Some(json!({"namespace_prefix": ["users"], "filter": {"lang": "fr"}})),
+    )
+    .await;
+    let keys: Vec<&Value> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["namespace"])
+        .collect();
+    assert_eq!(keys, [&json!(["users", "bob"])], "{v}");
+    // An admin reads and writes anyone's item; ann keeps it.
+    let (s, v) = call(
+        "PUT",
+        &items,
+        admin,
+        Some(json!({"namespace": ["users", "ann"], "key": "prefs", "value": {"lang": "de"}})),
+    )
+    .await;
+    assert_eq!(s, 204, "{v}");
+    let (s, v) = call("GET", &get, ann, None).await;
+    assert_eq!((s, &v["value"]), (200, &json!({"lang": "de"})), "{v}");
+    // Ann deletes her own.
+    let (s, v) = call(
+        "DELETE",
+        &items,
+        ann,
+        Some(json!({"namespace": ["users", "ann"], "key": "prefs"})),
+    )
+    .await;
+    assert_eq!(s, 204, "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,6 +42,28 @@ impl MemoryStore {
         }
     }
 
+    /// The live item (if `user` is given: only theirs), its TTL refreshed.
+    fn read(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: Option<&str>,
+    ) -> Result<Option<Item>, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)();
+        let mut items = self.lock();
+        let Some(e) = items.get_mut(&(dotted(namespace), key.to_string())) else {
+            return Ok(None);
+        };
+        if !live(e, now) || user.is_some_and(|u| e.item.owner.as_deref() != Some(u)) {
+            return Ok(None);
+        }
+        if let Some(t) = e.ttl_ms {
+            e.item.expires_at = Some(now + t);
+        }
+        Ok(Some(e.item.clone()))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Entry>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -69,18 +91,21 @@ impl Store for MemoryStore {
         let ttl_ms = opts.ttl.map(|t| t.as_millis() as u64);
         let mut items = self.lock();
         let k = (dotted(namespace), key.to_string());
-        let created_at = items
-            .get(&k)
-            .filter(|e| live(e, now))
-            .map_or(now, |e| e.item.created_at);
+        let was = items.get(&k).filter(|e| live(e, now)).map(|e| &e.item);
+        // The check and the write happen under one lock: nobody writes in between.
+        if let (Some(user), Some(was)) = (opts.owner.as_deref(), was) {
+            if was.owner.as_deref() != Some(user) {
+                return Err(StoreError::not_owner(namespace, key));
+            }
+        }
         let item = Item {
             namespace: namespace.to_vec(),
             key: key.to_string(),
             value,
-            created_at,
+            created_at: was.map_or(now, |w| w.created_at),
             updated_at: now,
             expires_at: ttl_ms.map(|t| now + t),
-            owner: opts.owner,
+            owner: opts.owner.or_else(|| was.and_then(|w| w.owner.clone())),
         };
         items.insert(
             k,
@@ -93,19 +118,16 @@ impl Store for MemoryStore {
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
-        check_item(namespace, key)?;
-        let now = (self.clock)();
-        let mut items = self.lock();
-        let Some(e) = items.get_mut(&(dotted(namespace), key.to_string())) else {
-            return Ok(None);
-        };
-        if !live(e, now) {
-            return Ok(None);
-        }
-        if let Some(t) = e.ttl_ms {
-            e.item.expires_at = Some(now + t);
-        }
-        Ok(Some(e.item.clone()))
+        self.read(namespace, key, None)
+    }
+
+    async fn get_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<Option<Item>, StoreError> {
+        self.read(namespace, key, Some(user))
     }
 
     async fn delete(&self, namespace: &[String], key: &str) -> Result<bool, StoreError> {
@@ -113,6 +135,27 @@ impl Store for MemoryStore {
         let now = (self.clock)();
         let removed = self.lock().remove(&(dotted(namespace), key.to_string()));
         Ok(removed.is_some_and(|e| live(&e, now)))
+    }
+
+    async fn delete_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<bool, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)();
+        let mut items = self.lock();
+        let k = (dotted(namespace), key.to_string());
+        let Some(e) = items.get(&k) else {
+            return Ok(false);
+        };
+        let (alive, mine) = (live(e, now), e.item.owner.as_deref() == Some(user));
+        if alive && !mine {
+            return Err(StoreError::not_owner(namespace, key));
+        }
+        items.remove(&k);
+        Ok(alive)
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError> {
@@ -133,7 +176,7 @@ impl Store for MemoryStore {
         let all: Vec<Namespace> = self
             .lock()
             .values()
-            .filter(|e| live(e, now))
+            .filter(|e| live(e, now) && (query.owner.is_none() || e.item.owner == query.owner))
             .map(|e| e.item.namespace.clone())
             .collect();
         Ok(query.answer(all))

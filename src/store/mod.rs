@@ -13,6 +13,13 @@
 //! - a namespace has at least one label; labels are non-empty and contain no `.` (the dotted form
 //!   is how SQL backends index them, as LangGraph does); keys are non-empty; values are JSON objects;
 //! - `put` replaces the item (keeping its `created_at`), `delete` reports whether it was there;
+//! - owners: an item records the user who wrote it. A user's write ([`PutOptions::owner`]) and
+//!   delete ([`Store::delete_as`]) change only an item that is absent, expired or already theirs —
+//!   never another user's, nor one with no owner (what an admin or a node wrote) — and are refused
+//!   with [`StoreError::NotOwner`] otherwise; the check and the change are one atomic step in
+//!   storage (a conditional upsert or delete in SQL), so two users racing for a key cannot both
+//!   win. A user's read ([`Store::get_as`]) sees only their own items. An unrestricted write (no
+//!   owner: an admin, a graph's node) replaces any item and keeps the owner it had;
 //! - an item with a TTL expires `ttl` after its last write, or its last `get` (reads refresh the TTL,
 //!   LangGraph's default); an expired item is invisible to `get`, `search` and `list_namespaces`
 //!   at once, and [`Store::sweep`] deletes it;
@@ -63,7 +70,8 @@ pub struct Item {
     pub updated_at: u64,
     /// When it expires (`None`: never).
     pub expires_at: Option<u64>,
-    /// Who owns it (set by the server for an authenticated user; `None` for items a node writes).
+    /// Who owns it (set by the server for an authenticated user; `None` for items a node or an
+    /// admin created).
     pub owner: Option<String>,
 }
 
@@ -72,7 +80,10 @@ pub struct Item {
 pub struct PutOptions {
     /// Expire the item this long after its last write or read (`None`: never).
     pub ttl: Option<Duration>,
-    /// The owner to record.
+    /// The writing user. `Some(user)`: only an item that is absent, expired or already `user`'s
+    /// is written, and `user` is recorded as its owner; another's item (or one with no owner) is
+    /// left as it is and the put answers [`StoreError::NotOwner`]. `None` (an admin, a graph's
+    /// node): any item is replaced, keeping the owner it had (none for a new item).
     pub owner: Option<String>,
 }
 
@@ -100,6 +111,15 @@ pub enum StoreError {
     /// The key is empty.
     #[error("an item key must not be empty")]
     EmptyKey,
+    /// A user's put or delete refused: the live item belongs to another user, or to no user (an
+    /// admin or a node wrote it). Nothing was changed.
+    #[error("item {namespace:?}/{key} is not the caller's: another user (or no user) owns it")]
+    NotOwner {
+        /// The item's namespace.
+        namespace: Namespace,
+        /// Its key.
+        key: String,
+    },
     /// A connection string the store cannot use.
     #[error("bad store URL `{url}`: {reason}")]
     BadUrl {
@@ -130,6 +150,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A user's write or delete of `namespace`/`key` refused.
+    pub(crate) fn not_owner(namespace: &[String], key: &str) -> Self {
+        Self::NotOwner {
+            namespace: namespace.to_vec(),
+            key: key.to_string(),
+        }
+    }
+
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn backend(
         op: &'static str,
@@ -148,7 +176,10 @@ pub trait Store: Send + Sync + 'static {
     /// A short name for reports (`memory`, `sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;
 
-    /// Writes `value` under `key` in `namespace`, replacing what was there.
+    /// Writes `value` under `key` in `namespace`, replacing what was there — for a user's write
+    /// (`opts.owner` set) only an item that is absent, expired or theirs, else
+    /// [`StoreError::NotOwner`] with nothing changed (see [`PutOptions::owner`]). The check and
+    /// the write are one atomic step.
     async fn put(
         &self,
         namespace: &[String],
@@ -160,8 +191,27 @@ pub trait Store: Send + Sync + 'static {
     /// The live item, if any; refreshes its TTL.
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError>;
 
+    /// The live item if it is `user`'s, refreshing its TTL; `None` when there is none, or when it
+    /// belongs to another user or to no user (its TTL then stays as it was).
+    async fn get_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<Option<Item>, StoreError>;
+
     /// Deletes the item; true if a live one was there.
     async fn delete(&self, namespace: &[String], key: &str) -> Result<bool, StoreError>;
+
+    /// Deletes the item if it is `user`'s: true if a live item of theirs was there, false if no
+    /// live item was, [`StoreError::NotOwner`] (nothing deleted) if the live item belongs to
+    /// another user or to no user. The check and the delete are one atomic step.
+    async fn delete_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<bool, StoreError>;
 
     /// Live items matching `query`.
     async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError>;

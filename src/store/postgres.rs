@@ -73,6 +73,40 @@ impl PostgresStore {
         Ok(Self { pool, clock })
     }
 
+    /// The live item (if `user` is given: only theirs), its TTL refreshed.
+    async fn read(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: Option<&str>,
+    ) -> Result<Option<Item>, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)() as i64;
+        let ns = dotted(namespace);
+        let client = self.client("get").await?;
+        // Only an item with a TTL is written to (its expiry refreshed); others are just read.
+        let rows = client
+            .query(
+                &format!(
+                    "WITH touched AS (
+                       UPDATE planwright_store SET expires_at = $3 + ttl_ms
+                       WHERE namespace = $1 AND key = $2 AND ttl_ms IS NOT NULL AND expires_at > $3
+                         AND ($4::text IS NULL OR owner = $4::text)
+                       RETURNING {COLUMNS})
+                     SELECT * FROM touched
+                     UNION ALL
+                     SELECT {COLUMNS} FROM planwright_store
+                     WHERE namespace = $1 AND key = $2 AND ttl_ms IS NULL
+                       AND (expires_at IS NULL OR expires_at > $3)
+                       AND ($4::text IS NULL OR owner = $4::text)"
+                ),
+                &[&ns, &key, &now, &user],
+            )
+            .await
+            .map_err(be("get"))?;
+        rows.first().map(item).transpose()
+    }
+
     async fn client(&self, op: &'static str) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(be(op))
     }
@@ -169,21 +203,31 @@ impl Store for PostgresStore {
         let text = Value::Object(value.clone()).to_string();
         let ns = dotted(namespace);
         let client = self.client("put").await?;
-        // An expired item is gone: its replacement is created now.
+        // One statement checks the owner and writes (the row is locked while its WHERE is
+        // evaluated): a user's write ($7 set) updates only an expired row or their own, an
+        // unrestricted one ($7 NULL) any row, keeping its owner. An expired item is gone: its
+        // replacement is created now, with the new owner.
         let row = client
-            .query_one(
+            .query_opt(
                 "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner)
-                 VALUES ($1, $2, $3::text::jsonb, $4, $4, $5, $6, $7)
+                 VALUES ($1, $2, $3::text::jsonb, $4, $4, $5, $6, $7::text)
                  ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
                    created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > $4
                                 THEN s.created_at ELSE excluded.created_at END,
                    updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                   ttl_ms = excluded.ttl_ms, owner = excluded.owner
-                 RETURNING created_at",
+                   ttl_ms = excluded.ttl_ms,
+                   owner = CASE WHEN $7::text IS NULL AND (s.expires_at IS NULL OR s.expires_at > $4)
+                           THEN s.owner ELSE $7::text END
+                 WHERE $7::text IS NULL OR s.owner IS NOT DISTINCT FROM $7::text
+                   OR (s.expires_at IS NOT NULL AND s.expires_at <= $4)
+                 RETURNING created_at, owner",
                 &[&ns, &key, &text, &(now as i64), &expires, &ttl_ms, &opts.owner],
             )
             .await
             .map_err(be("put"))?;
+        let Some(row) = row else {
+            return Err(StoreError::not_owner(namespace, key));
+        };
         let created: i64 = row.try_get(0).map_err(be("put"))?;
         Ok(Item {
             namespace: namespace.to_vec(),
@@ -192,34 +236,21 @@ impl Store for PostgresStore {
             created_at: created as u64,
             updated_at: now,
             expires_at: expires.map(|t| t as u64),
-            owner: opts.owner,
+            owner: row.try_get(1).map_err(be("put"))?,
         })
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
-        check_item(namespace, key)?;
-        let now = (self.clock)() as i64;
-        let ns = dotted(namespace);
-        let client = self.client("get").await?;
-        // Only an item with a TTL is written to (its expiry refreshed); others are just read.
-        let rows = client
-            .query(
-                &format!(
-                    "WITH touched AS (
-                       UPDATE planwright_store SET expires_at = $3 + ttl_ms
-                       WHERE namespace = $1 AND key = $2 AND ttl_ms IS NOT NULL AND expires_at > $3
-                       RETURNING {COLUMNS})
-                     SELECT * FROM touched
-                     UNION ALL
-                     SELECT {COLUMNS} FROM planwright_store
-                     WHERE namespace = $1 AND key = $2 AND ttl_ms IS NULL
-                       AND (expires_at IS NULL OR expires_at > $3)"
-                ),
-                &[&ns, &key, &now],
-            )
-            .await
-            .map_err(be("get"))?;
-        rows.first().map(item).transpose()
+        self.read(namespace, key, None).await
+    }
+
+    async fn get_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<Option<Item>, StoreError> {
+        self.read(namespace, key, Some(user)).await
     }
 
     async fn delete(&self, namespace: &[String], key: &str) -> Result<bool, StoreError> {
@@ -239,6 +270,43 @@ impl Store for PostgresStore {
             Some(r) => r.try_get(0).map_err(be("delete")),
             None => Ok(false),
         }
+    }
+
+    async fn delete_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<bool, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)() as i64;
+        let ns = dotted(namespace);
+        let client = self.client("delete").await?;
+        // One statement: the delete takes only an expired row or the user's own; the outer
+        // SELECT sees the table as it was before it, so it tells a live item of someone else
+        // (refused, nothing deleted) from no item at all.
+        let row = client
+            .query_one(
+                "WITH gone AS (
+                   DELETE FROM planwright_store WHERE namespace = $1 AND key = $2
+                     AND (owner = $3 OR (expires_at IS NOT NULL AND expires_at <= $4))
+                   RETURNING (expires_at IS NULL OR expires_at > $4) AS live)
+                 SELECT COALESCE((SELECT live FROM gone), false),
+                   EXISTS (SELECT 1 FROM planwright_store WHERE namespace = $1 AND key = $2
+                     AND (expires_at IS NULL OR expires_at > $4)
+                     AND owner IS DISTINCT FROM $3)",
+                &[&ns, &key, &user, &now],
+            )
+            .await
+            .map_err(be("delete"))?;
+        let (deleted, refused): (bool, bool) = (
+            row.try_get(0).map_err(be("delete"))?,
+            row.try_get(1).map_err(be("delete"))?,
+        );
+        if refused {
+            return Err(StoreError::not_owner(namespace, key));
+        }
+        Ok(deleted)
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError> {
@@ -268,7 +336,7 @@ impl Store for PostgresStore {
         check_prefix(&query.prefix)?;
         let now = (self.clock)();
         let mut p = Params::default();
-        let sql = scope(&mut p, now, &query.prefix, None);
+        let sql = scope(&mut p, now, &query.prefix, query.owner.as_ref());
         let sql = format!("SELECT DISTINCT namespace FROM planwright_store WHERE {sql}");
         let client = self.client("list namespaces").await?;
         let rows = client

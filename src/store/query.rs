@@ -78,6 +78,8 @@ pub struct NamespaceQuery {
     pub suffix: Namespace,
     /// Namespaces cut to this many labels (and then deduplicated).
     pub max_depth: Option<usize>,
+    /// Only namespaces holding a live item of this owner (`None`: any item).
+    pub owner: Option<String>,
     /// At most this many (default 100).
     pub limit: usize,
     /// Skip this many first.
@@ -90,6 +92,7 @@ impl Default for NamespaceQuery {
             prefix: Vec::new(),
             suffix: Vec::new(),
             max_depth: None,
+            owner: None,
             limit: 100,
             offset: 0,
         }
@@ -97,8 +100,8 @@ impl Default for NamespaceQuery {
 }
 
 impl NamespaceQuery {
-    /// The answer from every namespace holding a live item (in any order, with repeats): filtered,
-    /// cut to `max_depth`, deduplicated, ordered by dotted text, paged.
+    /// The answer from every namespace holding a live item (of `owner`, when set; in any order,
+    /// with repeats): filtered, cut to `max_depth`, deduplicated, ordered by dotted text, paged.
     pub fn answer(&self, all: impl IntoIterator<Item = Namespace>) -> Vec<Namespace> {
         let mut out: Vec<Namespace> = all
             .into_iter()

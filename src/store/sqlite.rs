@@ -61,6 +61,44 @@ impl SqliteStore {
         })
     }
 
+    /// The live item (if `user` is given: only theirs), its TTL refreshed.
+    async fn read(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: Option<String>,
+    ) -> Result<Option<Item>, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)() as i64;
+        let (ns, k) = (dotted(namespace), key.to_string());
+        self.with("get", move |c| {
+            let tx = c.transaction().map_err(be("get"))?;
+            tx.execute(
+                "UPDATE planwright_store SET expires_at = ?3 + ttl_ms
+                 WHERE namespace = ?1 AND key = ?2 AND ttl_ms IS NOT NULL AND expires_at > ?3
+                   AND (?4 IS NULL OR owner = ?4)",
+                params![ns, k, now, user],
+            )
+            .map_err(be("get"))?;
+            let found = {
+                let mut st = tx
+                    .prepare(&format!(
+                        "SELECT {COLUMNS} FROM planwright_store WHERE namespace = ?1 AND key = ?2
+                         AND (expires_at IS NULL OR expires_at > ?3) AND (?4 IS NULL OR owner = ?4)"
+                    ))
+                    .map_err(be("get"))?;
+                let mut rows = st.query(params![ns, k, now, user]).map_err(be("get"))?;
+                match rows.next().map_err(be("get"))? {
+                    Some(r) => Some(item(r)?),
+                    None => None,
+                }
+            };
+            tx.commit().map_err(be("get"))?;
+            Ok(found)
+        })
+        .await
+    }
+
     async fn with<T: Send + 'static>(
         &self,
         op: &'static str,
@@ -158,66 +196,54 @@ impl Store for SqliteStore {
             it.owner.clone(),
             it.expires_at,
         );
-        let created = self
+        // One statement checks the owner and writes: a user's write (?7 set) updates only an
+        // expired row or their own, an unrestricted one (?7 NULL) any row, keeping its owner.
+        // An expired item is gone: its replacement is created now, with the new owner.
+        let written: Option<(i64, Option<String>)> = self
             .with("put", move |c| {
-                let tx = c.transaction().map_err(be("put"))?;
-                // An expired item is gone: its replacement is created now.
-                let created: Option<i64> = tx
-                    .query_row(
-                        "SELECT created_at FROM planwright_store WHERE namespace = ?1 AND key = ?2
-                         AND (expires_at IS NULL OR expires_at > ?3)",
-                        params![ns, k, now as i64],
-                        |r| r.get(0),
+                c.prepare_cached(
+                    "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner)
+                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
+                       created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > ?4
+                                    THEN s.created_at ELSE excluded.created_at END,
+                       updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                       ttl_ms = excluded.ttl_ms,
+                       owner = CASE WHEN ?7 IS NULL AND (s.expires_at IS NULL OR s.expires_at > ?4)
+                               THEN s.owner ELSE ?7 END
+                     WHERE ?7 IS NULL OR s.owner IS ?7
+                       OR (s.expires_at IS NOT NULL AND s.expires_at <= ?4)
+                     RETURNING created_at, owner",
+                )
+                .and_then(|mut st| {
+                    st.query_row(
+                        params![ns, k, text, now as i64, expires.map(|t| t as i64), ttl_ms.map(|t| t as i64), owner],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .optional()
-                    .map_err(be("put"))?;
-                let created = created.unwrap_or(now as i64);
-                tx.execute(
-                    "INSERT INTO planwright_store (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
-                       created_at = excluded.created_at, updated_at = excluded.updated_at,
-                       expires_at = excluded.expires_at, ttl_ms = excluded.ttl_ms, owner = excluded.owner",
-                    params![ns, k, text, created, now as i64, expires.map(|t| t as i64), ttl_ms.map(|t| t as i64), owner],
-                )
-                .map_err(be("put"))?;
-                tx.commit().map_err(be("put"))?;
-                Ok(created)
+                })
+                .map_err(be("put"))
             })
             .await?;
+        let Some((created, owner)) = written else {
+            return Err(StoreError::not_owner(namespace, key));
+        };
         it.created_at = created as u64;
+        it.owner = owner;
         Ok(it)
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, StoreError> {
-        check_item(namespace, key)?;
-        let now = (self.clock)() as i64;
-        let (ns, k) = (dotted(namespace), key.to_string());
-        self.with("get", move |c| {
-            let tx = c.transaction().map_err(be("get"))?;
-            tx.execute(
-                "UPDATE planwright_store SET expires_at = ?3 + ttl_ms
-                 WHERE namespace = ?1 AND key = ?2 AND ttl_ms IS NOT NULL AND expires_at > ?3",
-                params![ns, k, now],
-            )
-            .map_err(be("get"))?;
-            let found = {
-                let mut st = tx
-                    .prepare(&format!(
-                        "SELECT {COLUMNS} FROM planwright_store WHERE namespace = ?1 AND key = ?2
-                         AND (expires_at IS NULL OR expires_at > ?3)"
-                    ))
-                    .map_err(be("get"))?;
-                let mut rows = st.query(params![ns, k, now]).map_err(be("get"))?;
-                match rows.next().map_err(be("get"))? {
-                    Some(r) => Some(item(r)?),
-                    None => None,
-                }
-            };
-            tx.commit().map_err(be("get"))?;
-            Ok(found)
-        })
-        .await
+        self.read(namespace, key, None).await
+    }
+
+    async fn get_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<Option<Item>, StoreError> {
+        self.read(namespace, key, Some(user.to_string())).await
     }
 
     async fn delete(&self, namespace: &[String], key: &str) -> Result<bool, StoreError> {
@@ -243,6 +269,50 @@ impl Store for SqliteStore {
             Ok(live)
         })
         .await
+    }
+
+    async fn delete_as(
+        &self,
+        namespace: &[String],
+        key: &str,
+        user: &str,
+    ) -> Result<bool, StoreError> {
+        check_item(namespace, key)?;
+        let now = (self.clock)() as i64;
+        let (ns, k, user) = (dotted(namespace), key.to_string(), user.to_string());
+        let refused = self
+            .with("delete", move |c| {
+                // IMMEDIATE: the write lock is held from the read on, so no other process
+                // writes the row between the check and the delete.
+                let tx = c
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(be("delete"))?;
+                let found: Option<(Option<String>, bool)> = tx
+                    .query_row(
+                        "SELECT owner, (expires_at IS NULL OR expires_at > ?3) FROM planwright_store
+                         WHERE namespace = ?1 AND key = ?2",
+                        params![ns, k, now],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(be("delete"))?;
+                let answer = match found {
+                    None => Ok(false),
+                    Some((owner, true)) if owner.as_deref() != Some(user.as_str()) => Err(()),
+                    Some((_, live)) => {
+                        tx.execute(
+                            "DELETE FROM planwright_store WHERE namespace = ?1 AND key = ?2",
+                            params![ns, k],
+                        )
+                        .map_err(be("delete"))?;
+                        Ok(live)
+                    }
+                };
+                tx.commit().map_err(be("delete"))?;
+                Ok(answer)
+            })
+            .await?;
+        refused.map_err(|()| StoreError::not_owner(namespace, key))
     }
 
     async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError> {
@@ -278,7 +348,7 @@ impl Store for SqliteStore {
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError> {
         check_prefix(&query.prefix)?;
         let now = (self.clock)();
-        let (sql, p) = scope(now, &query.prefix, None);
+        let (sql, p) = scope(now, &query.prefix, query.owner.as_ref());
         let sql = format!("SELECT DISTINCT namespace FROM planwright_store WHERE {sql}");
         let all = self
             .with("list namespaces", move |c| {

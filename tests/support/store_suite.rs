@@ -49,6 +49,8 @@ pub async fn run_all(store: Arc<dyn Store>, clock: Clock, root: &str) {
     ttl_expires_refreshes_on_read_and_sweeps(&*store, &clock, &format!("{root}-ttl")).await;
     namespaces_list_by_prefix_suffix_and_depth(&*store, &format!("{root}-ns")).await;
     concurrent_writers_all_land(store.clone(), &format!("{root}-conc")).await;
+    owners_guard_writes_reads_and_deletes(&*store, &clock, &format!("{root}-own")).await;
+    users_racing_for_one_key_leave_one_winner(store.clone(), &format!("{root}-race")).await;
 }
 
 async fn put_get_replace_and_delete(s: &dyn Store, clock: &Clock, root: &str) {
@@ -73,13 +75,14 @@ async fn put_get_replace_and_delete(s: &dyn Store, clock: &Clock, root: &str) {
     assert_eq!(got.owner, None);
     assert_eq!(got.expires_at, None);
     clock.advance(5_000);
-    let opts = PutOptions {
-        owner: Some("alice".into()),
-        ..PutOptions::default()
-    };
-    s.put(&n, "prefs", obj(json!({"lang": "de"})), opts)
-        .await
-        .unwrap();
+    s.put(
+        &n,
+        "prefs",
+        obj(json!({"lang": "de"})),
+        PutOptions::default(),
+    )
+    .await
+    .unwrap();
     let got = s.get(&n, "prefs").await.unwrap().unwrap();
     assert_eq!(
         got.value,
@@ -88,7 +91,7 @@ async fn put_get_replace_and_delete(s: &dyn Store, clock: &Clock, root: &str) {
     );
     assert_eq!(got.created_at, first.created_at, "created_at is kept");
     assert_eq!(got.updated_at, first.created_at + 5_000, "updated_at moves");
-    assert_eq!(got.owner.as_deref(), Some("alice"));
+    assert_eq!(got.owner, None);
     assert!(s.delete(&n, "prefs").await.unwrap());
     assert!(
         !s.delete(&n, "prefs").await.unwrap(),
@@ -286,6 +289,7 @@ async fn namespaces_list_by_prefix_suffix_and_depth(s: &dyn Store, root: &str) {
             prefix: ns(prefix),
             suffix: ns(suffix),
             max_depth: depth,
+            owner: None,
             limit,
             offset,
         };
@@ -341,4 +345,187 @@ async fn concurrent_writers_all_land(s: Arc<dyn Store>, root: &str) {
         .await
         .unwrap();
     assert_eq!(all.len(), 16);
+}
+
+fn by(user: &str) -> PutOptions {
+    PutOptions {
+        owner: Some(user.into()),
+        ..PutOptions::default()
+    }
+}
+
+fn refused(r: Result<impl std::fmt::Debug, StoreError>, n: &[String], k: &str) {
+    match r {
+        Err(StoreError::NotOwner { namespace, key }) => {
+            assert_eq!((namespace.as_slice(), key.as_str()), (n, k))
+        }
+        other => panic!("expected NotOwner for {n:?}/{k}, got {other:?}"),
+    }
+}
+
+/// A user writes, reads and deletes only what is absent, expired or theirs; an item nobody owns
+/// (an admin's or a node's) is no user's; unrestricted writes keep the owner.
+async fn owners_guard_writes_reads_and_deletes(s: &dyn Store, clock: &Clock, root: &str) {
+    let ann_ns = ns(&[root, "users", "ann"]);
+    let ann = s
+        .put(&ann_ns, "prefs", obj(json!({"lang": "fr"})), by("ann"))
+        .await
+        .unwrap();
+    assert_eq!(ann.owner.as_deref(), Some("ann"));
+    clock.advance(1_000);
+    // Another user can neither overwrite, nor take over, nor delete it, nor read it.
+    refused(
+        s.put(&ann_ns, "prefs", obj(json!({"lang": "xx"})), by("bob"))
+            .await,
+        &ann_ns,
+        "prefs",
+    );
+    refused(s.delete_as(&ann_ns, "prefs", "bob").await, &ann_ns, "prefs");
+    assert!(s.get_as(&ann_ns, "prefs", "bob").await.unwrap().is_none());
+    let kept = s.get_as(&ann_ns, "prefs", "ann").await.unwrap().unwrap();
+    assert_eq!(kept.value, obj(json!({"lang": "fr"})), "ann's value stands");
+    assert_eq!(kept.owner.as_deref(), Some("ann"));
+    assert_eq!(kept.updated_at, ann.updated_at, "bob's put changed nothing");
+    // Ann rewrites her own item.
+    let again = s
+        .put(&ann_ns, "prefs", obj(json!({"lang": "de"})), by("ann"))
+        .await
+        .unwrap();
+    assert_eq!(again.created_at, ann.created_at);
+    // An unrestricted write (an admin, a node) replaces it and keeps ann as the owner.
+    let admin = s
+        .put(
+            &ann_ns,
+            "prefs",
+            obj(json!({"lang": "en"})),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(admin.owner.as_deref(), Some("ann"));
+    let read = s.get(&ann_ns, "prefs").await.unwrap().unwrap();
+    assert_eq!(read.owner.as_deref(), Some("ann"));
+    assert!(s.get_as(&ann_ns, "prefs", "ann").await.unwrap().is_some());
+    // An item nobody owns is no user's to change.
+    let shared = ns(&[root, "shared"]);
+    s.put(&shared, "k", obj(json!({"v": 1})), PutOptions::default())
+        .await
+        .unwrap();
+    refused(
+        s.put(&shared, "k", obj(json!({"v": 2})), by("bob")).await,
+        &shared,
+        "k",
+    );
+    refused(s.delete_as(&shared, "k", "bob").await, &shared, "k");
+    assert!(s.get_as(&shared, "k", "bob").await.unwrap().is_none());
+    assert_eq!(
+        s.get(&shared, "k").await.unwrap().unwrap().value,
+        obj(json!({"v": 1}))
+    );
+    // Another user's read does not refresh the TTL; an expired item is anyone's to create anew.
+    let cache = ns(&[root, "users", "ann", "cache"]);
+    let short = s
+        .put(
+            &cache,
+            "c",
+            obj(json!({})),
+            PutOptions {
+                ttl: Some(Duration::from_secs(10)),
+                owner: Some("ann".into()),
+            },
+        )
+        .await
+        .unwrap();
+    clock.advance(6_000);
+    assert!(s.get_as(&cache, "c", "bob").await.unwrap().is_none());
+    let seen = s.search(&SearchQuery::under(cache.clone())).await.unwrap();
+    assert_eq!(
+        seen[0].expires_at, short.expires_at,
+        "bob's read must not refresh it"
+    );
+    clock.advance(5_000);
+    assert!(
+        !s.delete_as(&cache, "c", "bob").await.unwrap(),
+        "an expired item is nobody's to refuse"
+    );
+    let ann_ttl = PutOptions {
+        ttl: Some(Duration::from_secs(10)),
+        owner: Some("ann".into()),
+    };
+    s.put(&cache, "c", obj(json!({"n": 1})), ann_ttl.clone())
+        .await
+        .unwrap();
+    clock.advance(11_000);
+    let taken = s
+        .put(&cache, "c", obj(json!({"n": 2})), by("bob"))
+        .await
+        .expect("an expired item is gone: anyone creates it anew");
+    assert_eq!(
+        (taken.owner.as_deref(), taken.created_at),
+        (Some("bob"), clock.now())
+    );
+    // Namespaces of one owner.
+    let bob_ns = ns(&[root, "users", "bob"]);
+    s.put(&bob_ns, "prefs", obj(json!({})), by("bob"))
+        .await
+        .unwrap();
+    let of = |owner: Option<&str>| NamespaceQuery {
+        prefix: ns(&[root]),
+        owner: owner.map(str::to_string),
+        ..NamespaceQuery::default()
+    };
+    assert_eq!(
+        s.list_namespaces(&of(Some("bob"))).await.unwrap(),
+        vec![cache.clone(), bob_ns.clone()]
+    );
+    assert_eq!(
+        s.list_namespaces(&of(Some("ann"))).await.unwrap(),
+        vec![ann_ns.clone()]
+    );
+    assert_eq!(
+        s.list_namespaces(&of(None)).await.unwrap(),
+        vec![
+            shared.clone(),
+            ann_ns.clone(),
+            cache.clone(),
+            bob_ns.clone()
+        ]
+    );
+    // A user deletes their own item once.
+    assert!(s.delete_as(&ann_ns, "prefs", "ann").await.unwrap());
+    assert!(!s.delete_as(&ann_ns, "prefs", "ann").await.unwrap());
+    assert!(!s.delete_as(&ann_ns, "nothing", "bob").await.unwrap());
+}
+
+/// Eight users put the same new key at once: the check and the write are one step, so exactly
+/// one wins and the item holds the winner's value.
+async fn users_racing_for_one_key_leave_one_winner(s: Arc<dyn Store>, root: &str) {
+    for round in 0..5 {
+        let n = ns(&[root, "contested"]);
+        let key = format!("k{round}");
+        let start = Arc::new(tokio::sync::Barrier::new(8));
+        let mut tasks = Vec::new();
+        for u in 0..8 {
+            let (s, n, key, start) = (s.clone(), n.clone(), key.clone(), start.clone());
+            tasks.push(tokio::spawn(async move {
+                start.wait().await;
+                let user = format!("user{u}");
+                let r = s.put(&n, &key, obj(json!({"by": user})), by(&user)).await;
+                (user, r)
+            }));
+        }
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (user, r) = t.await.unwrap();
+            match r {
+                Ok(_) => winners.push(user),
+                Err(StoreError::NotOwner { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let got = s.get(&n, &key).await.unwrap().unwrap();
+        assert_eq!(got.owner.as_deref(), Some(winners[0].as_str()));
+        assert_eq!(got.value, obj(json!({"by": winners[0]})));
+    }
 }

@@ -8,9 +8,19 @@
 //! - `POST /store/namespaces` `{"prefix", "suffix", "max_depth", "limit", "offset"}` →
 //!   `{"namespaces"}`
 //!
-//! Items are JSON objects; times are RFC 3339 (UTC). Every write records the request's owner
-//! ([`owner`]), and searches are limited to it when there is one: the hook where per-user access
-//! plugs in.
+//! Items are JSON objects; times are RFC 3339 (UTC).
+//!
+//! Owners: a user's write records them as the item's owner ([`owner`]; an admin's keeps the
+//! owner the item has), and a user reaches only their own items — the store checks it in the same atomic step as the change
+//! ([`Store::put`](planwright::store::Store::put), `get_as`, `delete_as`), so a read-then-write
+//! race cannot hand one user's item to another. For a user, another user's item and an item with
+//! no owner (written by an admin, with auth off, or by a graph's node) are alike:
+//! - `PUT` answers 403: a write cannot hide that the key is taken (writing a free key succeeds),
+//!   so it says plainly that the item is not the caller's, without naming its owner;
+//! - `GET` and `DELETE` answer 404, as for an item that does not exist (as another user's
+//!   thread answers), and the item's TTL is not refreshed;
+//! - search and `POST /store/namespaces` list only the caller's items and the namespaces holding
+//!   them. An admin's requests are unrestricted.
 
 use super::errors::ApiError;
 use super::AppState;
@@ -66,8 +76,18 @@ fn store_error(e: StoreError) -> ApiError {
         e @ (StoreError::BadNamespace { .. } | StoreError::EmptyKey) => {
             ApiError::bad(e.to_string())
         }
+        StoreError::NotOwner { namespace, key } => ApiError(
+            StatusCode::FORBIDDEN,
+            format!(
+                "item `{key}` in namespace {namespace:?} belongs to another user: it is not yours to write"
+            ),
+        ),
         e => ApiError::internal(e),
     }
+}
+
+fn no_item(namespace: &[String], key: &str) -> ApiError {
+    ApiError::not_found(format!("no item `{key}` in namespace {namespace:?}"))
 }
 
 /// Milliseconds since the epoch as RFC 3339 UTC, e.g. `2026-11-24T14:05:00.123Z`.
@@ -131,7 +151,7 @@ pub struct PutBody {
     index: Option<Value>,
 }
 
-/// `PUT /store/items`: writes an item (204).
+/// `PUT /store/items`: writes an item (204); 403 when it is another user's (or no user's).
 pub async fn put_item(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -175,7 +195,7 @@ pub struct GetQuery {
     key: String,
 }
 
-/// `GET /store/items`: one item, or 404.
+/// `GET /store/items`: one item, or 404 (also for an item the caller may not see).
 pub async fn get_item(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -186,14 +206,13 @@ pub async fn get_item(
         None | Some("") => Vec::new(),
         Some(s) => s.split('.').map(str::to_string).collect(),
     };
-    let found = state.store.get(&ns, &q.key).await.map_err(store_error)?;
-    let me = owner(&headers);
-    match found {
-        Some(i) if me.is_none() || i.owner == me => Ok(Json(item_json(&i))),
-        _ => Err(ApiError::not_found(format!(
-            "no item `{}` in namespace {:?}",
-            q.key, ns
-        ))),
+    let found = match owner(&headers) {
+        Some(me) => state.store.get_as(&ns, &q.key, &me).await,
+        None => state.store.get(&ns, &q.key).await,
+    };
+    match found.map_err(store_error)? {
+        Some(i) => Ok(Json(item_json(&i))),
+        None => Err(no_item(&ns, &q.key)),
     }
 }
 
@@ -205,38 +224,22 @@ pub struct DeleteBody {
     key: String,
 }
 
-/// `DELETE /store/items`: deletes an item (204), or 404 when there is none.
+/// `DELETE /store/items`: deletes an item (204), or 404 when there is none (or the caller may
+/// not see it).
 pub async fn delete_item(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Result<Json<DeleteBody>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(b) = body?;
-    let not_found = || {
-        ApiError::not_found(format!(
-            "no item `{}` in namespace {:?}",
-            b.key, b.namespace
-        ))
+    let deleted = match owner(&headers) {
+        Some(me) => state.store.delete_as(&b.namespace, &b.key, &me).await,
+        None => state.store.delete(&b.namespace, &b.key).await,
     };
-    if let Some(me) = owner(&headers) {
-        let found = state
-            .store
-            .get(&b.namespace, &b.key)
-            .await
-            .map_err(store_error)?;
-        if found.is_some_and(|i| i.owner.as_ref() != Some(&me)) {
-            return Err(not_found());
-        }
-    }
-    if state
-        .store
-        .delete(&b.namespace, &b.key)
-        .await
-        .map_err(store_error)?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(not_found())
+    match deleted {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) | Err(StoreError::NotOwner { .. }) => Err(no_item(&b.namespace, &b.key)),
+        Err(e) => Err(store_error(e)),
     }
 }
 
@@ -261,7 +264,8 @@ pub struct SearchBody {
     refresh_ttl: Option<bool>,
 }
 
-/// `POST /store/items/search`: items under a prefix, filtered and paged.
+/// `POST /store/items/search`: items under a prefix, filtered and paged (the caller's own, for a
+/// user).
 pub async fn search_items(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -302,9 +306,10 @@ pub struct NamespacesBody {
     offset: Option<usize>,
 }
 
-/// `POST /store/namespaces`: namespaces holding items.
+/// `POST /store/namespaces`: namespaces holding items (the caller's items, for a user).
 pub async fn list_namespaces(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Json<NamespacesBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
@@ -315,6 +320,7 @@ pub async fn list_namespaces(
         prefix: b.prefix,
         suffix: b.suffix,
         max_depth: b.max_depth,
+        owner: owner(&headers),
         limit: limit(b.limit, 100)?,
         offset: b.offset.unwrap_or(0),
     };
