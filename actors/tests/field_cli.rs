@@ -408,7 +408,7 @@ fn a_price_in_another_currency_is_converted_only_at_a_rate_the_user_gives() {
     .unwrap();
     std::fs::write(
         dir.join("answers.json"),
-        r#"{"currency": "EUR", "annual_price": "1,400"}"#,
+        r#"{"currency": "EUR", "annual_price": "1,400 EUR"}"#,
     )
     .unwrap();
     let base = |extra: &[&str]| {
@@ -423,10 +423,19 @@ fn a_price_in_another_currency_is_converted_only_at_a_rate_the_user_gives() {
         a.extend_from_slice(extra);
         acquire(&dir, &a)
     };
-    // Without a rate the USD price is not used: the planner asks (and gets 1,400 EUR).
+    // Without a rate the USD price is not used: the planner asks for the rate, quoting the price
+    // it found, and takes the value the person gives in their own currency (1,400 EUR).
     let out = json(&base(&["--json"]));
     assert_eq!(
         out["fields"]["annual_price"]["provenance"]["kind"], "user",
+        "{out}"
+    );
+    assert_eq!(out["fields"]["annual_price"]["value"], 1400.0, "{out}");
+    assert!(
+        out["reflections"][0]
+            .as_str()
+            .unwrap()
+            .contains("no USD/EUR rate is known"),
         "{out}"
     );
     // With one, it converts and says so.

@@ -1,8 +1,8 @@
 //! Readings through whole `acquire` runs (offline model, both topologies): a period converted, the
 //! latest of two years, a range's midpoint, a European number, a price converted at a rate the
 //! corpus gives, the asked region's figure next to another's; an ambiguous quote that becomes a
-//! question naming its candidates, answered to resume the run; and, with no question left to
-//! ask, a field left unknown with a reflection saying why.
+//! question naming its candidates (the payload carrying the quote), answered to resume the run;
+//! and, with no question left to ask, a field left unknown with a reflection saying why.
 
 mod field_support;
 
@@ -199,14 +199,34 @@ async fn an_ambiguous_quote_becomes_a_question_naming_its_candidates_and_the_ans
         .reflections
         .iter()
         .any(|r| r.starts_with("asking:") && r.contains("2015 and 2023")));
-    // With the answer, the run goes on and takes it.
+    // The payload carries what was found: the source, the quote, the candidates.
+    assert_eq!(q["found"]["source_id"], "c-1", "{q}");
+    assert_eq!(
+        q["found"]["quote"],
+        "There were 1,100 dental clinics in 2015 and 1,290 dental clinics in 2023.",
+        "{q}"
+    );
+    assert_eq!(q["found"]["candidates"].as_array().unwrap().len(), 2, "{q}");
+    // With the answer, the run goes on and takes the chosen figure from the source, the answer
+    // recorded as the person's confirmation.
     let mut answers = ANSWERS.to_vec();
     answers.push(("clinics", "1,290"));
     let done = run(&schema, corpus.clone(), &answers, None, Topology::Staged).await;
     assert_eq!(done.status(), "ok");
     let out = done.output_json();
-    assert_eq!(field(&out, "clinics")["value"], 1290.0);
-    assert_eq!(field(&out, "clinics")["provenance"]["kind"], "user");
+    let clinics = field(&out, "clinics");
+    assert_eq!(clinics["value"], 1290.0);
+    assert_eq!(clinics["provenance"]["kind"], "search", "{clinics}");
+    assert_eq!(clinics["provenance"]["source_id"], "c-1");
+    assert_eq!(clinics["provenance"]["confirmed"]["answer"], "1,290");
+    // A figure the quote does not offer is the person's own.
+    let mut answers = ANSWERS.to_vec();
+    answers.push(("clinics", "1,300"));
+    let done = run(&schema, corpus.clone(), &answers, None, Topology::Staged).await;
+    assert_eq!(
+        field(&done.output_json(), "clinics")["provenance"]["kind"],
+        "user"
+    );
 }
 
 #[tokio::test]

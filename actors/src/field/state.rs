@@ -177,6 +177,10 @@ pub enum Provenance {
         /// midpoint, the year picked and why, a currency rate).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         conversions: Vec<crate::field::reading::Conversion>,
+        /// The person's answer that settled the reading (which candidate, which currency, the
+        /// rate), when the planner had to ask.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirmed: Option<Confirmation>,
     },
     /// Given by the person.
     User {
@@ -193,6 +197,15 @@ pub enum Provenance {
         /// The field's formula.
         formula: String,
     },
+}
+
+/// A person's confirmation of a reading found in a source: the question as asked and the answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// The question shown.
+    pub question: String,
+    /// The answer as typed (`yes`, `AUD`, `0.65`).
+    pub answer: String,
 }
 
 /// A value with its provenance.
@@ -342,6 +355,9 @@ planwright::state! {
         replace answer: Option<String>,
         /// A question to ask again because its answer was not usable.
         replace reask: Option<Question>,
+        /// Figures found in a source that wait for the person (which reading, which currency,
+        /// what rate), by field: every question about the field carries one.
+        merge findings: BTreeMap<String, crate::field::reading::finding::Finding>,
         /// Notes from `reflect`, rejected extractions and unusable answers.
         append reflections: Vec<String>,
         /// Every decision made, with its rewrites.

@@ -3,6 +3,7 @@
 //! decisions from these; nothing here changes state.
 
 use super::formula;
+use super::reading::finding::Finding;
 use super::schema::{Field, Kind, Source, ValueType};
 use super::state::{inputs_fingerprint, Action, Calculation, FieldState, PlannerDecision};
 use std::collections::BTreeSet;
@@ -261,6 +262,33 @@ pub fn default_question(s: &FieldState, name: &str) -> String {
         },
     }
 }
+
+/// The figure found for a field that waits for the person (none once the field has a value).
+pub fn finding<'a>(s: &'a FieldState, name: &str) -> Option<&'a Finding> {
+    s.findings.get(name).filter(|_| !has_value(s, name))
+}
+
+/// The question shown for a field: `proposed` (or the default question), made to carry what
+/// was found — a question about a figure from a source quotes it (the source, the sentence, the
+/// figure as read), and a question about a field that searching found nothing for says so.
+pub fn shown_question(s: &FieldState, name: &str, proposed: Option<&str>) -> String {
+    let base = proposed.map_or_else(|| default_question(s, name), str::to_string);
+    match finding(s, name) {
+        Some(f) if base.contains(&f.quote) => base,
+        Some(f) => f.question(&default_question(s, name)),
+        None => match searches(s, name) {
+            0 => base,
+            _ if base.starts_with(NOTHING_FOUND) => base,
+            n => format!(
+                "{NOTHING_FOUND} `{name}` in the sources ({n} search{}). {base}",
+                if n == 1 { "" } else { "es" }
+            ),
+        },
+    }
+}
+
+/// How a question about a field nothing was found for begins.
+pub const NOTHING_FOUND: &str = "Nothing was found for";
 
 /// The decision carrying out a search or ask task (`None` for a decomposition task).
 pub fn decision_for(s: &FieldState, task: &Task, reasoning: &str) -> Option<PlannerDecision> {

@@ -63,7 +63,10 @@ shared_schema! {
             "type": "object", "required": ["value", "span"], "properties": {
                 "value": {"type": "number"}, "span": {"type": "string"},
                 "conversions": {"type": "array", "items": {"type": "object", "required": ["kind"], "properties": {
-                    "kind": {"enum": ["scale", "percent", "range", "period", "currency", "year"]},
+                    "kind": {"enum": ["scale", "percent", "range", "period", "currency", "currency-by-context", "currency-by-answer", "year"]},
+                    "sign": {"type": "string"}, "currency": {"type": "string"}, "words": {"type": "string"},
+                    "basis": {"enum": ["named_in_note", "quote", "note", "language", "your_currency", "your_region", "schema"]},
+                    "answer": {"type": "string"},
                     "word": {"type": "string"}, "factor": {"type": "number"},
                     "low": {"type": "number"}, "high": {"type": "number"},
                     "from": {"type": "string"}, "to": {"type": "string"},
@@ -83,7 +86,12 @@ shared_schema! {
             "ask": {
                 "type": ["object", "null"], "required": ["source_id", "quote", "candidates", "why"], "properties": {
                     "source_id": {"type": "string"}, "quote": {"type": "string"},
-                    "candidates": {"type": "array", "items": reading}, "why": {"type": "string"}
+                    "candidates": {"type": "array", "items": reading}, "why": {"type": "string"},
+                    "open": {"type": ["object", "null"], "required": ["kind"], "properties": {
+                        "kind": {"enum": ["currency", "rate"]},
+                        "sign": {"type": "string"}, "options": {"type": "array", "items": {"type": "string"}},
+                        "from": {"type": "string"}, "to": {"type": "string"}
+                    }}
                 }
             }
         }})
@@ -91,7 +99,7 @@ shared_schema! {
 }
 
 /// What the extraction call asks of the model: a reading, not just a number.
-const EXTRACT_PROMPT: &str = "Read the field's value from the documents as the field means it. Give `found` with: the value in the field's unit (ratios between 0 and 1); the sentence it appears in, verbatim (`quote`); the document id; the exact words of the quote the number was read from (`span`, e.g. \"12 USD per seat per month\"); and every conversion you made, in order: `period` (from, to, factor: per month → per year is 12), `scale` (word, factor), `range` (low, high: the value is the midpoint), `percent` (÷ 100), `currency` (from, to, rate, source: only at a rate given in `rates`), `year` (year, offered, why). Never take a figure for another region than `region`, nor a price in another currency than `currency` without a rate. When the quote offers several figures the field's description does not decide between (two years, two regions, two units), give `ask` with the candidates (each a value, span and conversions) and why, instead of guessing; null when no document gives the field.";
+const EXTRACT_PROMPT: &str = "Read the field's value from the documents as the field means it. Give `found` with: the value in the field's unit (ratios between 0 and 1); the sentence it appears in, verbatim (`quote`); the document id; the exact words of the quote the number was read from (`span`, e.g. \"12 USD per seat per month\"); and every conversion you made, in order: `period` (from, to, factor: per month → per year is 12), `scale` (word, factor), `range` (low, high: the value is the midpoint), `percent` (÷ 100), `currency` (from, to, rate, source: only at a rate given in `rates`), `year` (year, offered, why), `currency-by-context` (sign, currency, words, basis: a sign several currencies share — `$`, `kr`, `£`, `¥`, `R` — read by the words that settle it: a currency the note names, a place the quote or the note names, the note's language, then `currency` and `region`). When nothing settles such a sign, give `ask` with the one reading and `open` {kind: currency, sign, options}; when the figure's currency differs from `currency` and `rates` has no rate, give `ask` with `open` {kind: rate, from, to}. Never take a figure for another region than `region`, nor a price in another currency than `currency` without a rate. When the quote offers several figures the field's description does not decide between (two years, two regions, two units), give `ask` with the candidates (each a value, span and conversions) and why, instead of guessing; null when no document gives the field.";
 
 shared_schema! {
     fn reflect_schema() {

@@ -77,6 +77,10 @@ pub struct ExtractRequest {
     /// currency is converted only at one of these.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<(String, String, f64, String)>,
+    /// The schema's name and the goal: words that can settle a shared currency sign when the
+    /// note and the person's region and currency do not.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub about: String,
 }
 
 /// A value read from a document: the reading (value in the field's unit, the span it came from,
@@ -97,25 +101,18 @@ pub struct Extraction {
     pub conversions: Vec<crate::field::reading::Conversion>,
 }
 
-/// Several candidates in one quote that the field's description cannot decide between.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Candidates {
-    /// The document id.
-    pub source_id: String,
-    /// The sentence.
-    pub quote: String,
-    /// The readings it offers.
-    pub candidates: Vec<crate::field::reading::FieldReading>,
-    /// Why the planner cannot pick.
-    pub why: String,
-}
+/// What a person must settle about a quote: several candidates the field's description cannot
+/// decide between, or one figure whose currency (or rate) is open — with the source, the quote
+/// and the value as read ([`crate::field::reading::finding::Finding`]).
+pub type Candidates = crate::field::reading::finding::Finding;
 
 /// The extraction answer: a value, several candidates to ask about, or nothing found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExtractAnswer {
     /// The value found, if any.
     pub found: Option<Extraction>,
-    /// Candidates a person must choose between (when nothing was found for sure).
+    /// What a person must settle (when nothing was found for sure): candidates to choose
+    /// between, or a figure whose currency or rate is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<Candidates>,
 }

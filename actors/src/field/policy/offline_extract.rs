@@ -8,11 +8,12 @@
 //! are not reused. The best score wins, ties going to the better-ranked hit; a score of zero is no
 //! match. The winning sentence's verdict is the answer: one reading, or candidates to ask about.
 
-use super::{Candidates, ExtractAnswer, ExtractRequest, Extraction};
+use super::{ExtractAnswer, ExtractRequest, Extraction};
 use crate::field::numbers::{sentences, Reading};
 use crate::field::reading::context::Period;
+use crate::field::reading::finding::Finding;
 use crate::field::reading::scan::{style_of, Style};
-use crate::field::reading::{read_field, FieldSpec, Verdict};
+use crate::field::reading::{read_field_in, FieldSpec, Verdict};
 use crate::field::schema::ValueType;
 use std::collections::BTreeSet;
 
@@ -83,6 +84,7 @@ pub(crate) fn spec(req: &ExtractRequest, field: &crate::field::schema::Field) ->
         region: req.region.clone(),
         currency: req.currency.clone(),
         rates: req.rates.clone(),
+        about: format!("{} {}", req.about, description),
     }
 }
 
@@ -106,7 +108,7 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
         let title = terms(&doc.title);
         let style = style_of(&doc.text);
         for (_, quote) in sentences(&doc.text) {
-            let verdict = match read_field(quote, style, &spec) {
+            let verdict = match read_field_in(quote, &doc.text, style, &spec) {
                 Verdict::Read(r) if taken(req, &doc.id, r.value) => continue,
                 Verdict::Ask {
                     mut candidates,
@@ -119,6 +121,9 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
                         _ => Verdict::Ask { candidates, why },
                     }
                 }
+                Verdict::Confirm { ref reading, .. } if taken(req, &doc.id, reading.value) => {
+                    continue
+                }
                 Verdict::Nothing => continue,
                 v => v,
             };
@@ -129,7 +134,7 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
                 continue;
             }
             let spans: Vec<&str> = match &verdict {
-                Verdict::Read(r) => vec![r.span.as_str()],
+                Verdict::Read(r) | Verdict::Confirm { reading: r, .. } => vec![r.span.as_str()],
                 Verdict::Ask { candidates, .. } => {
                     candidates.iter().map(|c| c.span.as_str()).collect()
                 }
@@ -175,11 +180,22 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
                 },
                 Verdict::Ask { candidates, why } => ExtractAnswer {
                     found: None,
-                    ask: Some(Candidates {
+                    ask: Some(Finding {
                         source_id: doc.id.clone(),
                         quote: quote.to_string(),
                         candidates,
                         why,
+                        open: None,
+                    }),
+                },
+                Verdict::Confirm { reading, open, why } => ExtractAnswer {
+                    found: None,
+                    ask: Some(Finding {
+                        source_id: doc.id.clone(),
+                        quote: quote.to_string(),
+                        candidates: vec![reading],
+                        why,
+                        open: Some(open),
                     }),
                 },
                 Verdict::Nothing => continue,

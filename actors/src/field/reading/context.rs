@@ -2,6 +2,7 @@
 //! the currency written with it, the nouns after it, and whether it is a denominator
 //! (`per 100,000 people`). Also the exchange rates a corpus states (`1 USD = 0.92 EUR`).
 
+use super::currency::{written, Written};
 use super::scan::{mentions, style_of, Mention};
 use crate::field::policy::offline_extract::stem;
 
@@ -54,12 +55,11 @@ fn period_word(w: &str) -> Option<Period> {
     Some(match w {
         "day" | "days" | "daily" | "tag" | "jour" | "día" | "dia" => Period::Day,
         "week" | "weeks" | "weekly" | "woche" | "semaine" | "semana" => Period::Week,
-        "month" | "months" | "monthly" | "mo" | "monat" | "monatlich" | "mois" | "mes" => {
-            Period::Month
-        }
+        "month" | "months" | "monthly" | "mo" | "monat" | "monatlich" | "mois" | "mes"
+        | "månad" | "måned" | "mnd" => Period::Month,
         "quarter" | "quarterly" | "quartal" | "trimestre" => Period::Quarter,
         "year" | "years" | "yearly" | "annually" | "annual" | "annum" | "yr" | "jahr"
-        | "jährlich" | "an" | "año" | "ano" => Period::Year,
+        | "jährlich" | "an" | "año" | "ano" | "år" => Period::Year,
         _ => return None,
     })
 }
@@ -75,8 +75,9 @@ pub struct Context {
     pub period: Option<Period>,
     /// Where that period's words end.
     pub period_end: usize,
-    /// Its currency (`EUR`, `USD`, from a code, a symbol or a word).
-    pub currency: Option<String>,
+    /// Its currency as written: a code, sign or word one currency uses (`EUR`, `A$`), or a sign
+    /// several share (`$`, `kr`), which [`super::currency::by_context`] reads.
+    pub currency: Option<Written>,
     /// Where the currency written before it starts (the mention's start when none is).
     pub currency_start: usize,
     /// Where the currency written after it ends.
@@ -85,25 +86,6 @@ pub struct Context {
     pub nouns: Vec<String>,
     /// It follows `per` (`per 100,000 people`).
     pub denominator: bool,
-}
-
-const CURRENCY_CODES: &[&str] = &[
-    "EUR", "USD", "GBP", "CHF", "JPY", "NOK", "SEK", "DKK", "CAD", "AUD", "CNY", "INR", "PLN",
-    "CZK", "BRL", "MXN",
-];
-
-fn currency_word(w: &str) -> Option<&'static str> {
-    let t = w.trim_matches(|c: char| !c.is_alphanumeric() && !"$€£¥".contains(c));
-    if let Some(code) = CURRENCY_CODES.iter().find(|c| **c == t) {
-        return Some(code);
-    }
-    Some(match t.to_lowercase().as_str() {
-        "dollars" | "dollar" | "$" => "USD",
-        "euros" | "euro" | "€" => "EUR",
-        "pounds" | "pound" | "£" => "GBP",
-        "yen" | "¥" => "JPY",
-        _ => return None,
-    })
 }
 
 const STOP: &[&str] = &[
@@ -244,14 +226,11 @@ pub fn of(sentence: &str, m: &Mention, years: &[(usize, i32)]) -> Context {
         ..Context::default()
     };
     // A currency before the number: `$12`, `€ 12`, `EUR 1,440`.
-    if let Some(code) = currency_word(prev_word).or_else(|| {
-        before
-            .chars()
-            .last()
-            .and_then(|c| currency_word(&c.to_string()))
-    }) {
-        ctx.currency = Some(code.to_string());
-        let len = if currency_word(prev_word).is_some() {
+    if let Some(w) =
+        written(prev_word).or_else(|| before.chars().last().and_then(|c| written(&c.to_string())))
+    {
+        ctx.currency = Some(w);
+        let len = if written(prev_word).is_some() {
             prev_word.len()
         } else {
             before.chars().last().map_or(0, char::len_utf8)
@@ -286,8 +265,8 @@ pub fn of(sentence: &str, m: &Mention, years: &[(usize, i32)]) -> Context {
                 .find(bare)
                 .map_or(raw.trim_end().len(), |at| at + bare.len());
         if ctx.currency.is_none() && words <= 2 {
-            if let Some(code) = currency_word(bare) {
-                ctx.currency = Some(code.to_string());
+            if let Some(w) = written(bare) {
+                ctx.currency = Some(w);
                 ctx.currency_end = word_end;
                 continue;
             }
@@ -403,7 +382,11 @@ pub fn rates<'a>(
         let words: Vec<&str> = text.split_whitespace().collect();
         for i in 0..words.len() {
             let one = matches!(words[i].to_lowercase().as_str(), "1" | "one");
-            let Some(from) = words.get(i + 1).and_then(|w| currency_word(w)) else {
+            let known = |w: &str| match written(w) {
+                Some(Written::Known(code)) => Some(code),
+                _ => None,
+            };
+            let Some(from) = words.get(i + 1).and_then(|w| known(w)) else {
                 continue;
             };
             if !one {
@@ -424,7 +407,7 @@ pub fn rates<'a>(
             ) {
                 continue;
             }
-            let Some(to) = rest.get(k + 1).and_then(|w| currency_word(w)) else {
+            let Some(to) = rest.get(k + 1).and_then(|w| known(w)) else {
                 continue;
             };
             let Some(rate) = mentions(rest[k], style).first().map(|m| m.value) else {
@@ -468,16 +451,29 @@ mod tests {
         let s = "It costs 12 USD per seat per month.";
         let c = ctx(s, 0);
         assert_eq!(
-            (c.currency.as_deref(), c.period),
-            (Some("USD"), Some(Period::Month))
+            (c.currency, c.period),
+            (Some(Written::Known("USD")), Some(Period::Month))
         );
         let s = "Nordland had 5.2 million residents, while in Sørland there were 3.1 million.";
         assert_eq!(ctx(s, 0).region.as_deref(), Some("Nordland"));
         assert_eq!(ctx(s, 1).region.as_deref(), Some("Sørland"));
         assert!(ctx("There are 62 dentists per 100,000 people.", 1).denominator);
         assert_eq!(
-            ctx("A licence is €1,440 a year.", 0).currency.as_deref(),
-            Some("EUR")
+            ctx("A licence is €1,440 a year.", 0).currency,
+            Some(Written::Known("EUR"))
+        );
+        assert_eq!(
+            ctx("Owners pay $610 per year.", 0).currency,
+            Some(Written::Shared("$"))
+        );
+        assert_eq!(
+            ctx("Owners pay R450 a month.", 0).currency,
+            Some(Written::Shared("R"))
+        );
+        let c = ctx("Hundeforsikring koster 350 kr per måned.", 0);
+        assert_eq!(
+            (c.currency, c.period),
+            (Some(Written::Shared("kr")), Some(Period::Month))
         );
         assert_eq!(Period::of_unit("currency/year"), Some(Period::Year));
     }

@@ -7,14 +7,21 @@
 //! cannot decide between, [`Verdict::Ask`] naming them: a wrong number is worse than a question.
 //!
 //! [`scan`] finds the numbers; [`context`] says what each is about (year, region, period,
-//! currency, the noun after it); [`read_field`] picks. The planner checks any reading, offline or
-//! from a chat model, with [`verify`]: the span must be in the quote, and the value must follow
-//! from the span's number by the stated conversions.
+//! currency, the noun after it); [`currency`] reads a sign several currencies share (`$`, `kr`,
+//! `£`, `¥`, `R`) by the note's words and the person's; [`read_field`] picks. A figure only a
+//! person can settle (which reading, which currency, what rate) becomes a [`finding::Finding`]
+//! the planner asks about, quote and all. The planner checks any reading, offline or from a chat
+//! model, with [`verify`]: the span must be in the quote, and the value must follow from the
+//! span's number by the stated conversions.
 
 pub mod context;
+pub mod currency;
+pub mod finding;
 pub mod scan;
 
 use context::{Context, Period};
+use currency::{by_context, ByContext, Setting, Written};
+use finding::Open;
 use scan::{mentions, Style};
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +64,28 @@ pub enum Conversion {
         rate: f64,
         /// Where the rate comes from (a document id, or `user`).
         source: String,
+    },
+    /// A sign several currencies share (`$`, `kr`, `£`, `¥`, `R`), read as one by its context.
+    #[serde(rename = "currency-by-context")]
+    CurrencyByContext {
+        /// The sign as written.
+        sign: String,
+        /// The currency it is read as.
+        currency: String,
+        /// The words that settled it (`Australian`, `New Zealand dollars`, `AUD`).
+        words: String,
+        /// Where those words are (the quote, the note, the person's currency, …).
+        basis: currency::Basis,
+    },
+    /// A sign several currencies share, read as the currency the person named when asked.
+    #[serde(rename = "currency-by-answer")]
+    CurrencyByAnswer {
+        /// The sign as written.
+        sign: String,
+        /// The currency the person named.
+        currency: String,
+        /// Their answer (`yes`, `AUD`).
+        answer: String,
     },
     /// One of several years in the quote, picked by the field's description.
     Year {
@@ -102,6 +131,20 @@ impl Conversion {
             } => {
                 format!("× {rate} {from}→{to} (rate from {source})")
             }
+            Conversion::CurrencyByContext {
+                sign,
+                currency,
+                words,
+                basis,
+            } => format!(
+                "{sign} read as {currency} ({} \"{words}\")",
+                basis.describe()
+            ),
+            Conversion::CurrencyByAnswer {
+                sign,
+                currency,
+                answer,
+            } => format!("{sign} read as {currency} (the person answered \"{answer}\")"),
             Conversion::Year { year, why, .. } => format!("{year}: {why}"),
         }
     }
@@ -109,7 +152,11 @@ impl Conversion {
     /// Applies it to `v`.
     pub fn apply(&self, v: f64) -> f64 {
         match self {
-            Conversion::Scale { .. } | Conversion::Range { .. } | Conversion::Year { .. } => v,
+            Conversion::Scale { .. }
+            | Conversion::Range { .. }
+            | Conversion::Year { .. }
+            | Conversion::CurrencyByContext { .. }
+            | Conversion::CurrencyByAnswer { .. } => v,
             Conversion::Percent => v / 100.0,
             Conversion::Period { factor, .. } => v * factor,
             Conversion::Currency { rate, .. } => v * rate,
@@ -164,6 +211,9 @@ pub struct FieldSpec {
     pub currency: Option<String>,
     /// Exchange rates known: (from, to, rate, source).
     pub rates: Vec<(String, String, f64, String)>,
+    /// The schema's own words (its name, the goal, the field's description): the last context
+    /// for a shared currency sign.
+    pub about: String,
 }
 
 /// What a quote gives a field.
@@ -178,8 +228,28 @@ pub enum Verdict {
         /// Why the planner cannot pick.
         why: String,
     },
+    /// One figure the field can use once a person settles its currency (which one, or the
+    /// rate): the reading in the currency as written.
+    Confirm {
+        /// The figure as read.
+        reading: FieldReading,
+        /// What is open.
+        open: Open,
+        /// Why the planner cannot settle it.
+        why: String,
+    },
     /// Nothing for this field.
     Nothing,
+}
+
+/// A mention's value for the field, as [`convert`] makes it.
+enum Converted {
+    /// Read, in the field's unit and currency.
+    Read(FieldReading),
+    /// Read, but its currency (or the rate to the person's) is open.
+    Open(FieldReading, Open, String),
+    /// Not a value for this field.
+    Skip,
 }
 
 /// A mention of the quote that fits the field, with what it says about itself.
@@ -192,10 +262,19 @@ struct Candidate {
     strong: bool,
     /// Another content noun follows it (`900 veterinary clinics`).
     other_noun: bool,
+    /// Its currency or rate is open (with why).
+    open: Option<(Open, String)>,
 }
 
-/// Reads `quote` (a sentence of a document written in `style`) for `field`.
+/// Reads `quote` (a sentence of a document written in `style`) for `field`, the quote being
+/// its own note.
 pub fn read_field(quote: &str, style: Style, field: &FieldSpec) -> Verdict {
+    read_field_in(quote, quote, style, field)
+}
+
+/// Reads `quote`, a sentence of `note` (a document written in `style`), for `field`. The note's
+/// other sentences can settle a shared currency sign (`All prices are in New Zealand dollars.`).
+pub fn read_field_in(quote: &str, note: &str, style: Style, field: &FieldSpec) -> Verdict {
     let ms = mentions(quote, style);
     let years: Vec<(usize, i32)> = ms
         .iter()
@@ -219,8 +298,10 @@ pub fn read_field(quote: &str, style: Style, field: &FieldSpec) -> Verdict {
         if !fits || (field.money && ctx.currency.is_none()) {
             continue;
         }
-        let Some(reading) = convert(quote, m, &ctx, field) else {
-            continue;
+        let (reading, open) = match convert(quote, note, m, &ctx, field) {
+            Converted::Read(r) => (r, None),
+            Converted::Open(r, open, why) => (r, Some((open, why))),
+            Converted::Skip => continue,
         };
         if field.ratio && !(0.0..=1.0).contains(&reading.value) {
             continue;
@@ -236,7 +317,12 @@ pub fn read_field(quote: &str, style: Style, field: &FieldSpec) -> Verdict {
             ctx,
             ambiguous: m.ambiguous,
             strong,
+            open,
         });
+    }
+    // A figure whose currency a person must settle counts only when no other figure does.
+    if cands.iter().any(|c| c.open.is_none()) {
+        cands.retain(|c| c.open.is_none());
     }
     // Numbers for another region are not this field's.
     if let Some(region) = &field.region {
@@ -320,6 +406,13 @@ pub fn read_field(quote: &str, style: Style, field: &FieldSpec) -> Verdict {
         };
     }
     let c = cands.swap_remove(0);
+    if let Some((open, why)) = c.open {
+        return Verdict::Confirm {
+            reading: c.reading,
+            open,
+            why,
+        };
+    }
     if let Some((a, b)) = c.ambiguous {
         let as_read = |v: f64| FieldReading {
             value: c.reading.conversions.iter().fold(v, |v, k| k.apply(v)),
@@ -346,14 +439,16 @@ fn list(years: &[i32]) -> String {
         .join(" and ")
 }
 
-/// The field's value from mention `m`: scale, range, percentage, period and currency applied;
-/// `None` when the currency differs from the schema's and no rate is known.
+/// The field's value from mention `m`: scale, range, percentage, period and currency applied.
+/// A shared currency sign is read by its context; a figure whose currency stays open, or differs
+/// from the person's with no rate known, is [`Converted::Open`].
 fn convert(
     quote: &str,
+    note: &str,
     m: &scan::Mention,
     ctx: &Context,
     field: &FieldSpec,
-) -> Option<FieldReading> {
+) -> Converted {
     let mut conversions = Vec::new();
     let mut value = m.value;
     if let Some((word, factor)) = &m.scale {
@@ -382,30 +477,89 @@ fn convert(
         }
         end = end.max(ctx.period_end);
     }
+    let start = ctx.currency_start.min(m.span.0);
+    let mut open = None;
     if field.money {
-        let written = ctx.currency.clone()?;
+        let Some(w) = ctx.currency else {
+            return Converted::Skip;
+        };
         end = end.max(ctx.currency_end);
-        if let Some(want) = &field.currency {
+        let written = match w {
+            Written::Known(code) => Some(code.to_string()),
+            Written::Shared(sign) => {
+                let setting = Setting {
+                    quote,
+                    note,
+                    currency: field.currency.as_deref(),
+                    region: field.region.as_deref(),
+                    schema: &field.about,
+                };
+                match by_context(sign, &setting) {
+                    ByContext::Settled {
+                        currency,
+                        words,
+                        basis,
+                    } => {
+                        conversions.push(Conversion::CurrencyByContext {
+                            sign: sign.to_string(),
+                            currency: currency.clone(),
+                            words,
+                            basis,
+                        });
+                        Some(currency)
+                    }
+                    ByContext::Open { options, why } => {
+                        open = Some((
+                            Open::Currency {
+                                sign: sign.to_string(),
+                                options,
+                            },
+                            why,
+                        ));
+                        None
+                    }
+                }
+            }
+        };
+        if let (Some(written), Some(want)) = (written, &field.currency) {
             if !written.eq_ignore_ascii_case(want) {
-                let (_, _, rate, source) = field.rates.iter().find(|(f, t, _, _)| {
+                let known = field.rates.iter().find(|(f, t, _, _)| {
                     f.eq_ignore_ascii_case(&written) && t.eq_ignore_ascii_case(want)
-                })?;
-                conversions.push(Conversion::Currency {
-                    from: written.clone(),
-                    to: want.clone(),
-                    rate: *rate,
-                    source: source.clone(),
                 });
-                value *= rate;
+                match known {
+                    Some((_, _, rate, source)) => {
+                        conversions.push(Conversion::Currency {
+                            from: written.clone(),
+                            to: want.clone(),
+                            rate: *rate,
+                            source: source.clone(),
+                        });
+                        value *= rate;
+                    }
+                    None => {
+                        open = Some((
+                            Open::Rate {
+                                from: written.clone(),
+                                to: want.to_uppercase(),
+                            },
+                            format!(
+                                "the figure is in {written}, and no {written}/{want} rate is known"
+                            ),
+                        ))
+                    }
+                }
             }
         }
     }
-    let start = ctx.currency_start.min(m.span.0);
-    Some(FieldReading {
+    let reading = FieldReading {
         value,
         span: quote.get(start..end).unwrap_or_default().to_string(),
         conversions,
-    })
+    };
+    match open {
+        Some((o, why)) => Converted::Open(reading, o, why),
+        None => Converted::Read(reading),
+    }
 }
 
 /// Checks a reading against its quote: the span is in the quote, and a number the span states,

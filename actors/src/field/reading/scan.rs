@@ -217,8 +217,12 @@ pub fn mentions(sentence: &str, style: Style) -> Vec<Mention> {
     let mut out: Vec<Mention> = Vec::new();
     let mut i = 0;
     while i < b.len() {
+        // A number starts after a non-word character, or right after a lone `R` (`R450`, rand).
+        let glued_rand = i > 0 && b[i - 1] == b'R' && (i == 1 || !b[i - 2].is_ascii_alphanumeric());
         let starts = b[i].is_ascii_digit()
-            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || matches!(b[i - 1], b'.' | b',')));
+            && (i == 0
+                || glued_rand
+                || !(b[i - 1].is_ascii_alphanumeric() || matches!(b[i - 1], b'.' | b',')));
         if !starts {
             i += 1;
             continue;
@@ -420,6 +424,8 @@ mod tests {
         assert!(mentions("12,5 % der Praxen", Style::DecimalComma)[0].percent);
         assert!(mentions("35 per cent of them", Style::DecimalDot)[0].percent);
         assert!(!mentions("12 USD per seat", Style::DecimalDot)[0].percent);
+        assert_eq!(values("It costs R450 a month.", Style::DecimalDot), [450.0]);
+        assert!(values("Model XR450 ships.", Style::DecimalDot).is_empty());
         let s = "In 2015 there were 8,000; by 2023 9,400.";
         let ms = mentions(s, Style::DecimalDot);
         assert_eq!(ms.iter().filter(|m| m.year_like).count(), 2);

@@ -118,9 +118,8 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
         taken: taken(s),
         currency: text_value(s, "currency"),
         region: text_value(s, "region"),
-        rates: crate::field::reading::context::rates(
-            s.corpus.iter().map(|d| (d.id.as_str(), d.text.as_str())),
-        ),
+        rates: corpus_rates(s),
+        about: format!("{} {}", s.schema.name, s.goal),
     };
     let answer = env
         .call(ctx, "extract", || async { env.policy.extract(&req).await })
@@ -138,6 +137,7 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
                             quote: e.quote,
                             span: e.span,
                             conversions: e.conversions,
+                            confirmed: None,
                         },
                     },
                 )])),
@@ -156,53 +156,39 @@ pub async fn observe(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResul
     })
 }
 
-fn text_value(s: &FieldState, name: &str) -> Option<String> {
+/// The exchange rates the corpus states (the person's own among them, as `user-rates`).
+pub fn corpus_rates(s: &FieldState) -> Vec<(String, String, f64, String)> {
+    crate::field::reading::context::rates(s.corpus.iter().map(|d| (d.id.as_str(), d.text.as_str())))
+}
+
+/// A text field's value (`region`, `currency`).
+pub fn text_value(s: &FieldState, name: &str) -> Option<String> {
     s.values.get(name).and_then(|a| match &a.value {
         FieldValue::Text(t) => Some(t.clone()),
         FieldValue::Number(_) => None,
     })
 }
 
-/// A quote with several candidates: asks the person, naming them and the quote; with no
-/// question left to ask, leaves the field unknown and says why.
+/// A figure the person must settle (several candidates, or one whose currency or rate is open):
+/// keeps it as the field's finding and asks at once, with the source, the quote and the value
+/// as read; with no question left to ask, leaves the field unknown and says why.
 fn ask_between(
     s: &FieldState,
     field: &str,
     u: FieldUpdate,
     c: &crate::field::policy::Candidates,
 ) -> FieldUpdate {
-    let options: Vec<String> = c
-        .candidates
-        .iter()
-        .map(|r| {
-            let how = r.describe();
-            if how.is_empty() {
-                format!("{} (\"{}\")", crate::field::people::number(r.value), r.span)
-            } else {
-                format!(
-                    "{} (\"{}\", {how})",
-                    crate::field::people::number(r.value),
-                    r.span
-                )
-            }
-        })
-        .collect();
     let note = format!(
         "`{field}`: {} in {} \"{}\": {}",
         c.why,
         c.source_id,
         c.quote,
-        options.join(" or ")
+        c.options()
     );
     if view::can_ask(s, field) && !view::has_value(s, field) {
-        let question = format!(
-            "{} — {} says \"{}\", which could mean {}. Which is right?",
-            view::default_question(s, field),
-            c.source_id,
-            c.quote,
-            options.join(" or ")
-        );
+        let question = c.question(&view::default_question(s, field));
         u.reflections(vec![format!("asking: {note}")])
+            .findings(BTreeMap::from([(field.to_string(), c.clone())]))
             .reask(Some(crate::field::state::Question {
                 field: field.to_string(),
                 question,
