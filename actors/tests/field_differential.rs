@@ -246,7 +246,7 @@ async fn both_topologies_agree_on_sixty_generated_scenarios() {
 
 #[tokio::test]
 async fn both_topologies_agree_on_the_fixtures_with_the_offline_model() {
-    for name in ["dental", "coffee", "bikes"] {
+    for name in ["dental", "coffee", "bikes", "petinsurance"] {
         let sc = scenario(name);
         let staged = run_scenario(offline(), Topology::Staged, &sc, name).await;
         let plan = run_scenario(offline(), Topology::Plan, &sc, name).await;

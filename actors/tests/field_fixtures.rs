@@ -36,7 +36,7 @@ fn has(corpus: &Value, id: &str, ty: ValueType, value: f64) {
 
 #[test]
 fn every_schema_validates_and_the_answers_are_strings() {
-    for name in ["dental", "coffee", "bikes"] {
+    for name in ["dental", "coffee", "bikes", "petinsurance"] {
         let schema =
             Schema::from_json(&load(name, "schema")).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!schema.targets.is_empty());

@@ -318,7 +318,7 @@ async fn a_run_stopped_after_every_model_call_and_continued_elsewhere_never_repe
 
 #[tokio::test]
 async fn search_provenance_quotes_the_document_it_names() {
-    for name in ["dental", "coffee", "bikes"] {
+    for name in ["dental", "coffee", "bikes", "petinsurance"] {
         let sc = scenario(name);
         let run = run_scenario(offline(), Topology::Staged, &sc, name).await;
         for (field, a) in &run.state.values {
