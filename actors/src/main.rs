@@ -1,5 +1,7 @@
 //! The `planwright` command line.
 
+mod logging;
+
 use clap::{Parser, Subcommand};
 use planwright_actors::{bench, field, load, research, serve};
 use std::process::ExitCode;
@@ -20,6 +22,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written on stderr: `text` for people, `json` (one object per line) for
+    /// log collectors. Which lines: `RUST_LOG` (default `info` for `serve`, `warn` otherwise).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -40,6 +46,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A server's operator wants its runs and failures; a terminal user only what went wrong.
+    let default_filter = match cli.command {
+        Command::Serve(_) => logging::SERVE_DEFAULT,
+        _ => logging::CLI_DEFAULT,
+    };
+    if let Err(e) = logging::init(cli.log_format, default_filter) {
+        eprintln!("planwright: {e}");
+        return ExitCode::from(2);
+    }
     let workers = match &cli.command {
         Command::Bench(a) => a.workers,
         Command::Research(_)
@@ -74,7 +89,8 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 Err(e) => {
-                    eprintln!("serve: {e}");
+                    // With its causes: "cannot open x.sqlite" alone does not say why.
+                    eprintln!("serve: {}", planwright::ErrorChain(&e));
                     ExitCode::from(1)
                 }
             },

@@ -22,6 +22,7 @@ mod codec;
 pub mod integrity;
 mod memory;
 pub mod migrate;
+mod pools;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod retention;
@@ -31,6 +32,7 @@ mod url;
 
 pub use integrity::IntegrityProblem;
 pub use memory::MemoryCheckpointer;
+pub use pools::PgPools;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresCheckpointer;
 pub use retention::{spawn_sweeper, sweep, Retention, SweepReport, Sweeper};
@@ -38,7 +40,7 @@ pub use retention::{spawn_sweeper, sweep, Retention, SweepReport, Sweeper};
 pub(crate) use sqlite::side_connection as sqlite_side_connection;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
-pub use url::{backend, connect, Backend};
+pub use url::{backend, connect, connect_in, Backend};
 
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;

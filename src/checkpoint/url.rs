@@ -12,7 +12,7 @@ use super::memory::MemoryCheckpointer;
 use super::postgres::PostgresCheckpointer;
 #[cfg(feature = "sqlite")]
 use super::sqlite::{SqliteCheckpointer, SqliteOptions};
-use super::{CheckpointError, Checkpointer};
+use super::{CheckpointError, Checkpointer, PgPools};
 use std::sync::Arc;
 
 /// The backend a connection string names (the checkpointer, the store and the run store read
@@ -67,8 +67,20 @@ pub fn backend(url: &str) -> Result<Backend<'_>, String> {
     Err("unknown backend; use `memory:`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`".into())
 }
 
-/// Opens the checkpointer a connection string names, applying schema migrations.
+/// Opens the checkpointer a connection string names, applying schema migrations. A PostgreSQL
+/// checkpointer gets a pool of its own ([`connect_in`] shares one).
 pub async fn connect(url: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError> {
+    connect_in(url, &PgPools::new()).await
+}
+
+/// [`connect`], on the pool `pools` holds for `url` when it is a PostgreSQL URL: the process's
+/// other parts opened through the same `pools` share its connection budget (`pool_size`).
+pub async fn connect_in(
+    url: &str,
+    pools: &PgPools,
+) -> Result<Arc<dyn Checkpointer>, CheckpointError> {
+    #[cfg(not(feature = "postgres"))]
+    let _ = pools;
     let bad = |reason: String| CheckpointError::BadUrl {
         url: url.to_string(),
         reason,
@@ -87,7 +99,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Checkpointer>, CheckpointError
             Ok(Arc::new(cp))
         }
         #[cfg(feature = "postgres")]
-        Backend::Postgres(url) => Ok(Arc::new(PostgresCheckpointer::connect(url).await?)),
+        Backend::Postgres(url) => {
+            let shared = pools.get(url).await?;
+            Ok(Arc::new(
+                PostgresCheckpointer::with_pool(shared.pool(), shared.config()).await?,
+            ))
+        }
         // `backend` already refuses a backend that is compiled out.
         #[allow(unreachable_patterns)]
         _ => Err(bad("this backend is not compiled in".into())),

@@ -51,7 +51,7 @@ pub use retention::{spawn_sweeper, sweep, SweeperHandle};
 pub use sqlite::SqliteRuns;
 #[cfg(feature = "sqlite")]
 pub use sqlite_events::SqliteRunEvents;
-pub use url::{connect, connect_events};
+pub use url::{connect, connect_events, connect_events_in, connect_in};
 
 use async_trait::async_trait;
 

@@ -7,7 +7,7 @@
 
 use super::{RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
 use crate::checkpoint::postgres::retry::{with_retry_bounded, Attempt};
-use crate::checkpoint::postgres::PgConfig;
+use crate::checkpoint::postgres::{PgConfig, SharedPool};
 use crate::checkpoint::CheckpointError;
 use crate::ids::CheckpointId;
 use async_trait::async_trait;
@@ -67,18 +67,29 @@ fn be(op: &'static str) -> impl Fn(CheckpointError) -> RunStoreError {
     move |e| RunStoreError::backend(op, e)
 }
 
+/// Why a pool did not open, as the run store says it: a malformed URL is its
+/// [`RunStoreError::BadUrl`].
+pub(super) fn open_error(e: CheckpointError) -> RunStoreError {
+    match e {
+        CheckpointError::BadUrl { url, reason } => RunStoreError::BadUrl { url, reason },
+        e => RunStoreError::backend("connect", e),
+    }
+}
+
 impl PostgresRuns {
-    /// Connects with the checkpointer's URL options and creates the table if needed.
+    /// Connects with the checkpointer's URL options, on a pool of its own (checked against the
+    /// server's free connections: [`SharedPool::open`]), and creates the table if needed.
     pub async fn connect(url: &str) -> Result<Self, RunStoreError> {
-        let cfg = PgConfig::from_url(url).map_err(|e| match e {
-            CheckpointError::BadUrl { reason, .. } => RunStoreError::BadUrl {
-                url: url.to_string(),
-                reason,
-            },
-            e => RunStoreError::backend("connect", e),
-        })?;
+        let shared = SharedPool::open(url).await.map_err(open_error)?;
+        Self::with_pool(shared.pool(), shared.config()).await
+    }
+
+    /// Run records on an existing pool (the process's shared one, see
+    /// [`PgPools`](crate::checkpoint::PgPools)), with the retry budget and timeouts of `cfg`;
+    /// creates the table if needed.
+    pub async fn with_pool(pool: Pool, cfg: &PgConfig) -> Result<Self, RunStoreError> {
         let me = Self {
-            pool: cfg.pool().map_err(be("build pool"))?,
+            pool,
             retry_for: cfg.retry_for,
             op_timeout: cfg.op_timeout,
         };

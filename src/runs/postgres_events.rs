@@ -6,7 +6,9 @@
 //! numbers the events after the run's last one, inserts them, and sends
 //! `NOTIFY planwright_run_events` with the run id — delivered at commit, to every replica.
 //!
-//! Each process keeps one extra connection that `LISTEN`s and wakes the run's local followers.
+//! Each process keeps one connection outside the pool that `LISTEN`s and wakes the run's local
+//! followers: the last connection of the URL's budget (`pool_size`), which the pool leaves free
+//! for it ([`SharedPool::take_listener_slot`]).
 //! A follower asking for a stream that is not being published (`request_stream`) notifies
 //! `planwright_run_follow`, which the same connection listens to: it wakes the run's writer
 //! wherever it runs, and only it.
@@ -15,7 +17,8 @@
 
 use super::events::{not_at_the_end, LogWatch, RunEventLog, StreamEvent, Watchers, NO_RECORD};
 use super::RunStoreError;
-use crate::checkpoint::postgres::{PgConfig, SslMode};
+use crate::checkpoint::postgres::budget::ListenerSlot;
+use crate::checkpoint::postgres::{PgConfig, SharedPool, SslMode};
 use crate::checkpoint::CheckpointError;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -60,6 +63,8 @@ pub struct PostgresRunEvents {
     runs: super::PostgresRuns,
     wakes: Arc<Wakes>,
     listener: tokio::task::JoinHandle<()>,
+    /// The budget's connection the `LISTEN` connection uses.
+    _slot: ListenerSlot,
 }
 
 /// What the `LISTEN` connection wakes: followers of a run's log (on [`CHANNEL`]), and runs'
@@ -85,15 +90,28 @@ impl PostgresRunEvents {
     /// Connects with the checkpointer's URL options, creates the tables if needed (the run
     /// records' too: events belong to runs), and starts listening for appends.
     pub async fn connect(url: &str) -> Result<Self, RunStoreError> {
+        let shared = SharedPool::open(url)
+            .await
+            .map_err(super::postgres::open_error)?;
+        Self::with_pool(&shared).await
+    }
+
+    /// [`connect`](Self::connect) on the process's shared pool (see
+    /// [`PgPools`](crate::checkpoint::PgPools)): the `LISTEN` connection takes the budget's
+    /// connection the pool leaves free, so `pool_size=1` is refused as a bad URL.
+    pub async fn with_pool(shared: &SharedPool) -> Result<Self, RunStoreError> {
+        let slot = shared
+            .take_listener_slot()
+            .map_err(super::postgres::open_error)?;
         // The run table and this one are one schema, created together.
-        let runs = super::PostgresRuns::connect(url).await?;
-        let cfg = PgConfig::from_url(url).map_err(be("connect"))?;
+        let runs = super::PostgresRuns::with_pool(shared.pool(), shared.config()).await?;
         let wakes = Arc::new(Wakes::default());
-        let listener = tokio::spawn(listen(cfg, wakes.clone()));
+        let listener = tokio::spawn(listen(shared.config().clone(), wakes.clone()));
         Ok(Self {
             runs,
             wakes,
             listener,
+            _slot: slot,
         })
     }
 }

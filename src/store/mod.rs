@@ -45,7 +45,7 @@ pub use postgres::PostgresStore;
 pub use query::{NamespaceQuery, SearchQuery};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use url::connect;
+pub use url::{connect, connect_in};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -44,6 +44,16 @@ fn be<E: std::error::Error + Send + Sync + 'static>(op: &'static str) -> impl Fn
     move |e| StoreError::backend(op, e)
 }
 
+/// Why a pool did not open, as the store says it: a malformed URL is its [`StoreError::BadUrl`].
+pub(super) fn open_error(e: crate::checkpoint::CheckpointError) -> StoreError {
+    match e {
+        crate::checkpoint::CheckpointError::BadUrl { url, reason } => {
+            StoreError::BadUrl { url, reason }
+        }
+        e => StoreError::backend("connect", e),
+    }
+}
+
 impl PostgresStore {
     /// Connects to `url` (the same pool options and TLS modes as the PostgreSQL checkpointer:
     /// docs/checkpoints.md) and creates the table if needed.
@@ -54,14 +64,17 @@ impl PostgresStore {
     /// [`PostgresStore::connect`] on `clock`.
     pub async fn connect_with_clock(url: &str, clock: StoreClock) -> Result<Self, StoreError> {
         // The checkpointer's pool settings: URL options (`pool_size`, timeouts, `sslmode`
-        // with TLS) mean the same here, so the store reaches any database the threads do.
-        let pool = crate::checkpoint::postgres::pool_from_url(url).map_err(|e| match e {
-            crate::checkpoint::CheckpointError::BadUrl { reason, .. } => StoreError::BadUrl {
-                url: url.to_string(),
-                reason,
-            },
-            e => StoreError::backend("build pool", e),
-        })?;
+        // with TLS) mean the same here, so the store reaches any database the threads do. A
+        // pool of its own, checked against the server's free connections.
+        let shared = crate::checkpoint::postgres::SharedPool::open(url)
+            .await
+            .map_err(open_error)?;
+        Self::with_pool(shared.pool(), clock).await
+    }
+
+    /// A store on an existing pool (the process's shared one, see
+    /// [`PgPools`](crate::checkpoint::PgPools)); creates the table if needed.
+    pub async fn with_pool(pool: Pool, clock: StoreClock) -> Result<Self, StoreError> {
         let mut client = pool.get().await.map_err(be("connect"))?;
         let tx = client.transaction().await.map_err(be("create table"))?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])

@@ -1,5 +1,6 @@
-//! JSON errors (every 4xx says what is wrong, every 5xx is logged), request checks shared by
-//! the handlers, and reading the bearer token (who it names is `auth`'s business).
+//! JSON errors (every 4xx says what is wrong, every 5xx is logged at level error with its
+//! cause chain), request checks shared by the handlers, and reading the bearer token (who it
+//! names is `auth`'s business).
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -23,20 +24,80 @@ impl ApiError {
     pub fn conflict(msg: impl Into<String>) -> Self {
         Self(StatusCode::CONFLICT, msg.into())
     }
-    /// 500.
-    pub fn internal(msg: impl std::fmt::Display) -> Self {
-        Self(StatusCode::INTERNAL_SERVER_ERROR, msg.to_string())
+    /// 500: a message, or an error followed by its causes (`source()` chain), which the client
+    /// reads in `detail` and the log line carries.
+    pub fn internal(cause: impl Cause) -> Self {
+        Self(StatusCode::INTERNAL_SERVER_ERROR, cause.detail())
     }
 }
+
+/// What [`ApiError::internal`] takes: a message, or an error of a type listed in
+/// `error_causes!` whose detail is its message and then each of its causes
+/// ([`planwright::ErrorChain`]): "postgres error 3D000: …" says what failed, only its causes
+/// say why. (A blanket impl for every error would conflict with the one for `String`.)
+#[diagnostic::on_unimplemented(
+    message = "`ApiError::internal` does not know `{Self}`",
+    note = "add the error type to `error_causes!` in serve/errors.rs so its causes are logged"
+)]
+pub trait Cause {
+    /// The 500's detail.
+    fn detail(self) -> String;
+}
+
+impl Cause for String {
+    fn detail(self) -> String {
+        self
+    }
+}
+
+impl Cause for &str {
+    fn detail(self) -> String {
+        self.to_string()
+    }
+}
+
+/// [`Cause`] for error types (by value and by reference): the message and every cause.
+macro_rules! error_causes {
+    ($($t:ty),* $(,)?) => {$(
+        impl Cause for $t {
+            fn detail(self) -> String {
+                planwright::ErrorChain(&self).to_string()
+            }
+        }
+        impl Cause for &$t {
+            fn detail(self) -> String {
+                planwright::ErrorChain(self).to_string()
+            }
+        }
+    )*};
+}
+
+error_causes!(
+    planwright::checkpoint::CheckpointError,
+    planwright::runs::RunStoreError,
+    planwright::store::StoreError,
+    planwright::RunError,
+    planwright::Refusal,
+    serde_json::Error,
+);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.0.is_server_error() {
-            // Every 5xx is logged with its cause: the client sees the detail, the operator too.
+            // Every 5xx is logged with its cause (`internal` puts the whole chain in the
+            // detail): the client sees the detail, the operator too.
             tracing::error!(status = self.0.as_u16(), detail = %self.1, "request failed");
         }
         (self.0, Json(serde_json::json!({"detail": self.1}))).into_response()
     }
+}
+
+/// Runs the request inside a `request{method, path}` span, so that what is logged while it is
+/// served — a 5xx with its cause above all — names the request it belongs to.
+pub async fn request_span(req: Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!("request", method = %req.method(), path = req.uri().path());
+    next.run(req).instrument(span).await
 }
 
 /// The longest thread id the server accepts.

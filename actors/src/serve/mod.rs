@@ -19,6 +19,7 @@ mod metrics;
 mod publish;
 mod queue;
 pub mod replica;
+mod run_log;
 mod runs;
 pub mod store;
 mod stream;
@@ -330,6 +331,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         // The studio's page and scripts hold no data: they load without a token and ask for one.
         .merge(studio::routes())
         .layer(axum::extract::DefaultBodyLimit::max(2 * 1024 * 1024))
+        .layer(axum::middleware::from_fn(errors::request_span))
         .with_state(state)
 }
 
@@ -390,7 +392,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         .clone()
         .filter(|r| !r.keeps_all_runs())
         .map(|r| planwright::runs::spawn_sweeper(state.run_store.clone(), r));
-    eprintln!("planwright serve: listening on http://{}", args.addr);
+    tracing::info!(addr = %args.addr, "listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
     let stopped = Arc::new(tokio::sync::Notify::new());
@@ -398,7 +400,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         let (state, stopped) = (state.clone(), stopped.clone());
         tokio::spawn(async move {
             stop_signal().await;
-            eprintln!("planwright serve: stopping; running nodes finish, threads are checkpointed");
+            tracing::info!("stopping: running nodes finish, threads are checkpointed");
             if let Some(r) = &state.replica {
                 r.stopping.store(true, std::sync::atomic::Ordering::Release);
             }
@@ -424,7 +426,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
     if let Some(k) = keeper {
         k.abort();
     }
-    eprintln!("planwright serve: stopped; every thread is checkpointed");
+    tracing::info!("stopped: every thread is checkpointed");
     Ok(())
 }
 

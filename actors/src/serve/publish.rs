@@ -100,10 +100,11 @@ impl<'a> Appender<'a> {
     }
 }
 
-/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`]), publishing its
-/// events meanwhile: all of them when the run is resumable (`runs/stream`, or `stream_resumable`),
-/// otherwise from the moment a client follows it ([`until_followed`]). `resumed` says the run was
-/// continued here after its replica (or this process) stopped.
+/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`], logged by
+/// [`super::run_log`]), publishing its events meanwhile: all of them when the run is resumable
+/// (`runs/stream`, or `stream_resumable`), otherwise from the moment a client follows it
+/// ([`until_followed`]). `resumed` says the run was continued here after its replica (or this
+/// process) stopped.
 pub async fn drive(
     state: &AppState,
     rec: &RunRecord,
@@ -112,10 +113,11 @@ pub async fn drive(
     mut handle: AnyHandle,
     resumed: bool,
 ) -> Result<Outcome, RunError> {
+    let since = super::run_log::started(rec, resumed);
     let control = state.live.take_stream(&rec.run_id);
     let Some(mut events) = handle.take_events() else {
         let result = handle.wait().await;
-        lifecycle::finished(state, rec, &result).await;
+        super::run_log::finished(state, rec, &result, since).await;
         return result;
     };
     let resumable = lifecycle::resumable(rec);
@@ -137,7 +139,7 @@ pub async fn drive(
     if !followed {
         // It ended with nobody following: nothing was published, nothing is kept.
         let result = handle.wait().await;
-        lifecycle::finished(state, rec, &result).await;
+        super::run_log::finished(state, rec, &result, since).await;
         return result;
     }
     if let Some(c) = &control {
@@ -214,7 +216,7 @@ pub async fn drive(
         out.push(END, &Value::Null);
         out.flush().await;
     }
-    lifecycle::finished(state, rec, &result).await;
+    super::run_log::finished(state, rec, &result, since).await;
     result
 }
 

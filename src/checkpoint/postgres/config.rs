@@ -6,7 +6,7 @@
 //!
 //! | parameter | default | meaning |
 //! |---|---|---|
-//! | `pool_size` | 16 | connections in the pool |
+//! | `pool_size` | 16 | the process's connection budget for this database: the pool holds `pool_size - 1` (1 when `pool_size=1`), the run event log's `LISTEN` connection the last one (see [`budget`](super::budget)) |
 //! | `pool_timeout` | 30s | how long a request waits for a free connection |
 //! | `connect_timeout` | 5s | how long opening one connection may take |
 //! | `retry_for` | 30s | how long an operation keeps retrying while the database is unreachable (`0`: never) |
@@ -49,7 +49,8 @@ pub enum SslMode {
 pub struct PgConfig {
     /// The connection itself (host, user, database, `application_name`, ...).
     pub pg: tokio_postgres::Config,
-    /// Connections in the pool.
+    /// The process's connection budget for this database (the pool holds
+    /// [`pooled_connections`](Self::pooled_connections) of them).
     pub pool_size: usize,
     /// Wait for a free connection at most this long.
     pub pool_timeout: Duration,
@@ -227,7 +228,15 @@ impl PgConfig {
         Ok(postgres_native_tls::MakeTlsConnector::new(connector))
     }
 
-    /// A pool of connections as configured. No connection is opened yet.
+    /// The most connections the pool holds: `pool_size - 1`, the budget's last connection kept
+    /// for the run event log's `LISTEN` connection ([`budget`](super::budget)); 1 when
+    /// `pool_size` is 1 (then nothing may `LISTEN`).
+    pub fn pooled_connections(&self) -> usize {
+        self.pool_size.saturating_sub(1).max(1)
+    }
+
+    /// A pool of [`pooled_connections`](Self::pooled_connections) connections as configured.
+    /// No connection is opened yet.
     pub fn pool(&self) -> Result<Pool, CheckpointError> {
         let recycling_method = if self.verified_recycle {
             RecyclingMethod::Verified
@@ -241,7 +250,7 @@ impl PgConfig {
             Manager::from_config(self.pg.clone(), self.tls()?, config)
         };
         Pool::builder(manager)
-            .max_size(self.pool_size)
+            .max_size(self.pooled_connections())
             .wait_timeout(Some(self.pool_timeout))
             .create_timeout(Some(self.connect_timeout))
             .recycle_timeout(Some(self.connect_timeout))
@@ -267,7 +276,8 @@ fn is_loopback(h: &tokio_postgres::config::Host) -> bool {
 }
 
 /// A connection pool for `url` (see the module docs for the options), for any PostgreSQL tables
-/// of Planwright: the checkpointer uses it, and so can run records or the store.
+/// of Planwright, without asking the server for room ([`SharedPool::open`](super::SharedPool::open)
+/// does, and is what the checkpointer, the run records and the store open).
 pub fn pool_from_url(url: &str) -> Result<Pool, CheckpointError> {
     PgConfig::from_url(url)?.pool()
 }

@@ -15,10 +15,12 @@
 //! ([`integrity`](super::integrity)), verified on load with the chain's parent links.
 
 mod batch;
+pub mod budget;
 pub mod config;
 pub mod retry;
 mod schema;
 
+pub use budget::{NoRoom, SharedPool};
 pub use config::{pool_from_url, PgConfig, SslMode};
 
 use super::codec::{
@@ -47,12 +49,13 @@ pub struct PostgresCheckpointer {
 }
 
 impl PostgresCheckpointer {
-    /// Reads the URL (see [`config`] for its options), applies pending migrations (waiting up to
-    /// `retry_for` for the database), and keeps the pool. A malformed URL is
-    /// [`CheckpointError::BadUrl`].
+    /// Reads the URL (see [`config`] for its options), opens a pool of its own after checking
+    /// that the server has room for its budget ([`SharedPool::open`]), applies pending
+    /// migrations (waiting up to `retry_for` for the database), and keeps the pool. A malformed
+    /// URL is [`CheckpointError::BadUrl`].
     pub async fn connect(url: &str) -> Result<Self, CheckpointError> {
-        let cfg = PgConfig::from_url(url)?;
-        Self::with_pool(cfg.pool()?, &cfg).await
+        let shared = SharedPool::open(url).await?;
+        Self::with_pool(shared.pool(), shared.config()).await
     }
 
     /// A checkpointer on an existing pool (shared with other tables), with the retry budget and
