@@ -202,8 +202,11 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         args.jwks.as_deref(),
     )
     .map_err(ServeError::Usage)?;
-    let checkpointer = planwright::checkpoint::connect(&args.checkpoint).await?;
-    let run_store = planwright::runs::connect(&args.checkpoint).await?;
+    // One pool per PostgreSQL URL for the whole process: its `pool_size` is the process's
+    // connection budget (docs/deployment.md).
+    let pools = planwright::checkpoint::PgPools::new();
+    let checkpointer = planwright::checkpoint::connect_in(&args.checkpoint, &pools).await?;
+    let run_store = planwright::runs::connect_in(&args.checkpoint, &pools).await?;
     let run_store_leases = run_store.leases();
     if let Some(e) = args.events.as_deref() {
         let nats = e.starts_with("nats://") || e.starts_with("tls://");
@@ -216,9 +219,10 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
             )));
         }
     }
-    let events = planwright::runs::connect_events(
+    let events = planwright::runs::connect_events_in(
         args.events.as_deref().unwrap_or(&args.checkpoint),
         run_store.clone(),
+        &pools,
     )
     .await
     .map_err(|e| match e {
@@ -227,12 +231,15 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         }
         e => e.into(),
     })?;
-    let store = planwright::store::connect(args.store.as_deref().unwrap_or(&args.checkpoint))
-        .await
-        .map_err(|e| match e {
-            e @ planwright::store::StoreError::BadUrl { .. } => ServeError::Usage(e.to_string()),
-            e => ServeError::Store(e),
-        })?;
+    let store =
+        planwright::store::connect_in(args.store.as_deref().unwrap_or(&args.checkpoint), &pools)
+            .await
+            .map_err(|e| match e {
+                e @ planwright::store::StoreError::BadUrl { .. } => {
+                    ServeError::Usage(e.to_string())
+                }
+                e => ServeError::Store(e),
+            })?;
     let graph = research::graph(policy, GraphOptions::default())
         .map_err(|e| ServeError::Usage(format!("research graph: {e}")))?;
     let research = Engine::builder(graph)
