@@ -19,10 +19,16 @@ use std::sync::Arc;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// `GET /ok`.
+/// How long `/ok` waits for its storage probe: a database that does not answer within this is
+/// reported unreachable, so a health check hears back quickly even while the database stalls
+/// (or every pooled connection is held by requests waiting for it).
+pub const OK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `GET /ok`: readiness. 200 `{"ok": true}` once the threads a stopped server left mid-run have
 /// been picked up and the storage answers; 503 with `status` `recovering` or `storage
-/// unreachable` (and why) before that, so a load balancer sends nothing here yet.
+/// unreachable` (and why) before that, so a load balancer sends nothing here yet. The storage
+/// probe is one round trip (`Checkpointer::ping`), bounded by [`OK_PROBE_TIMEOUT`]; the per-client
+/// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]).
 pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     if !state.recovered.load(std::sync::atomic::Ordering::Acquire) {
         return (
@@ -30,15 +36,19 @@ pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
             Json(json!({"ok": false, "status": "recovering"})),
         );
     }
-    match state.checkpointer.ping().await {
+    let probe = match tokio::time::timeout(OK_PROBE_TIMEOUT, state.checkpointer.ping()).await {
+        Ok(answer) => answer.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "no answer to the storage probe within {OK_PROBE_TIMEOUT:?}"
+        )),
+    };
+    match probe {
         Ok(()) => (StatusCode::OK, Json(json!({"ok": true}))),
         Err(e) => {
             tracing::warn!(error = %e, "readiness: storage unreachable");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(
-                    json!({"ok": false, "status": "storage unreachable", "detail": e.to_string()}),
-                ),
+                Json(json!({"ok": false, "status": "storage unreachable", "detail": e})),
             )
         }
     }

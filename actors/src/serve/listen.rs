@@ -5,6 +5,11 @@
 //! response), a body read timeout (tower-http), and a cap on the requests one client address has
 //! in progress at once (429). Connections are served by hyper-util's HTTP/1 + HTTP/2 builder and
 //! shut down gracefully.
+//!
+//! The health endpoints ([`UNCAPPED_PATHS`]: `/ok`, `/metrics`) are outside the per-client cap:
+//! while the database is down, requests from one address pile up waiting for it, and a health
+//! probe from that same address (a load balancer, a sidecar) must still hear the truth (503
+//! "storage unreachable"), not 429.
 
 use super::errors::ApiError;
 use axum::extract::Request;
@@ -87,9 +92,18 @@ impl Drop for Slot {
     }
 }
 
+/// The paths the per-client cap does not count or refuse: the health endpoints, which answer
+/// quickly on their own (`/ok` bounds its storage probe) and must answer while other requests
+/// from the same address are stuck.
+pub const UNCAPPED_PATHS: [&str; 2] = ["/ok", "/metrics"];
+
 /// Middleware: at most `limit` requests of one client address in progress (until the response's
-/// headers are sent), else 429 naming the limit.
+/// headers are sent), else 429 naming the limit. [`UNCAPPED_PATHS`] are neither counted nor
+/// refused.
 pub async fn per_client(table: Arc<InFlight>, limit: usize, req: Request, next: Next) -> Response {
+    if UNCAPPED_PATHS.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
     let Some(ClientAddr(addr)) = req.extensions().get::<ClientAddr>().copied() else {
         return next.run(req).await;
     };
