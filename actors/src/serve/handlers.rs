@@ -125,6 +125,7 @@ pub async fn create_thread(
     let Json(body) = body?;
     let id = body.thread_id.unwrap_or_else(new_uuid);
     super::errors::check_thread_id(&id)?;
+    super::fields::check_size("metadata", Some(&body.metadata))?;
     if !(body.metadata.is_null() || body.metadata.is_object()) {
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -400,9 +401,13 @@ impl RunBody {
         }
     }
 
-    /// The checks a request passes before anything is recorded: a known strategy, metadata
-    /// that is an object, a well-formed checkpoint.
+    /// The checks a request passes before anything is recorded: stored fields within their cap
+    /// ([`super::fields`]), a known strategy, metadata that is an object, a well-formed
+    /// checkpoint.
     pub fn check(&self) -> Result<(), ApiError> {
+        super::fields::check_size("metadata", self.metadata.as_ref())?;
+        super::fields::check_size("config", self.config.as_ref())?;
+        super::fields::check_size("checkpoint", self.checkpoint.as_ref())?;
         self.checkpoint()?;
         self.cancel_on_disconnect()?;
         if !STRATEGIES.contains(&self.strategy()) {

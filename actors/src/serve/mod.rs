@@ -8,6 +8,7 @@ mod acquire;
 pub mod assistants;
 pub mod auth;
 mod errors;
+mod fields;
 mod follow;
 mod handlers;
 mod history;
