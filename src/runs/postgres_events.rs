@@ -295,19 +295,23 @@ async fn listen_once(cfg: &PgConfig, wakes: &Wakes) -> Result<(), String> {
             .pg
             .connect(tokio_postgres::NoTls)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::ErrorChain(&e).to_string())?;
         tokio::spawn(forward(conn, tx));
         client
     } else {
-        let tls = cfg.tls().map_err(|e| e.to_string())?;
-        let (client, conn) = cfg.pg.connect(tls).await.map_err(|e| e.to_string())?;
+        let tls = cfg.tls().map_err(|e| crate::ErrorChain(&e).to_string())?;
+        let (client, conn) = cfg
+            .pg
+            .connect(tls)
+            .await
+            .map_err(|e| crate::ErrorChain(&e).to_string())?;
         tokio::spawn(forward(conn, tx));
         client
     };
     client
         .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {REQUESTS}"))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| crate::ErrorChain(&e).to_string())?;
     wakes.appended.wake_all();
     while let Some((channel, run_id)) = rx.recv().await {
         if channel == REQUESTS {
@@ -340,7 +344,10 @@ async fn forward<S, T>(
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %e, "run events: the LISTEN connection broke");
+                tracing::warn!(
+                    error = %crate::ErrorChain(&e),
+                    "run events: the LISTEN connection broke"
+                );
                 return;
             }
         }

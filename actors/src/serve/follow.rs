@@ -46,6 +46,11 @@ pub fn sse(
             Ok(Followed::ClientGone) if cancel_on_disconnect => cancel_run(&state, &run_id).await,
             Ok(_) => {}
             Err(e) => {
+                tracing::warn!(
+                    run_id,
+                    error = %e,
+                    "stream follower dropped: the run's events cannot be read"
+                );
                 let data = serde_json::json!({"error": "StreamError", "message": e});
                 let _ = tx
                     .send(Event::default().event("error").data(data.to_string()))
@@ -166,7 +171,7 @@ async fn follow(
             .events
             .read(run_id, after, READ_BATCH)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| planwright::ErrorChain(&e).to_string())?;
         for e in &batch {
             after = e.seq;
             seen = true;
@@ -203,7 +208,7 @@ async fn follow(
             ended = match state.run_store.get(run_id).await {
                 Ok(Some(r)) => r.status.is_ended(),
                 Ok(None) => true,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(planwright::ErrorChain(&e).to_string()),
             };
         }
     }

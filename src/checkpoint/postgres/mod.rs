@@ -108,7 +108,13 @@ async fn check_fence(
         )
         .await?
         .map(|row| row.get(0));
-    if fence.is_some_and(|f| f > token) {
+    if let Some(fence) = fence.filter(|f| *f > token) {
+        tracing::warn!(
+            thread_id = thread.as_str(),
+            token,
+            fence,
+            "write refused: another replica took the thread over (its fencing token is newer)"
+        );
         return Err(Attempt::Fail(CheckpointError::Fenced {
             thread: thread.clone(),
             token: token as u64,

@@ -160,7 +160,7 @@ where
             Err(Attempt::Retry(e)) => {
                 let waited = start.elapsed();
                 if waited + backoff > budget {
-                    tracing::error!(op = what, attempts = attempt + 1, error = %e, "postgres unreachable; giving up");
+                    tracing::error!(op = what, attempts = attempt + 1, error = %crate::ErrorChain(&e), "postgres unreachable; giving up");
                     return Err(CheckpointError::Unavailable {
                         backend: "postgres",
                         attempts: attempt + 1,
@@ -168,7 +168,7 @@ where
                         last: Box::new(e),
                     });
                 }
-                tracing::warn!(op = what, attempt = attempt + 1, error = %e, backoff_ms = backoff.as_millis() as u64, "postgres operation failed; retrying");
+                tracing::warn!(op = what, attempt = attempt + 1, error = %crate::ErrorChain(&e), backoff_ms = backoff.as_millis() as u64, "postgres operation failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 attempt += 1;
