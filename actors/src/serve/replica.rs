@@ -176,8 +176,10 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         if rec.status == planwright::runs::RunRecordStatus::Pending {
             // Accepted by a replica that went away before starting it: queue it here.
             if hold(state, &rec).await? {
-                tracing::info!(
-                    run = rec.run_id,
+                tracing::warn!(
+                    run_id = rec.run_id,
+                    thread_id = rec.thread_id,
+                    replica = r.owner,
                     "taking over a queued run whose replica is gone"
                 );
                 r.taken_over
@@ -187,9 +189,10 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
             continue;
         }
         if claim(state, &rec).await? {
-            tracing::info!(
-                run = rec.run_id,
-                thread = rec.thread_id,
+            tracing::warn!(
+                run_id = rec.run_id,
+                thread_id = rec.thread_id,
+                replica = r.owner,
                 "taking over a run whose replica is gone"
             );
             r.taken_over
