@@ -10,7 +10,7 @@ use planwright::checkpoint::{
     BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, CheckpointSource, TaskWrite,
     WriteKind,
 };
-use planwright::runs::{PostgresRuns, RunChange, RunRecord, RunRecordStatus, RunStore};
+use planwright::runs::{Claim, PostgresRuns, RunChange, RunRecord, RunRecordStatus, RunStore};
 use planwright::{CheckpointId, TaskId, ThreadId};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,6 +22,8 @@ async fn leases_are_claimed_renewed_expired_and_released() {
     assert!(s.leases());
     let p = format!("lease{}", backends::unique());
     let (run, thread) = (format!("{p}-r"), format!("{p}-t"));
+    // Owners of this test alone: a renewal covers every run of its owner in the database.
+    let (oa, ob, oc) = (format!("{p}-A"), format!("{p}-B"), format!("{p}-C"));
     s.insert(RunRecord::pending(&run, &thread, "research", 1))
         .await
         .unwrap();
@@ -36,28 +38,29 @@ async fn leases_are_claimed_renewed_expired_and_released() {
         .unwrap());
     let now = 1_000_000;
     let a = s
-        .claim(&run, "A", now, 1_000)
+        .claim(&run, &oa, now, 1_000)
         .await
         .unwrap()
+        .token()
         .expect("free: A claims it");
     assert_eq!(
-        s.claim(&run, "B", now + 500, 1_000).await.unwrap(),
-        None,
+        s.claim(&run, &ob, now + 500, 1_000).await.unwrap(),
+        Claim::Held { owner: oa.clone() },
         "A's lease is live"
     );
     assert_eq!(
-        s.renew("A", now + 900, 1_000).await.unwrap(),
+        s.renew(&oa, now + 900, 1_000).await.unwrap(),
         vec![(run.clone(), false)]
     );
     // A cancel asked on another replica reaches the holder at its next renewal.
     assert!(s.request_cancel(&run).await.unwrap());
     assert_eq!(
-        s.renew("A", now + 900, 1_000).await.unwrap(),
+        s.renew(&oa, now + 900, 1_000).await.unwrap(),
         vec![(run.clone(), true)]
     );
     assert_eq!(
-        s.claim(&run, "B", now + 1_500, 1_000).await.unwrap(),
-        None,
+        s.claim(&run, &ob, now + 1_500, 1_000).await.unwrap(),
+        Claim::Held { owner: oa.clone() },
         "renewed to now + 1900"
     );
     assert!(s
@@ -70,21 +73,23 @@ async fn leases_are_claimed_renewed_expired_and_released() {
     let expired = s.expired(now + 2_000, 1_000, 1000).await.unwrap();
     assert!(expired.iter().any(|r| r.run_id == run), "listed as expired");
     let b = s
-        .claim(&run, "B", now + 2_000, 1_000)
+        .claim(&run, &ob, now + 2_000, 1_000)
         .await
         .unwrap()
+        .token()
         .expect("expired: B claims it");
     assert!(b > a, "tokens only grow: {a} then {b}");
     assert!(
-        s.renew("A", now + 2_100, 1_000).await.unwrap().is_empty(),
+        s.renew(&oa, now + 2_100, 1_000).await.unwrap().is_empty(),
         "A's renewal tells it the run is gone"
     );
     // B stops and hands over at once.
-    s.release(&run, "B").await.unwrap();
+    s.release(&run, &ob).await.unwrap();
     let c = s
-        .claim(&run, "C", now + 2_200, 1_000)
+        .claim(&run, &oc, now + 2_200, 1_000)
         .await
         .unwrap()
+        .token()
         .expect("released");
     assert!(c > b);
     // An ended run is neither renewed nor listed.
@@ -97,13 +102,69 @@ async fn leases_are_claimed_renewed_expired_and_released() {
         )
         .await
         .unwrap());
-    assert!(s.renew("C", now + 2_300, 1_000).await.unwrap().is_empty());
+    assert!(s.renew(&oc, now + 2_300, 1_000).await.unwrap().is_empty());
     assert!(s
         .expired(u64::MAX / 2, 1_000, 100_000)
         .await
         .unwrap()
         .iter()
         .all(|r| r.run_id != run));
+}
+
+/// A renewal that comes late (the replica was frozen, or the database cut off for longer than a
+/// lease) keeps the leases nobody took in between: they are still the replica's, with the newest
+/// token, and its runs go on. One another replica claimed is not renewed, nor one released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_renewal_keeps_the_leases_nobody_took() {
+    if backends::postgres().await.is_none() {
+        return;
+    }
+    let s = PostgresRuns::connect(&backends::pg_url()).await.unwrap();
+    let p = format!("late{}", backends::unique());
+    let thread = format!("{p}-t");
+    let (oa, ob) = (format!("{p}-A"), format!("{p}-B"));
+    let runs: Vec<String> = (0..3).map(|i| format!("{p}-r{i}")).collect();
+    let now = 1_000_000;
+    for run in &runs {
+        s.insert(RunRecord::pending(run, &thread, "research", 1))
+            .await
+            .unwrap();
+        assert!(s
+            .transition(
+                run,
+                &[RunRecordStatus::Pending],
+                RunRecordStatus::Running,
+                RunChange::at(2)
+            )
+            .await
+            .unwrap());
+        s.claim(run, &oa, now, 1_000)
+            .await
+            .unwrap()
+            .token()
+            .unwrap();
+    }
+    // A misses its renewals for 5 s: every lease expired. B takes one run over; A releases one.
+    s.claim(&runs[1], &ob, now + 5_000, 1_000)
+        .await
+        .unwrap()
+        .token()
+        .expect("expired: B claims it");
+    s.release(&runs[2], &oa).await.unwrap();
+    assert_eq!(
+        s.renew(&oa, now + 5_100, 1_000).await.unwrap(),
+        vec![(runs[0].clone(), false)],
+        "the lease nobody took is A's again; the taken and the released ones are not"
+    );
+    assert_eq!(
+        s.claim(&runs[0], &ob, now + 5_200, 1_000).await.unwrap(),
+        Claim::Held { owner: oa.clone() },
+        "renewed to now + 6100"
+    );
+    assert_eq!(
+        s.lease_holder(&runs[1]).await.unwrap().as_deref(),
+        Some(ob.as_str())
+    );
 }
 
 fn record(thread: &ThreadId, id: u64) -> CheckpointRecord {

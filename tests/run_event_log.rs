@@ -240,7 +240,11 @@ async fn across_replicas(
         .await
         .unwrap_err();
     assert!(e.to_string().contains("nobody"), "{e}");
-    runs.claim(&run, "A", 1_000, 60_000).await.unwrap().unwrap();
+    runs.claim(&run, "A", 1_000, 60_000)
+        .await
+        .unwrap()
+        .token()
+        .unwrap();
     assert_eq!(
         a.append(&run, Some("A"), 5, batch(&["x"])).await.unwrap(),
         6
@@ -249,6 +253,7 @@ async fn across_replicas(
     runs.claim(&run, "B", 100_000, 60_000)
         .await
         .unwrap()
+        .token()
         .unwrap();
     let e = a
         .append(&run, Some("A"), 6, batch(&["late"]))

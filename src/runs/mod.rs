@@ -17,10 +17,12 @@
 //!   the compare-and-set that lets a cancel and a starting worker race safely;
 //! - [`RunStore::unfinished`] reads only pending and running records (an index), so a starting
 //!   server's work grows with the runs it must pick up, not with the threads stored;
-//! - [`RunStore::sweep`] deletes only ended records.
+//! - [`RunStore::sweep`] deletes only ended records;
+//! - [`RunStore::claim`] never claims an ended run, and says why a claim failed ([`Claim`]).
 //!
 //! Times are given by the caller (milliseconds since the Unix epoch), so the stores keep no clock.
 
+mod claim;
 pub mod events;
 mod memory;
 #[cfg(feature = "nats")]
@@ -37,6 +39,7 @@ mod sqlite;
 mod sqlite_events;
 mod url;
 
+pub use claim::Claim;
 pub use events::{MemoryRunEvents, RunEventLog, StreamEvent};
 pub use memory::MemoryRuns;
 #[cfg(feature = "nats")]
@@ -175,22 +178,34 @@ pub trait RunStore: Send + Sync + 'static {
         false
     }
 
-    /// Claims `run_id` for `owner` until `now_ms + ttl_ms` if nobody holds it (no lease, its own,
-    /// or an expired one), and returns the run's new fencing token — greater than every token
-    /// given before — or `None` when another owner's lease is still live.
+    /// Claims the pending or running run `run_id` for `owner` until `now_ms + ttl_ms` if nobody
+    /// holds it (no lease, its own, or an expired one), atomically: [`Claim::Granted`] with the
+    /// run's new fencing token — greater than every token given before — or why not: another
+    /// owner's lease is live ([`Claim::Held`]), the run has ended ([`Claim::Ended`]: an ended run
+    /// is never claimed), or there is no such run. Stores without leases grant every claim of a
+    /// pending or running run with token 0.
     async fn claim(
         &self,
-        _run_id: &str,
+        run_id: &str,
         _owner: &str,
         _now_ms: u64,
         _ttl_ms: u64,
-    ) -> Result<Option<u64>, RunStoreError> {
-        Ok(Some(0))
+    ) -> Result<Claim, RunStoreError> {
+        Ok(match self.get(run_id).await? {
+            None => Claim::Missing,
+            Some(r) if r.status.is_ended() => Claim::Ended(r.status),
+            Some(r) => Claim::Granted {
+                token: 0,
+                status: r.status,
+            },
+        })
     }
 
-    /// Extends every live lease `owner` holds on a pending or running run to `now_ms + ttl_ms`,
-    /// and returns those runs as (run id, whether a cancel was asked for it on another replica): a
-    /// run of this owner that is missing was taken over.
+    /// Extends every lease `owner` holds on a pending or running run to `now_ms + ttl_ms` — one
+    /// that expired too, as long as no other owner claimed the run since (the run is still this
+    /// owner's, and its fencing token still the newest) — except one it released; returns those
+    /// runs as (run id, whether a cancel was asked for it on another replica). A run of this owner
+    /// that is missing was taken over by another, has ended, or was released.
     async fn renew(
         &self,
         _owner: &str,
@@ -212,7 +227,8 @@ pub trait RunStore: Send + Sync + 'static {
     }
 
     /// Gives up `owner`'s lease on `run_id` at once (a replica that stops hands its runs over
-    /// without making the others wait for the lease to expire).
+    /// without making the others wait for the lease to expire); [`renew`](Self::renew) does not
+    /// take it back.
     async fn release(&self, _run_id: &str, _owner: &str) -> Result<(), RunStoreError> {
         Ok(())
     }

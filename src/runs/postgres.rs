@@ -5,7 +5,7 @@
 //! finds its own row (`ON CONFLICT DO NOTHING`, then a read), a transition whose first attempt
 //! committed finds the status already at its target.
 
-use super::{RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
+use super::{Claim, RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
 use crate::checkpoint::postgres::retry::{with_retry_bounded, Attempt};
 use crate::checkpoint::postgres::{PgConfig, SharedPool};
 use crate::checkpoint::CheckpointError;
@@ -310,27 +310,52 @@ impl RunStore for PostgresRuns {
         owner: &str,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<Option<u64>, RunStoreError> {
+    ) -> Result<Claim, RunStoreError> {
         let pool = &self.pool;
         let (now, until) = (now_ms as i64, now_ms.saturating_add(ttl_ms) as i64);
+        // One statement: the claim, or (when it claimed nothing) the row as it stood, which says
+        // why. An ended run is never claimed.
         let row = self
             .retry("claim run", |_| async move {
                 Ok(pool
                     .get()
                     .await?
                     .query_opt(
-                        "UPDATE planwright_runs
-                         SET lease_owner = $2, lease_until = $4, fence = nextval('planwright_fence_seq')
-                         WHERE run_id = $1
-                           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $3)
-                         RETURNING fence",
+                        "WITH claimed AS (
+                            UPDATE planwright_runs
+                            SET lease_owner = $2, lease_until = $4,
+                                fence = nextval('planwright_fence_seq')
+                            WHERE run_id = $1 AND status IN ('pending', 'running')
+                              AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $3)
+                            RETURNING fence, status, lease_owner)
+                         SELECT fence, status, lease_owner FROM claimed
+                         UNION ALL
+                         SELECT NULL, status, lease_owner FROM planwright_runs
+                         WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM claimed)",
                         &[&run_id, &owner, &now, &until],
                     )
                     .await?)
             })
             .await
             .map_err(be("claim run"))?;
-        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+        let Some(row) = row else {
+            return Ok(Claim::Missing);
+        };
+        let status: String = row.get(1);
+        let status = RunRecordStatus::parse(&status).ok_or_else(|| RunStoreError::Corrupt {
+            run_id: run_id.to_string(),
+            reason: format!("unknown status `{status}`"),
+        })?;
+        Ok(match row.get::<_, Option<i64>>(0) {
+            Some(fence) => Claim::Granted {
+                token: fence as u64,
+                status,
+            },
+            None if status.is_ended() => Claim::Ended(status),
+            None => Claim::Held {
+                owner: row.get::<_, Option<String>>(2).unwrap_or_default(),
+            },
+        })
     }
 
     async fn renew(
@@ -340,18 +365,21 @@ impl RunStore for PostgresRuns {
         ttl_ms: u64,
     ) -> Result<Vec<(String, bool)>, RunStoreError> {
         let pool = &self.pool;
-        let (now, until) = (now_ms as i64, now_ms.saturating_add(ttl_ms) as i64);
+        let until = now_ms.saturating_add(ttl_ms) as i64;
+        // An expired lease nobody claimed since is still this owner's (its token is the newest):
+        // renewing it is safe, and a replica whose renewal came late (a database cut, a pause)
+        // keeps its runs. A released lease (`lease_until = 0`) stays released.
         let rows = self
             .retry("renew leases", |_| async move {
                 Ok(pool
                     .get()
                     .await?
                     .query(
-                        "UPDATE planwright_runs SET lease_until = $3
+                        "UPDATE planwright_runs SET lease_until = $2
                          WHERE lease_owner = $1 AND status IN ('pending', 'running')
-                           AND lease_until >= $2
+                           AND lease_until > 0
                          RETURNING run_id, cancel_asked",
-                        &[&owner, &now, &until],
+                        &[&owner, &until],
                     )
                     .await?)
             })

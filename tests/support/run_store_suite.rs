@@ -2,7 +2,7 @@
 //! Every check works under a unique thread prefix and filters global listings by it, so a shared
 //! PostgreSQL database needs no cleanup between runs.
 
-use planwright::runs::{RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
+use planwright::runs::{Claim, RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
 use planwright::CheckpointId;
 use serde_json::json;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ pub async fn run_all(s: Arc<dyn RunStore>, prefix: &str) {
     deletes(&*s, prefix).await;
     sweep_by_age_and_count(&*s, prefix).await;
     concurrent_transitions_have_one_winner(s.clone(), prefix).await;
+    claims_say_why_and_never_take_an_ended_run(&*s, prefix).await;
 }
 
 async fn insert_get_and_order(s: &dyn RunStore, p: &str) {
@@ -244,4 +245,72 @@ async fn left(s: &dyn RunStore, thread: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// A claim is granted only on a pending or running run, and a refused one says why: another
+/// owner's live lease (stores with leases), an ended run, or no run at all. An ended run's lease
+/// is never taken (a replica that froze before claiming its run must not start it again).
+async fn claims_say_why_and_never_take_an_ended_run(s: &dyn RunStore, p: &str) {
+    let t = format!("{p}/claim");
+    let id = format!("{p}-claim");
+    s.insert(rec(&id, &t, 1)).await.unwrap();
+    let now = 1_000_000;
+    let first = s.claim(&id, "A", now, 1_000).await.unwrap();
+    assert!(
+        matches!(
+            first,
+            Claim::Granted {
+                status: Pending,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    if s.leases() {
+        assert_eq!(
+            s.claim(&id, "B", now + 10, 1_000).await.unwrap(),
+            Claim::Held { owner: "A".into() }
+        );
+    }
+    assert!(s
+        .transition(&id, &[Pending], Running, RunChange::at(2))
+        .await
+        .unwrap());
+    let running = s.claim(&id, "A", now + 20, 1_000).await.unwrap();
+    assert!(
+        matches!(
+            running,
+            Claim::Granted {
+                status: Running,
+                ..
+            }
+        ),
+        "{running:?}"
+    );
+    assert!(s
+        .transition(&id, &[Running], Success, RunChange::at(3))
+        .await
+        .unwrap());
+    // Ended: neither its holder nor anyone else (its lease long expired) claims it.
+    assert_eq!(
+        s.claim(&id, "A", now + 30, 1_000).await.unwrap(),
+        Claim::Ended(Success)
+    );
+    assert_eq!(
+        s.claim(&id, "B", now + 1_000_000, 1_000).await.unwrap(),
+        Claim::Ended(Success)
+    );
+    if s.leases() {
+        assert_eq!(
+            s.lease_holder(&id).await.unwrap().as_deref(),
+            Some("A"),
+            "the refused claim changed nothing"
+        );
+    }
+    assert_eq!(
+        s.claim(&format!("{p}-no-such-run"), "A", now, 1_000)
+            .await
+            .unwrap(),
+        Claim::Missing
+    );
 }

@@ -689,8 +689,18 @@ pub async fn run_wait(
 ) -> ApiResult {
     let Json(body) = body?;
     let cancel_on_disconnect = body.cancel_on_disconnect()?;
-    let (rec, thread, assistant, handle) = super::lifecycle::begin(&state, &id, body).await?;
-    let run_id = rec.run_id.clone();
+    let (rec, thread, assistant, handle) = match super::lifecycle::begin(&state, &id, body).await? {
+        super::lifecycle::Begun::Here(rec, thread, assistant, handle) => {
+            (rec, thread, assistant, handle)
+        }
+        // Another replica took the run over before it started here: its end is the answer.
+        super::lifecycle::Begun::Elsewhere(rec) => {
+            return super::lifecycle::outcome(&state, &rec).await.map(Json)
+        }
+    };
+    let taken = rec.clone();
+    // Sees whether the run's end here is its end, or it went on on another replica.
+    let end = super::lifecycle::watch_end(&state, &rec.run_id);
     // Dropped with this handler's future when the client hangs up first: then it cancels the run.
     let hang_up = cancel_on_disconnect.then(|| super::follow::CancelOnDrop::new(&state, &rec));
     // The run's end is recorded by a task of its own: a client that hangs up does not leave the
@@ -705,30 +715,10 @@ pub async fn run_wait(
     if let Some(g) = hang_up {
         g.disarm();
     }
-    if matches!(
-        result,
-        Err(RunError::Checkpoint(
-            planwright::checkpoint::CheckpointError::Fenced { .. }
-        ))
-    ) {
-        // Another replica took the run over (this one was too slow to renew its lease): the
-        // answer is the run's, wherever it finishes.
-        super::lifecycle::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
-        let view = assistants::view(&state, assistant, &thread)
-            .await
-            .map_err(ApiError::internal)?;
-        return Ok(Json(view.map_or(Value::Null, |v| {
-            let mut values = v.values;
-            if !v.interrupts.is_empty() {
-                values["__interrupt__"] = json!(v
-                    .interrupts
-                    .iter()
-                    .map(|i| json!({"value": i.value, "id": i.id.0}))
-                    .collect::<Vec<_>>());
-                values["status"] = json!("interrupted");
-            }
-            values
-        })));
+    if super::lifecycle::ended_elsewhere(&end) {
+        // Another replica took the run over (this one was too slow to renew its lease, or its
+        // writes were refused): the answer is the run's, wherever it ends.
+        return super::lifecycle::outcome(&state, &taken).await.map(Json);
     }
     match result {
         Ok(out) if out.status == RunStatus::Suspended => Err(ApiError(

@@ -65,6 +65,12 @@ impl LiveRuns {
         self.streams.remove(run_id).map(|(_, s)| s)
     }
 
+    /// Whether this process has `run_id` in hand: accepted, queued or executing here (from before
+    /// its lease is claimed until its end is recorded). The keeper never takes such a run over.
+    pub fn knows(&self, run_id: &str) -> bool {
+        self.ends.contains_key(run_id)
+    }
+
     /// The run this process is executing on `thread`, if any.
     pub fn running_on(&self, thread: &str) -> Option<String> {
         self.by_thread.get(thread).map(|r| r.clone())
@@ -80,13 +86,15 @@ pub enum OnRefusal {
     Record,
 }
 
-/// Stores a pending record of the run `body` asks for on `thread` (whose record is `thread_rec`).
+/// Stores a pending record of the run `body` asks for on `thread` (whose record is `thread_rec`),
+/// held by this replica. With it, whether the run is still this replica's to start: false when
+/// another replica took it over before this one could claim it (this one froze in between).
 pub async fn accept(
     state: &AppState,
     thread: &ThreadId,
     thread_rec: &Value,
     body: &RunBody,
-) -> Result<RunRecord, ApiError> {
+) -> Result<(RunRecord, bool), ApiError> {
     let mut r = RunRecord::pending(
         handlers::new_uuid(),
         thread.as_str(),
@@ -111,10 +119,23 @@ pub async fn accept(
         .insert(r.run_id.clone(), watch::channel(None).0);
     // With replicas, this replica holds it from now on: were it to go away before starting the
     // run, another replica would start it.
-    super::replica::hold(state, &r)
+    let here = super::replica::hold(state, &r)
         .await
         .map_err(ApiError::internal)?;
-    Ok(r)
+    if !here {
+        // Taken over meanwhile: its end is the other replica's to record and tell.
+        state.live.ends.remove(&r.run_id);
+    }
+    Ok((r, here))
+}
+
+/// Where a run asked for by a request goes on.
+pub enum Begun {
+    /// Started here, on this replica's engine: its record, thread, assistant and handle.
+    Here(RunRecord, ThreadId, Assistant, AnyHandle),
+    /// On another replica, which took the run over while this one could not claim it: the
+    /// client follows it there ([`outcome`], or the run's stream), and gets its real end.
+    Elsewhere(RunRecord),
 }
 
 /// Queues a pending run here (one a replica that went away had accepted).
@@ -127,30 +148,34 @@ pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
 }
 
 /// A run asked for by a request: checks it, makes room on the thread as its strategy says,
-/// records it, and starts it. A refused request leaves no record.
-pub async fn begin(
-    state: &AppState,
-    id: &str,
-    body: RunBody,
-) -> Result<(RunRecord, ThreadId, Assistant, AnyHandle), ApiError> {
+/// records it, and starts it — or, when another replica took it over first, says so. A refused
+/// request leaves no record.
+pub async fn begin(state: &AppState, id: &str, body: RunBody) -> Result<Begun, ApiError> {
     body.check()?;
     let (thread, trec) = handlers::existing(state, id).await?;
     make_room(state, &thread, body.strategy()).await?;
-    let rec = accept(state, &thread, &trec, &body).await?;
-    let (t, a, h) = launch(state, &rec, body, OnRefusal::Delete).await?;
-    Ok((rec, t, a, h))
+    let (rec, here) = accept(state, &thread, &trec, &body).await?;
+    if !here {
+        return Ok(Begun::Elsewhere(rec));
+    }
+    Ok(match launch(state, &rec, body, OnRefusal::Delete).await? {
+        Some((t, a, h)) => Begun::Here(rec, t, a, h),
+        None => Begun::Elsewhere(rec),
+    })
 }
 
 /// Marks `rec` running (with where its thread stands) and starts it on its assistant's engine
 /// with its events, which [`super::publish::drive`] publishes when the run is resumable or
 /// followed.
-/// A run cancelled while pending does not start (409).
+/// A run cancelled while pending does not start (409). A run another replica took over (it
+/// started it, or ended it, while this one could not claim it) is not started here either:
+/// `None`, and this replica lets go of its lease.
 pub async fn launch(
     state: &AppState,
     rec: &RunRecord,
     body: RunBody,
     on_refusal: OnRefusal,
-) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
+) -> Result<Option<(ThreadId, Assistant, AnyHandle)>, ApiError> {
     let thread = ThreadId::new(&rec.thread_id);
     let (head, writes) = snapshot(state, &thread).await?;
     let change = RunChange::at(now_ms()).started_from(head, writes);
@@ -160,19 +185,16 @@ pub async fn launch(
         .await
         .map_err(ApiError::internal)?;
     if !started {
-        return Err(ApiError::conflict(format!(
-            "run `{}` was cancelled before it started",
-            rec.run_id
-        )));
+        return not_started(state, rec).await.map(|()| None);
     }
     // With replicas, the run is this replica's from here: its lease, and the thread fenced.
     match super::replica::claim(state, rec).await {
         Ok(true) => {}
         Ok(false) => {
-            return Err(ApiError::conflict(format!(
-                "run `{}` is held by another replica",
-                rec.run_id
-            )))
+            // Another replica holds it (it took the pending run over while this one froze):
+            // that one lets it go when it finds the run started, and a takeover continues it.
+            state.live.ends.remove(&rec.run_id);
+            return Ok(None);
         }
         Err(e) => {
             end(state, rec, S::Error, Some(e.clone())).await;
@@ -192,7 +214,7 @@ pub async fn launch(
             if state.live.cancel_asked.remove(&rec.run_id).is_some() {
                 assistants::cancel(state, a, &t);
             }
-            Ok((t, a, h))
+            Ok(Some((t, a, h)))
         }
         Err(e) => {
             match on_refusal {
@@ -205,6 +227,45 @@ pub async fn launch(
             Err(e)
         }
     }
+}
+
+/// Why a pending run did not start here (its record was no longer `pending`): cancelled before
+/// it started (409: it never ran; it has no start writes), or taken over by another replica,
+/// which started it (`Ok`: this replica lets go of its lease and its client follows the run).
+async fn not_started(state: &AppState, rec: &RunRecord) -> Result<(), ApiError> {
+    let now = state
+        .run_store
+        .get(&rec.run_id)
+        .await
+        .map_err(|e| storage(&format!("run `{}` cannot be read", rec.run_id), e))?;
+    match now {
+        Some(r) if !(r.status == S::Interrupted && r.start_writes.is_null()) => {
+            super::replica::release(state, rec).await;
+            state.live.ends.remove(&rec.run_id);
+            tracing::info!(
+                run = rec.run_id,
+                thread = rec.thread_id,
+                status = %r.status,
+                "a run this replica recorded was taken over by another; its client follows it there"
+            );
+            Ok(())
+        }
+        _ => {
+            forget(state, &rec.run_id, &rec.thread_id, S::Interrupted);
+            Err(ApiError::conflict(format!(
+                "run `{}` was cancelled before it started",
+                rec.run_id
+            )))
+        }
+    }
+}
+
+/// A 503 naming storage: what could not be done, and the store's error.
+pub fn storage(what: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("storage unreachable: {what}: {e}"),
+    )
 }
 
 /// Where `thread` stands now: its head and the writes pending there (as JSON).
@@ -303,14 +364,11 @@ pub async fn finished(
     rec: &RunRecord,
     result: &Result<assistants::Outcome, planwright::RunError>,
 ) -> S {
-    let fenced = matches!(
-        result,
-        Err(planwright::RunError::Checkpoint(
-            planwright::checkpoint::CheckpointError::Fenced { .. }
-        ))
-    );
-    if state.live.abandoned.remove(&rec.run_id).is_some() || fenced {
-        // Another replica took the run over: its record is that replica's to end.
+    if taken_over(state, &rec.run_id, result) {
+        // Another replica took the run over: its record is that replica's to end, and its
+        // watchers here follow the record to that end (nothing is sent them).
+        state.live.abandoned.remove(&rec.run_id);
+        state.live.ends.remove(&rec.run_id);
         forget(state, &rec.run_id, &rec.thread_id, S::Running);
         return S::Running;
     }
@@ -330,6 +388,80 @@ pub async fn finished(
         _ => "failed",
     });
     status
+}
+
+/// Whether the run's execution here ended because another replica took it over: its writes
+/// were refused (fenced), or the keeper stopped it here when its lease went to another replica.
+/// Its result here is then not its outcome.
+pub fn taken_over(
+    state: &AppState,
+    run_id: &str,
+    result: &Result<assistants::Outcome, planwright::RunError>,
+) -> bool {
+    let fenced = matches!(
+        result,
+        Err(planwright::RunError::Checkpoint(
+            planwright::checkpoint::CheckpointError::Fenced { .. }
+        ))
+    );
+    fenced || state.live.abandoned.contains(run_id)
+}
+
+/// Watches how this process's execution of `run_id` ends, for [`ended_elsewhere`]: taken before
+/// the run is driven.
+pub fn watch_end(state: &AppState, run_id: &str) -> Option<watch::Receiver<Option<S>>> {
+    state.live.ends.get(run_id).map(|tx| tx.subscribe())
+}
+
+/// Whether the run [`watch_end`] watched, once driven to its end here, went on on another
+/// replica (it was taken over): nothing was sent to its watchers.
+pub fn ended_elsewhere(end: &Option<watch::Receiver<Option<S>>>) -> bool {
+    end.as_ref().is_some_and(|rx| rx.borrow().is_none())
+}
+
+/// What `runs/wait` answers for a run that goes on, or ended, on another replica: waits for its
+/// end wherever it runs, then answers the thread's values as a run's own end does — with
+/// `__interrupt__` when it paused — or its error when it failed. A store that cannot tell the
+/// outcome is a 503 naming storage, never a guess.
+pub async fn outcome(state: &AppState, rec: &RunRecord) -> Result<Value, ApiError> {
+    let status = wait_end(state, &rec.run_id, Duration::from_secs(86_400)).await?;
+    let missing = || {
+        ApiError::not_found(format!(
+            "run `{}` was deleted before it ended (rolled back)",
+            rec.run_id
+        ))
+    };
+    let Some(status) = status else {
+        return Err(missing());
+    };
+    if matches!(status, S::Error | S::Timeout) {
+        let ended = state
+            .run_store
+            .get(&rec.run_id)
+            .await
+            .map_err(|e| storage(&format!("the outcome of run `{}`", rec.run_id), e))?
+            .ok_or_else(missing)?;
+        if let Some(e) = ended.error {
+            return Err(ApiError::internal(e));
+        }
+    }
+    let thread = ThreadId::new(&rec.thread_id);
+    let a = Assistant::parse(&rec.assistant_id)?;
+    let view = assistants::view(state, a, &thread)
+        .await
+        .map_err(|e| storage(&format!("the values of thread `{thread}`"), e))?;
+    Ok(view.map_or(Value::Null, |v| {
+        let mut values = v.values;
+        if !v.interrupts.is_empty() {
+            values["__interrupt__"] = json!(v
+                .interrupts
+                .iter()
+                .map(|i| json!({"value": i.value, "id": i.id.0}))
+                .collect::<Vec<_>>());
+            values["status"] = json!("interrupted");
+        }
+        values
+    }))
 }
 
 /// Sets the record's final status (from pending or running) and wakes its watchers.
@@ -368,13 +500,13 @@ pub async fn wait_end(
                 return Ok(*s);
             }
         }
-        // Not (or no longer) this process's: the record tells.
+        // Not (or no longer) this process's: the record tells (a store that cannot: 503).
         loop {
             match state
                 .run_store
                 .get(run_id)
                 .await
-                .map_err(ApiError::internal)?
+                .map_err(|e| storage(&format!("the outcome of run `{run_id}`"), e))?
             {
                 None => return Ok(None),
                 Some(r) if r.status.is_ended() => return Ok(Some(r.status)),

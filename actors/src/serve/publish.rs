@@ -197,12 +197,7 @@ pub async fn drive(
         out.flush().await;
     }
     let result = handle.wait().await;
-    let fenced = matches!(
-        result,
-        Err(RunError::Checkpoint(
-            planwright::checkpoint::CheckpointError::Fenced { .. }
-        ))
-    );
+    let fenced = lifecycle::taken_over(state, &rec.run_id, &result);
     // A run stopped by a shutdown (it continues elsewhere) or taken over has more to stream.
     if !fenced && lifecycle::status_of(&result) != RunRecordStatus::Running {
         match &result {

@@ -79,8 +79,15 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
     }
     body.wait_for_thread();
     match lifecycle::launch(state, &rec, body, OnRefusal::Record).await {
-        Ok((thread, assistant, handle)) => {
+        Ok(Some((thread, assistant, handle))) => {
             let _ = super::publish::drive(state, &rec, assistant, &thread, handle, false).await;
+        }
+        Ok(None) => {
+            tracing::info!(
+                thread = rec.thread_id,
+                run = rec.run_id,
+                "a queued run went to another replica"
+            );
         }
         Err(e) => {
             tracing::info!(thread = rec.thread_id, run = rec.run_id, why = %e.1, "a queued run did not start");

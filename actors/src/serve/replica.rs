@@ -15,7 +15,7 @@
 
 use super::lifecycle;
 use super::AppState;
-use planwright::runs::{now_ms, RunRecord};
+use planwright::runs::{now_ms, Claim, RunRecord, RunRecordStatus};
 use planwright::ThreadId;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,34 +49,48 @@ impl Replica {
 }
 
 /// Holds `rec` (a pending run this replica queues) with a lease, without fencing its thread
-/// (a run before it may still be writing there). False when another replica holds it.
+/// (a run before it may still be writing there). False when the run is not this replica's to
+/// start: another replica holds it, it has ended, or it is gone — it was taken over while this
+/// replica could not claim it (frozen between recording the run and claiming it). A run another
+/// replica had already started, whose lease expired, is let go at once: the takeover of running
+/// runs continues it from its checkpoint.
 pub async fn hold(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(r) = &state.replica else {
         return Ok(true);
     };
     let ttl = r.ttl.as_millis() as u64;
-    Ok(state
+    let claim = state
         .run_store
         .claim(&rec.run_id, &r.owner, now_ms(), ttl)
         .await
-        .map_err(|e| e.to_string())?
-        .is_some())
+        .map_err(|e| e.to_string())?;
+    match claim {
+        Claim::Granted {
+            status: RunRecordStatus::Pending,
+            ..
+        } => Ok(true),
+        Claim::Granted { .. } => {
+            release(state, rec).await;
+            Ok(false)
+        }
+        Claim::Held { .. } | Claim::Ended(_) | Claim::Missing => Ok(false),
+    }
 }
 
 /// Takes `rec` for this replica to run: claims its lease and fences its thread with the new
 /// token. False when another replica holds it (its lease is live, or it fenced the thread with a
-/// newer token). True at once for a store without leases.
+/// newer token) or it has ended. True at once for a store without leases.
 pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(r) = &state.replica else {
         return Ok(true);
     };
     let ttl = r.ttl.as_millis() as u64;
-    let token = state
+    let claim = state
         .run_store
         .claim(&rec.run_id, &r.owner, now_ms(), ttl)
         .await
         .map_err(|e| e.to_string())?;
-    let Some(token) = token else {
+    let Some(token) = claim.token() else {
         return Ok(false);
     };
     r.claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -129,33 +143,28 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         return Ok(());
     };
     let ttl = r.ttl.as_millis() as u64;
+    // The runs this process executes, read *before* the renewal: each of them was claimed
+    // before it was listed, so a renewal that does not return it means the lease is no longer
+    // this replica's. (A run registered after this read is judged at the next round.)
+    let local = lifecycle::local_runs(state);
     let held = state
         .run_store
         .renew(&r.owner, now_ms(), ttl)
         .await
         .map_err(|e| e.to_string())?;
-    // A run this process executes whose lease it no longer holds was taken over while this
-    // process could not renew (frozen, cut off): stop it here; the database refuses its writes.
-    for (thread, run_id) in lifecycle::local_runs(state) {
+    for (thread, run_id) in local {
         if held.iter().any(|(id, cancel)| *id == run_id && *cancel) {
             // Cancelled through another replica: stop it here, as a local cancel would.
             if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
-                tracing::info!(run = run_id, thread, "cancel asked on another replica");
-                lifecycle::cancel_local(state, &rec);
+                if state.live.running_on(&thread).as_deref() == Some(run_id.as_str()) {
+                    tracing::info!(run = run_id, thread, "cancel asked on another replica");
+                    lifecycle::cancel_local(state, &rec);
+                }
             }
             continue;
         }
         if !held.iter().any(|(id, _)| *id == run_id) {
-            if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
-                if rec.status == planwright::runs::RunRecordStatus::Running {
-                    tracing::warn!(
-                        run = run_id,
-                        thread,
-                        "lease lost to another replica; stopping here"
-                    );
-                    lifecycle::abandon(state, &rec).await;
-                }
-            }
+            lost(state, r, &thread, &run_id).await;
         }
     }
     if !state.recovered.load(std::sync::atomic::Ordering::Acquire)
@@ -170,7 +179,9 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let local = lifecycle::local_runs(state);
     for rec in expired {
-        if local.iter().any(|(_, id)| *id == rec.run_id) {
+        // A run of this process (executing, or claimed a moment ago and about to be) is not
+        // taken over by this process: its lease expired only because a renewal came late.
+        if local.iter().any(|(_, id)| *id == rec.run_id) || state.live.knows(&rec.run_id) {
             continue;
         }
         if rec.status == planwright::runs::RunRecordStatus::Pending {
@@ -210,4 +221,36 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A run this process executes whose lease the renewal did not return. It was taken over while
+/// this process could not renew (frozen, cut off) only when another replica holds its lease now:
+/// then it stops here, its client following the run to its end there. Otherwise (it ended, or
+/// the store cannot tell) it goes on: a guess never stops a run.
+async fn lost(state: &Arc<AppState>, r: &Replica, thread: &str, run_id: &str) {
+    let holder = match state.run_store.lease_holder(run_id).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(run = run_id, thread, error = %e, "leases: a run's holder cannot be read; it goes on");
+            return;
+        }
+    };
+    if holder.is_none() || holder.as_deref() == Some(r.owner.as_str()) {
+        return;
+    }
+    let Ok(Some(rec)) = state.run_store.get(run_id).await else {
+        return;
+    };
+    if rec.status == planwright::runs::RunRecordStatus::Running
+        && state.live.running_on(thread).as_deref() == Some(run_id)
+    {
+        tracing::warn!(
+            run_id,
+            thread_id = thread,
+            replica = r.owner,
+            holder = holder.as_deref().unwrap_or_default(),
+            "lease lost to another replica; stopping here"
+        );
+        lifecycle::abandon(state, &rec).await;
+    }
 }

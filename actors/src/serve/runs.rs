@@ -46,12 +46,21 @@ pub async fn create(
                 .await?
                 .is_some()
         {
-            let rec = lifecycle::accept(&state, &thread, &trec, &body).await?;
-            super::queue::submit(&state, rec.clone());
+            let (rec, here) = lifecycle::accept(&state, &thread, &trec, &body).await?;
+            if here {
+                super::queue::submit(&state, rec.clone());
+            }
             return Ok(Json(record_json(&rec)));
         }
     }
-    let (rec, thread, assistant, handle) = lifecycle::begin(&state, &id, body).await?;
+    let (rec, thread, assistant, handle) = match lifecycle::begin(&state, &id, body).await? {
+        lifecycle::Begun::Here(rec, thread, assistant, handle) => (rec, thread, assistant, handle),
+        // Taken over by another replica before it started here: its record says where it is.
+        lifecycle::Begun::Elsewhere(rec) => {
+            let now = state.run_store.get(&rec.run_id).await.ok().flatten();
+            return Ok(Json(record_json(&now.unwrap_or(rec))));
+        }
+    };
     let started = state.run_store.get(&rec.run_id).await.ok().flatten();
     let st = state.clone();
     let ended = rec.clone();

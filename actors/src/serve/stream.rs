@@ -25,12 +25,19 @@ pub async fn run_stream(
     let Json(mut body) = body?;
     body.stream_resumable = Some(true);
     let cancel_on_disconnect = body.cancel_on_disconnect()?;
-    let (rec, thread, assistant, handle) = super::lifecycle::begin(&state, &id, body).await?;
-    let run_id = rec.run_id.clone();
-    let st = state.clone();
-    tokio::spawn(async move {
-        let _ = super::publish::drive(&st, &rec, assistant, &thread, handle, false).await;
-    });
+    let run_id = match super::lifecycle::begin(&state, &id, body).await? {
+        super::lifecycle::Begun::Here(rec, thread, assistant, handle) => {
+            let run_id = rec.run_id.clone();
+            let st = state.clone();
+            tokio::spawn(async move {
+                let _ = super::publish::drive(&st, &rec, assistant, &thread, handle, false).await;
+            });
+            run_id
+        }
+        // Another replica took the run over before it started here: it publishes the whole
+        // stream (the run is resumable), which this client follows from the start.
+        super::lifecycle::Begun::Elsewhere(rec) => rec.run_id,
+    };
     Ok(super::follow::sse(
         state,
         run_id,
