@@ -3,9 +3,10 @@
 //! An error's `Display` often says only what failed ("db error", "checkpoint backend error:
 //! cannot open x.sqlite"); the why sits further down its [`source`](std::error::Error::source)
 //! chain (connection refused, permission denied, a missing database). [`ErrorChain`] writes the
-//! error and every cause after it, separated by `: `. Many errors in this crate already print
-//! their source in their own message, so a cause whose text is already written is skipped
-//! instead of being repeated.
+//! error and every cause after it, separated by `: `, on one line (a cause's own line breaks,
+//! such as PostgreSQL's `DETAIL:` line, become spaces: one event, one log line). Many errors in
+//! this crate already print their source in their own message, so a cause whose text is already
+//! written is skipped instead of being repeated.
 
 use std::error::Error;
 use std::fmt;
@@ -37,7 +38,7 @@ impl fmt::Debug for ErrorChain<'_> {
     }
 }
 
-/// The error and its causes as one string (what [`ErrorChain`] displays).
+/// The error and its causes as one line (what [`ErrorChain`] displays).
 pub fn chain(e: &(dyn Error + 'static)) -> String {
     let mut line = e.to_string();
     let mut cause = e.source();
@@ -48,6 +49,13 @@ pub fn chain(e: &(dyn Error + 'static)) -> String {
             line.push_str(&text);
         }
         cause = c.source();
+    }
+    if line.contains(['\n', '\r']) {
+        line = line
+            .split(['\n', '\r'])
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
     }
     line
 }
@@ -82,6 +90,20 @@ mod tests {
         assert_eq!(
             ErrorChain(&e).to_string(),
             "request failed: db error: refused"
+        );
+    }
+
+    #[test]
+    fn a_cause_on_several_lines_is_written_on_one() {
+        let e = Layer(
+            "db error",
+            Some(Box::new(std::io::Error::other(
+                "FATAL: database \"x\" does not exist\nDETAIL: It seems to have just been dropped.\n",
+            ))),
+        );
+        assert_eq!(
+            chain(&e),
+            "db error: FATAL: database \"x\" does not exist DETAIL: It seems to have just been dropped."
         );
     }
 

@@ -400,7 +400,7 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         .clone()
         .filter(|r| !r.keeps_all_runs())
         .map(|r| planwright::runs::spawn_sweeper(state.run_store.clone(), r));
-    tracing::info!(addr = %args.addr, "listening on http://{}", args.addr);
+    tracing::info!("listening on http://{}", args.addr);
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
     let stopped = Arc::new(tokio::sync::Notify::new());
