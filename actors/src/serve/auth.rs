@@ -1,20 +1,27 @@
 //! Who is calling, and what they own — LangGraph Platform's custom-auth model.
 //!
 //! A request's bearer token (the scheme in any case) names a [`Principal`]: a user and whether
-//! they are an admin. Four modes: no auth (everyone is one admin), `--token` (one admin token),
-//! `--auth-file` (a JSON map of tokens to users), and JWTs (`--jwt-secret` for HS256, or
-//! `--jwks FILE` for RS256/RS384/RS512/ES256/ES384 keys chosen by `kid`; `sub` is the user, an
-//! `admin: true` claim makes an admin, `exp` is checked when present).
+//! they are an admin. Four modes: no auth (everyone is one admin, [`OPEN_USER`]), `--token` (one
+//! admin token, [`TOKEN_USER`]), `--auth-file` (a JSON map of tokens to users), and JWTs
+//! (`--jwt-secret` for HS256, or `--jwks FILE` for RS256/RS384/RS512/ES256/ES384 keys chosen by
+//! `kid`; `sub` is the user, an `admin: true` claim makes an admin; `exp` and `nbf` are checked
+//! when present, each allowed `--jwt-leeway` of clock skew).
 //!
 //! Ownership: a thread records the user who created it (`owner` in its record); a thread's
 //! URLs (`/threads/{id}/…`: state, history, runs, copy, delete) answer 404 to any other user,
-//! search lists only one's own threads, and an admin sees everything. Store items carry their
-//! owner through the `x-planwright-user` header this module sets (never the client's).
+//! search lists only one's own threads, and an admin sees everything. Handlers read the caller
+//! from the [`Principal`] this module puts in the request's extensions (nothing the client sends
+//! can stand for it), and the store endpoints pass it on as the items' owner.
+//!
+//! The built-in users [`OPEN_USER`] and [`TOKEN_USER`] own what is written with auth off or with
+//! `--token`. They are reserved: no non-admin of a token file or a JWT may have those names, and
+//! [`Principal::may_see`] never matches them for a non-admin — so records written before auth was
+//! turned on (or changed) stay the admins', as the docs say, with no migration of what is stored.
 
 use super::errors::ApiError;
 use super::AppState;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -24,9 +31,39 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The header carrying the authenticated non-admin user to handlers (set here, never trusted
-/// from the client).
-pub const USER_HEADER: &str = "x-planwright-user";
+/// The user every caller is with auth off (an admin): the owner threads created then record.
+pub const OPEN_USER: &str = "anonymous";
+
+/// The admin user of `--token`: the owner threads created in that mode record.
+pub const TOKEN_USER: &str = "admin";
+
+/// The leeway on `exp` and `nbf` unless `--jwt-leeway` says otherwise: enough for the clocks of
+/// a token issuer and this server kept by NTP (and a token used the second it is issued), far
+/// from jsonwebtoken's 60 s default, so a token expired more than 5 s ago is refused.
+pub const DEFAULT_JWT_LEEWAY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The largest `--jwt-leeway`.
+const MAX_JWT_LEEWAY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Is `user` one of the built-in owners no authenticated non-admin may be?
+fn reserved(user: &str) -> bool {
+    user == OPEN_USER || user == TOKEN_USER
+}
+
+/// Parses `--jwt-leeway`: whole seconds from `0s` to `10m`.
+pub fn parse_leeway(s: &str) -> Result<std::time::Duration, String> {
+    let d = planwright::duration::parse(s, planwright::duration::BareUnit::Seconds)
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 0s, 5s, 1m)"))?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("`{s}`: JWT times are whole seconds (e.g. 5s)"));
+    }
+    if d > MAX_JWT_LEEWAY {
+        return Err(format!(
+            "`{s}` is more than 10m: tokens would outlive their `exp` by that much"
+        ));
+    }
+    Ok(d)
+}
 
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,9 +75,15 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// May this caller see a thread whose record is `rec`? Admins see all; others their own.
+    /// May this caller see a thread whose record is `rec`? Admins see all; others their own —
+    /// never a record owned by a built-in user ([`OPEN_USER`], [`TOKEN_USER`]) nor one with no
+    /// owner.
     pub fn may_see(&self, rec: &serde_json::Value) -> bool {
-        self.admin || rec.get("owner").and_then(|o| o.as_str()) == Some(self.user.as_str())
+        self.admin
+            || rec
+                .get("owner")
+                .and_then(|o| o.as_str())
+                .is_some_and(|o| o == self.user && !reserved(o))
     }
 }
 
@@ -53,7 +96,12 @@ pub enum Auth {
     /// Tokens → users, from `--auth-file`.
     Tokens(HashMap<String, Principal>),
     /// JWTs checked against keys.
-    Jwt(Vec<JwtKey>),
+    Jwt {
+        /// The keys.
+        keys: Vec<JwtKey>,
+        /// Seconds `exp` and `nbf` may be off.
+        leeway: u64,
+    },
 }
 
 /// A key JWTs may be signed with.
@@ -78,7 +126,8 @@ struct TokenEntry {
 
 #[derive(Deserialize)]
 struct Claims {
-    sub: String,
+    #[serde(default)]
+    sub: Option<String>,
     #[serde(default)]
     admin: bool,
 }
@@ -88,13 +137,16 @@ fn read(path: &Path, what: &str) -> Result<String, String> {
 }
 
 impl Auth {
-    /// The mode the flags ask for (at most one of them), or a message naming the problem.
+    /// The mode the flags ask for (at most one of them), or a message naming the problem;
+    /// `jwt_leeway` is how far a JWT's `exp` and `nbf` may be off (whole seconds count).
     pub fn from_flags(
         token: Option<&str>,
         auth_file: Option<&Path>,
         jwt_secret: Option<&str>,
         jwks: Option<&Path>,
+        jwt_leeway: std::time::Duration,
     ) -> Result<Auth, String> {
+        let leeway = jwt_leeway.as_secs();
         let given = [
             token.is_some(),
             auth_file.is_some(),
@@ -131,6 +183,15 @@ impl Auth {
                         path.display()
                     ));
                 }
+                if !e.admin && reserved(&e.user) {
+                    return Err(format!(
+                        "auth file {}: user `{}` is reserved: it owns what was written with auth \
+                         off (`{OPEN_USER}`) or with --token (`{TOKEN_USER}`), which only admins \
+                         see; name the user otherwise, or make it an admin",
+                        path.display(),
+                        e.user
+                    ));
+                }
                 map.insert(
                     token,
                     Principal {
@@ -145,11 +206,14 @@ impl Auth {
             if secret.len() < 16 {
                 return Err("--jwt-secret must be at least 16 bytes".into());
             }
-            return Ok(Auth::Jwt(vec![JwtKey {
-                kid: None,
-                alg: Algorithm::HS256,
-                key: DecodingKey::from_secret(secret.as_bytes()),
-            }]));
+            return Ok(Auth::Jwt {
+                keys: vec![JwtKey {
+                    kid: None,
+                    alg: Algorithm::HS256,
+                    key: DecodingKey::from_secret(secret.as_bytes()),
+                }],
+                leeway,
+            });
         }
         if let Some(path) = jwks {
             let text = read(path, "JWKS file")?;
@@ -185,7 +249,7 @@ impl Auth {
             if keys.is_empty() {
                 return Err(format!("JWKS file {} holds no key", path.display()));
             }
-            return Ok(Auth::Jwt(keys));
+            return Ok(Auth::Jwt { keys, leeway });
         }
         Ok(Auth::Open)
     }
@@ -197,37 +261,69 @@ impl Auth {
             admin: true,
         };
         match self {
-            Auth::Open => Ok(admin("anonymous")),
+            Auth::Open => Ok(admin(OPEN_USER)),
             Auth::Token(t) => match bearer {
-                Some(b) if constant_eq(b, t) => Ok(admin("admin")),
+                Some(b) if constant_eq(b, t) => Ok(admin(TOKEN_USER)),
                 _ => Err("missing or wrong `Authorization: Bearer TOKEN`".into()),
             },
             Auth::Tokens(map) => bearer
                 .and_then(|b| map.iter().find(|(t, _)| constant_eq(b, t)))
                 .map(|(_, p)| p.clone())
                 .ok_or_else(|| "missing or unknown bearer token".into()),
-            Auth::Jwt(keys) => {
+            Auth::Jwt { keys, leeway } => {
                 let token = bearer.ok_or("missing `Authorization: Bearer JWT`")?;
-                let header = decode_header(token).map_err(|e| format!("malformed JWT: {e}"))?;
-                let key = keys
-                    .iter()
-                    .find(|k| k.alg == header.alg && (header.kid.is_none() || k.kid == header.kid))
-                    .ok_or_else(|| format!("no key for a JWT signed with {:?}", header.alg))?;
-                let mut v = Validation::new(key.alg);
-                v.required_spec_claims = ["sub".to_string()].into_iter().collect();
-                v.validate_aud = false;
-                let data = decode::<Claims>(token, &key.key, &v)
-                    .map_err(|e| format!("JWT refused: {e}"))?;
-                if data.claims.sub.trim().is_empty() {
-                    return Err("JWT refused: empty `sub`".into());
-                }
-                Ok(Principal {
-                    user: data.claims.sub,
-                    admin: data.claims.admin,
-                })
+                jwt_principal(token, keys, *leeway)
             }
         }
     }
+}
+
+/// The caller a JWT names, once its header, signature, `exp`, `nbf` and `sub` are checked.
+fn jwt_principal(token: &str, keys: &[JwtKey], leeway: u64) -> Result<Principal, String> {
+    // `alg: none` (or any algorithm jsonwebtoken does not know) fails here.
+    let header = decode_header(token).map_err(|e| format!("malformed JWT: {e}"))?;
+    let key = keys
+        .iter()
+        .find(|k| k.alg == header.alg && (header.kid.is_none() || k.kid == header.kid))
+        .ok_or_else(|| match &header.kid {
+            Some(kid) => format!(
+                "JWT refused: no key `{kid}` for a JWT signed with {:?}",
+                header.alg
+            ),
+            None => format!("JWT refused: no key for a JWT signed with {:?}", header.alg),
+        })?;
+    let mut v = Validation::new(key.alg);
+    v.required_spec_claims = ["sub".to_string()].into_iter().collect();
+    v.validate_aud = false;
+    v.validate_exp = true;
+    v.validate_nbf = true;
+    v.leeway = leeway;
+    let data = decode::<Claims>(token, &key.key, &v).map_err(|e| {
+        use jsonwebtoken::errors::ErrorKind as K;
+        match e.kind() {
+            K::ExpiredSignature => {
+                format!("JWT refused: expired (`exp` is more than {leeway} s ago)")
+            }
+            K::ImmatureSignature => {
+                format!("JWT refused: not valid yet (`nbf` is more than {leeway} s ahead)")
+            }
+            K::InvalidSignature => "JWT refused: bad signature".to_string(),
+            K::MissingRequiredClaim(c) => format!("JWT refused: no `{c}` claim"),
+            _ => format!("JWT refused: {e}"),
+        }
+    })?;
+    let Claims { sub, admin } = data.claims;
+    let sub = sub.ok_or("JWT refused: no `sub` claim")?;
+    if sub.trim().is_empty() {
+        return Err("JWT refused: empty `sub`".into());
+    }
+    if !admin && reserved(&sub) {
+        return Err(format!(
+            "JWT refused: `sub` `{sub}` is reserved for what is written with auth off or \
+             --token (only admins see it)"
+        ));
+    }
+    Ok(Principal { user: sub, admin })
 }
 
 /// Compares two secrets in time independent of where they differ.
@@ -252,8 +348,11 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 3 <= bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+            if let Some(Ok(b)) = hex.map(|h| u8::from_str_radix(h, 16)) {
                 out.push(b);
                 i += 3;
                 continue;
@@ -272,7 +371,6 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    req.headers_mut().remove(USER_HEADER);
     let principal = match state.auth.authenticate(super::errors::bearer(&req)) {
         Ok(p) => p,
         Err(why) => return ApiError(StatusCode::UNAUTHORIZED, why).into_response(),
@@ -291,9 +389,6 @@ pub async fn authenticate(
                 Err(e) => return ApiError::internal(e).into_response(),
                 _ => {}
             }
-        }
-        if let Ok(v) = HeaderValue::from_str(&principal.user) {
-            req.headers_mut().insert(USER_HEADER, v);
         }
     }
     req.extensions_mut().insert(principal);
@@ -314,21 +409,264 @@ mod tests {
             Some("search")
         );
         assert_eq!(thread_of_path("/threads/a%3Ab").as_deref(), Some("a:b"));
+        assert_eq!(thread_of_path("/threads/a%3").as_deref(), Some("a%3"));
+        assert_eq!(thread_of_path("/threads/a%xé").as_deref(), Some("a%xé"));
+        assert_eq!(thread_of_path("/threads/a%+4").as_deref(), Some("a%+4"));
         assert_eq!(thread_of_path("/threads"), None);
         assert_eq!(thread_of_path("/store/items"), None);
     }
 
     #[test]
     fn one_mode_at_a_time_and_bad_files_are_named() {
-        assert!(Auth::from_flags(Some("a"), None, Some("0123456789abcdef"), None).is_err());
-        assert!(Auth::from_flags(None, None, Some("short"), None).is_err());
-        let e = Auth::from_flags(None, Some(Path::new("/nonexistent")), None, None)
+        let l = DEFAULT_JWT_LEEWAY;
+        assert!(Auth::from_flags(Some("a"), None, Some("0123456789abcdef"), None, l).is_err());
+        assert!(Auth::from_flags(None, None, Some("short"), None, l).is_err());
+        let e = Auth::from_flags(None, Some(Path::new("/nonexistent")), None, None, l)
             .err()
             .unwrap();
         assert!(e.contains("/nonexistent"), "{e}");
         assert!(matches!(
-            Auth::from_flags(None, None, None, None),
+            Auth::from_flags(None, None, None, None, l),
             Ok(Auth::Open)
         ));
+    }
+
+    #[test]
+    fn the_built_in_owners_are_no_non_admins() {
+        let user = |name: &str| Principal {
+            user: name.into(),
+            admin: false,
+        };
+        for owner in [OPEN_USER, TOKEN_USER] {
+            let rec = serde_json::json!({"owner": owner});
+            assert!(!user(owner).may_see(&rec), "{owner}");
+            assert!(Principal {
+                user: "ops".into(),
+                admin: true
+            }
+            .may_see(&rec));
+        }
+        assert!(user("ann").may_see(&serde_json::json!({"owner": "ann"})));
+        assert!(!user("ann").may_see(&serde_json::json!({"owner": "bob"})));
+        assert!(!user("ann").may_see(&serde_json::json!({})), "no owner");
+        // A token file may not give a non-admin a built-in name; an admin may have it.
+        let dir = std::env::temp_dir().join(format!("planwright-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, admin, ok) in [
+            ("anonymous", false, false),
+            ("admin", false, false),
+            ("anonymous", true, true),
+        ] {
+            let path = dir.join(format!("{name}-{admin}.json"));
+            let file = serde_json::json!({"tokens": {"t": {"user": name, "admin": admin}}});
+            std::fs::write(&path, file.to_string()).unwrap();
+            let r = Auth::from_flags(None, Some(&path), None, None, DEFAULT_JWT_LEEWAY);
+            match r {
+                Ok(_) => assert!(ok, "{name} admin={admin} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{e}");
+                    assert!(e.contains(&format!("`{name}` is reserved")), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_leeway_flag_takes_whole_seconds_up_to_ten_minutes() {
+        use std::time::Duration;
+        assert_eq!(parse_leeway("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_leeway("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_leeway("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_leeway("10m"), Ok(Duration::from_secs(600)));
+        for bad in ["1.5s", "500ms", "11m", "-1s", "soon", ""] {
+            assert!(parse_leeway(bad).is_err(), "{bad}");
+        }
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: crate::serve::ServeArgs,
+        }
+        let cli = <Cli as clap::Parser>::parse_from(["serve"]);
+        assert_eq!(cli.serve.jwt_leeway, DEFAULT_JWT_LEEWAY, "flag default");
+    }
+
+    /// JWTs with each claim wrong, against a shared secret and a JWKS file.
+    mod jwt {
+        use super::super::*;
+        use jsonwebtoken::{encode, EncodingKey, Header};
+        use serde_json::{json, Value};
+        use std::time::Duration;
+
+        const SECRET: &str = "a-shared-secret-of-32-bytes-long";
+
+        fn now() -> i64 {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+        }
+
+        fn fixtures() -> std::path::PathBuf {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/auth")
+        }
+
+        fn hs(claims: Value) -> String {
+            encode(
+                &Header::default(),
+                &claims,
+                &EncodingKey::from_secret(SECRET.as_bytes()),
+            )
+            .unwrap()
+        }
+
+        fn rs(kid: Option<&str>, claims: Value) -> String {
+            let pem = std::fs::read(fixtures().join("test-rs256.pem")).unwrap();
+            let mut h = Header::new(Algorithm::RS256);
+            h.kid = kid.map(String::from);
+            encode(&h, &claims, &EncodingKey::from_rsa_pem(&pem).unwrap()).unwrap()
+        }
+
+        fn secret(leeway: u64) -> Auth {
+            Auth::from_flags(None, None, Some(SECRET), None, Duration::from_secs(leeway)).unwrap()
+        }
+
+        fn refused(auth: &Auth, token: &str, words: &str) {
+            match auth.authenticate(Some(token)) {
+                Ok(p) => panic!("accepted as {p:?}; expected refusal with `{words}`"),
+                Err(e) => assert!(e.contains(words), "`{e}` does not say `{words}`"),
+            }
+        }
+
+        fn accepted(auth: &Auth, token: &str) -> Principal {
+            auth.authenticate(Some(token))
+                .unwrap_or_else(|e| panic!("refused: {e}"))
+        }
+
+        #[test]
+        fn exp_and_nbf_are_checked_within_the_leeway() {
+            let a = secret(5);
+            let t = now();
+            let ok = accepted(&a, &hs(json!({"sub": "ann", "exp": t + 3600})));
+            assert_eq!(
+                ok,
+                Principal {
+                    user: "ann".into(),
+                    admin: false
+                }
+            );
+            refused(
+                &a,
+                &hs(json!({"sub": "ann", "exp": t + 3600, "nbf": t + 3600})),
+                "not valid yet",
+            );
+            accepted(
+                &a,
+                &hs(json!({"sub": "ann", "exp": t + 3600, "nbf": t + 2})),
+            );
+            refused(&a, &hs(json!({"sub": "ann", "exp": t - 60})), "expired");
+            accepted(&a, &hs(json!({"sub": "ann", "exp": t - 2})));
+            // No leeway: a token is refused the second after its `exp`.
+            let strict = secret(0);
+            refused(&strict, &hs(json!({"sub": "ann", "exp": t - 2})), "expired");
+            refused(
+                &strict,
+                &hs(json!({"sub": "ann", "exp": t + 3600, "nbf": t + 2})),
+                "not valid yet",
+            );
+            // A wide leeway lets the 30-second-old token through.
+            accepted(&secret(60), &hs(json!({"sub": "ann", "exp": t - 30})));
+        }
+
+        #[test]
+        fn signature_algorithm_and_sub_are_checked() {
+            let a = secret(5);
+            let exp = now() + 3600;
+            let forged = encode(
+                &Header::default(),
+                &json!({"sub": "ops", "admin": true, "exp": exp}),
+                &EncodingKey::from_secret(b"another-secret-of-32-bytes-long!"),
+            )
+            .unwrap();
+            refused(&a, &forged, "bad signature");
+            // A signature cut off, or a payload swapped under a valid signature.
+            let good = hs(json!({"sub": "ann", "exp": exp}));
+            let cut = &good[..good.len() - 4];
+            assert!(a.authenticate(Some(cut)).is_err());
+            let other = hs(json!({"sub": "ops", "admin": true, "exp": exp}));
+            let parts: Vec<&str> = good.split('.').collect();
+            let swapped = format!(
+                "{}.{}.{}",
+                parts[0],
+                other.split('.').nth(1).unwrap(),
+                parts[2]
+            );
+            refused(&a, &swapped, "bad signature");
+            // `alg: none`, unsigned.
+            use base64::Engine as _;
+            let b64 =
+                |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+            let none = format!(
+                "{}.{}.",
+                b64(json!({"alg": "none", "typ": "JWT"})),
+                b64(json!({"sub": "ops", "admin": true, "exp": exp}))
+            );
+            refused(&a, &none, "malformed JWT");
+            // An RS256 token at an HS256 server.
+            refused(
+                &a,
+                &rs(Some("test-1"), json!({"sub": "ann", "exp": exp})),
+                "no key",
+            );
+            // `sub`: missing, empty, not a string, or a built-in owner for a non-admin.
+            refused(&a, &hs(json!({"exp": exp})), "no `sub` claim");
+            refused(&a, &hs(json!({"sub": "", "exp": exp})), "empty `sub`");
+            refused(&a, &hs(json!({"sub": "  ", "exp": exp})), "empty `sub`");
+            refused(&a, &hs(json!({"sub": 42, "exp": exp})), "JWT refused");
+            refused(&a, &hs(json!({"sub": "anonymous", "exp": exp})), "reserved");
+            refused(&a, &hs(json!({"sub": "admin", "exp": exp})), "reserved");
+            let op = accepted(&a, &hs(json!({"sub": "admin", "admin": true, "exp": exp})));
+            assert!(op.admin);
+            refused(
+                &a,
+                &hs(json!({"sub": "ann", "admin": "yes", "exp": exp})),
+                "JWT refused",
+            );
+            refused(&a, "not-a-jwt", "malformed JWT");
+        }
+
+        #[test]
+        fn a_jwks_server_takes_its_keys_only() {
+            let a = Auth::from_flags(
+                None,
+                None,
+                None,
+                Some(&fixtures().join("test-jwks.json")),
+                DEFAULT_JWT_LEEWAY,
+            )
+            .unwrap();
+            let t = now();
+            let claims = json!({"sub": "ann", "exp": t + 3600});
+            assert_eq!(
+                accepted(&a, &rs(Some("test-1"), claims.clone())).user,
+                "ann"
+            );
+            accepted(&a, &rs(None, claims.clone()));
+            refused(&a, &rs(Some("test-2"), claims.clone()), "no key `test-2`");
+            // HS256 signed with anything (the public key's bytes included) finds no key.
+            refused(&a, &hs(claims), "no key for a JWT signed with HS256");
+            refused(
+                &a,
+                &rs(
+                    Some("test-1"),
+                    json!({"sub": "ann", "exp": t + 3600, "nbf": t + 600}),
+                ),
+                "not valid yet",
+            );
+            refused(
+                &a,
+                &rs(Some("test-1"), json!({"sub": "ann", "exp": t - 600})),
+                "expired",
+            );
+        }
     }
 }

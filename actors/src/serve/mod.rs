@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// Accept RS256/ES256 JWTs signed by a key of this JWKS file (chosen by `kid`).
     #[arg(long)]
     pub jwks: Option<std::path::PathBuf>,
+    /// How far a JWT's `exp` and `nbf` may be off this server's clock (clock skew with the token
+    /// issuer), in whole seconds from `0s` to `10m` (see docs/server.md).
+    #[arg(long, default_value = "5s", value_parser = auth::parse_leeway)]
+    pub jwt_leeway: std::time::Duration,
     /// The model (`offline`, `sim:…`, `openai`).
     #[arg(long, default_value = "offline")]
     pub model: String,
@@ -111,6 +115,7 @@ impl Default for ServeArgs {
             auth_file: None,
             jwt_secret: None,
             jwks: None,
+            jwt_leeway: auth::DEFAULT_JWT_LEEWAY,
             model: "offline".into(),
             header_timeout: limits.header_timeout,
             body_timeout: limits.body_timeout,
@@ -201,6 +206,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         args.auth_file.as_deref(),
         args.jwt_secret.as_deref(),
         args.jwks.as_deref(),
+        args.jwt_leeway,
     )
     .map_err(ServeError::Usage)?;
     // One pool per PostgreSQL URL for the whole process: its `pool_size` is the process's

@@ -22,11 +22,12 @@
 //! - search and `POST /store/namespaces` list only the caller's items and the namespaces holding
 //!   them. An admin's requests are unrestricted.
 
+use super::auth::Principal;
 use super::errors::ApiError;
 use super::AppState;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::Json;
 use planwright::store::{Item, NamespaceQuery, PutOptions, SearchQuery, StoreError};
 use serde::Deserialize;
@@ -61,14 +62,11 @@ pub fn spawn_sweeper(
 /// The most items or namespaces one call returns.
 const MAX_LIMIT: usize = 1000;
 
-/// The owner of a request's items: the authenticated user, so each user sees their own items;
-/// `None` for an admin (or with no auth), who sees all.
-pub fn owner(headers: &HeaderMap) -> Option<String> {
-    // Set by `auth::authenticate` for a non-admin caller (a client's own is removed first).
-    headers
-        .get(super::auth::USER_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(String::from)
+/// The owner of a request's items: the authenticated user, so each user reaches their own items;
+/// `None` for an admin (or with no auth), who reaches all. Taken from the [`Principal`] the auth
+/// middleware puts in the request (never from anything the client sends).
+pub fn owner(me: &Principal) -> Option<String> {
+    (!me.admin).then(|| me.user.clone())
 }
 
 fn store_error(e: StoreError) -> ApiError {
@@ -154,7 +152,7 @@ pub struct PutBody {
 /// `PUT /store/items`: writes an item (204); 403 when it is another user's (or no user's).
 pub async fn put_item(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<PutBody>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(b) = body?;
@@ -177,7 +175,7 @@ pub async fn put_item(
     };
     let opts = PutOptions {
         ttl,
-        owner: owner(&headers),
+        owner: owner(&me),
     };
     state
         .store
@@ -198,7 +196,7 @@ pub struct GetQuery {
 /// `GET /store/items`: one item, or 404 (also for an item the caller may not see).
 pub async fn get_item(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    axum::Extension(me): axum::Extension<Principal>,
     query: Result<Query<GetQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad(e.body_text()))?;
@@ -206,7 +204,7 @@ pub async fn get_item(
         None | Some("") => Vec::new(),
         Some(s) => s.split('.').map(str::to_string).collect(),
     };
-    let found = match owner(&headers) {
+    let found = match owner(&me) {
         Some(me) => state.store.get_as(&ns, &q.key, &me).await,
         None => state.store.get(&ns, &q.key).await,
     };
@@ -228,11 +226,11 @@ pub struct DeleteBody {
 /// not see it).
 pub async fn delete_item(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<DeleteBody>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(b) = body?;
-    let deleted = match owner(&headers) {
+    let deleted = match owner(&me) {
         Some(me) => state.store.delete_as(&b.namespace, &b.key, &me).await,
         None => state.store.delete(&b.namespace, &b.key).await,
     };
@@ -268,7 +266,7 @@ pub struct SearchBody {
 /// user).
 pub async fn search_items(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
@@ -280,7 +278,7 @@ pub async fn search_items(
     let q = SearchQuery {
         namespace_prefix: b.namespace_prefix,
         filter: b.filter.unwrap_or_default(),
-        owner: owner(&headers),
+        owner: owner(&me),
         limit: limit(b.limit, 10)?,
         offset: b.offset.unwrap_or(0),
     };
@@ -309,7 +307,7 @@ pub struct NamespacesBody {
 /// `POST /store/namespaces`: namespaces holding items (the caller's items, for a user).
 pub async fn list_namespaces(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<NamespacesBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
@@ -320,7 +318,7 @@ pub async fn list_namespaces(
         prefix: b.prefix,
         suffix: b.suffix,
         max_depth: b.max_depth,
-        owner: owner(&headers),
+        owner: owner(&me),
         limit: limit(b.limit, 100)?,
         offset: b.offset.unwrap_or(0),
     };
