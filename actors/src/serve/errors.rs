@@ -159,3 +159,28 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
         Self(status, msg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use planwright::checkpoint::CheckpointError;
+
+    #[test]
+    fn a_500_carries_the_error_and_its_causes() {
+        // A database error prints the server's message; only its source says why.
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+        let db = CheckpointError::Database {
+            backend: "postgres",
+            code: Some("08006".into()),
+            message: "reading the thread's head".into(),
+            source: Box::new(reset),
+        };
+        let e = ApiError::internal(db);
+        assert_eq!(e.0, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            e.1,
+            "postgres error 08006: reading the thread's head: connection reset"
+        );
+        assert_eq!(ApiError::internal("plain").1, "plain");
+    }
+}
