@@ -451,3 +451,57 @@ fn a_price_in_another_currency_is_converted_only_at_a_rate_the_user_gives() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FROM/TO=RATE"));
 }
+
+#[test]
+fn the_pet_insurance_premium_is_read_as_aud_and_in_usd_waits_for_a_rate_shown_with_its_quote() {
+    let note = "Australian pet owners paid on average $610 per year to insure a dog or cat.";
+    let dir = workdir("pets");
+    let run = |answers: &str, extra: &[&str]| {
+        std::fs::write(dir.join("answers.json"), answers).unwrap();
+        let mut a = vec![
+            "--schema".to_string(),
+            fx("petinsurance.schema.json"),
+            "--corpus".to_string(),
+            fx("petinsurance.corpus.json"),
+            "--answers".to_string(),
+            "answers.json".to_string(),
+            "--checkpoint".to_string(),
+            "memory:".to_string(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = a.iter().map(String::as_str).collect();
+        acquire(&dir, &args)
+    };
+    // AUD: finished from the corpus, the `$` read as the note's own.
+    let out = run(
+        &std::fs::read_to_string(fx("petinsurance.answers.json")).unwrap(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status: ok"), "{text}");
+    assert!(
+        text.contains("annual_premium = 610 (search pet-au-premium"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$ read as AUD (the quote says \"Australian\")"),
+        "{text}"
+    );
+    // USD without a rate: paused, the question showing the quote, nothing stored.
+    let usd = r#"{"region": "Australia", "currency": "USD"}"#;
+    let out = run(usd, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status: interrupted"), "{text}");
+    assert!(text.contains(note), "the quote is shown: {text}");
+    assert!(text.contains("How many USD is 1 AUD?"), "{text}");
+    let v = json(&run(usd, &["--json"]));
+    assert_eq!(v["pending_question"]["found"]["quote"], note, "{v}");
+    assert!(v["fields"]["annual_premium"]["value"].is_null(), "{v}");
+    // USD with a rate: converted.
+    let v = json(&run(usd, &["--rate", "AUD/USD=0.65", "--json"]));
+    assert_eq!(v["status"], "ok", "{v}");
+    let premium = v["fields"]["annual_premium"]["value"].as_f64().unwrap();
+    assert!((premium - 396.5).abs() < 1e-9, "{v}");
+}
