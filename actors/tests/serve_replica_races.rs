@@ -9,6 +9,9 @@
 //!   the input twice).
 //! - A run starts between the keeper's renewal and its look at the runs it executes: it is not
 //!   taken for lost (its renewal simply came before its claim), and it pauses normally.
+//! - A replica freezes while its run waits on a model; another takes the run over. The first
+//!   wakes while the other runs it, finds its lease gone and stops its copy: its client gets the
+//!   pause the other replica reaches, never a 500 "run was cancelled".
 //! - A replica's lease expires while its run goes on (its renewal came late: a database cut,
 //!   a pause) and nobody takes the run: the renewal keeps it, the run pauses normally, and the
 //!   client gets the pause (`interrupted`, `__interrupt__`), never a 500 "run was cancelled".
@@ -94,6 +97,9 @@ struct Steps {
     /// The next renewal: announced once the store has renewed, then held until released
     /// before its answer goes back.
     hold_renewal: Mutex<Option<(oneshot::Sender<()>, Arc<Notify>)>>,
+    /// The next renewal: announced, then held until released before it reaches the store (the
+    /// replica's keeper frozen).
+    freeze_renewal: Mutex<Option<(oneshot::Sender<()>, Arc<Notify>)>>,
 }
 
 /// A run store that passes everything on to `inner`, with [`Steps`] in between.
@@ -186,6 +192,15 @@ impl RunStore for Stepped {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<Vec<(String, bool)>, RunStoreError> {
+        let frozen = self.steps.freeze_renewal.lock().unwrap().take();
+        let now_ms = match frozen {
+            Some((reached, thaw)) => {
+                let _ = reached.send(());
+                thaw.notified().await;
+                planwright::runs::now_ms().max(now_ms)
+            }
+            None => now_ms,
+        };
         let held = self.inner.renew(owner, now_ms, ttl_ms).await?;
         let hold = self.steps.hold_renewal.lock().unwrap().take();
         if let Some((renewed, answer)) = hold {
@@ -447,4 +462,85 @@ async fn a_run_started_between_a_renewal_and_its_check_is_not_taken_for_lost() {
     assert_eq!(answer["status"], "interrupted", "{answer}");
     let (_, rec) = call("GET", &format!("{a_url}/threads/{thread}/runs/{run}"), None).await;
     assert_eq!(rec["status"], "interrupted", "{rec}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_replicas_client_gets_the_pause_the_takeover_reached() {
+    let Some(database) = Database::fresh().await else {
+        return;
+    };
+    let db = database.url.clone();
+    let steps = Arc::new(Steps::default());
+    let (frozen_tx, frozen) = oneshot::channel();
+    let thaw = Arc::new(Notify::new());
+    *steps.freeze_renewal.lock().unwrap() = Some((frozen_tx, thaw.clone()));
+    let (started_tx, started) = oneshot::channel();
+    *steps.started.lock().unwrap() = Some(started_tx);
+    // A's model call outlasts the test: A's run is waiting on it all along, writing nothing.
+    let ttl = Duration::from_millis(600);
+    let (_a, a_url) = replica(&db, "sim:p50=60s,p99=70s,seed=3", ttl, steps, true).await;
+    frozen
+        .await
+        .expect("A's keeper reaches its renewal, and freezes there");
+    let thread = new_thread(&a_url).await;
+    let client = tokio::spawn({
+        let url = format!("{a_url}/threads/{thread}/runs/wait");
+        async move {
+            let input = json!({"input": GOAL, "constraints": {"require_approval": true}});
+            call(
+                "POST",
+                &url,
+                Some(json!({"assistant_id": "research", "input": input})),
+            )
+            .await
+        }
+    });
+    let run = started.await.expect("the run starts on A");
+    // A's lease runs out (A is frozen); B takes the run over and brings it to its pause.
+    let expired = sql(
+        &db,
+        "UPDATE planwright_runs SET lease_until = 1 WHERE run_id = $1",
+        &[&run],
+    )
+    .await;
+    assert_eq!(expired, 1);
+    let b_steps = Arc::new(Steps::default());
+    let (taken_tx, taken) = oneshot::channel();
+    *b_steps.started.lock().unwrap() = Some(taken_tx);
+    let b_model = "sim:p50=1500ms,p99=2s,seed=3";
+    let (b, b_url) = replica(&db, b_model, ttl, b_steps, true).await;
+    assert_eq!(taken.await.expect("B takes the run over"), run);
+    let holder = b.run_store.lease_holder(&run).await.unwrap();
+    assert_eq!(
+        holder.as_deref(),
+        b.replica.as_ref().map(|r| r.owner.as_str())
+    );
+    // A wakes while B runs it: its renewal does not return the run, B holds it, A stops its
+    // copy of the run, and its client waits for the run's end on B.
+    thaw.notify_one();
+    let (s, joined) = call(
+        "GET",
+        &format!("{b_url}/threads/{thread}/runs/{run}/join"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{joined}");
+    let (_, rec) = call("GET", &format!("{b_url}/threads/{thread}/runs/{run}"), None).await;
+    assert_eq!(
+        rec["status"], "interrupted",
+        "B brought it to its pause: {rec}"
+    );
+    let (s, answer) = client.await.unwrap();
+    assert_eq!(s, 200, "the pause B reached, not a cancel: {answer}");
+    assert_eq!(answer["status"], "interrupted", "{answer}");
+    assert!(answer["__interrupt__"][0]["value"].is_object(), "{answer}");
+    assert_eq!(
+        answer["plan"], joined["plan"],
+        "the plan B paused on: {answer}"
+    );
+    let (_, rec) = call("GET", &format!("{a_url}/threads/{thread}/runs/{run}"), None).await;
+    assert_eq!(
+        rec["status"], "interrupted",
+        "A left B's record alone: {rec}"
+    );
 }

@@ -238,12 +238,11 @@ async fn lost(state: &Arc<AppState>, r: &Replica, thread: &str, run_id: &str) {
     if holder.is_none() || holder.as_deref() == Some(r.owner.as_str()) {
         return;
     }
+    // Running there, or already ended there: either way this process's copy is nobody's.
     let Ok(Some(rec)) = state.run_store.get(run_id).await else {
         return;
     };
-    if rec.status == planwright::runs::RunRecordStatus::Running
-        && state.live.running_on(thread).as_deref() == Some(run_id)
-    {
+    if state.live.running_on(thread).as_deref() == Some(run_id) {
         tracing::warn!(
             run_id,
             thread_id = thread,
