@@ -69,12 +69,9 @@ async fn cancel_run(state: &AppState, run_id: &str) {
     if let Ok(Some(rec)) = state.run_store.get(run_id).await {
         let action = super::lifecycle::CancelAction::Interrupt;
         match super::lifecycle::cancel(state, &rec, action, false).await {
-            Ok(()) => tracing::info!(
-                run = run_id,
-                "client hung up: run cancelled (on_disconnect)"
-            ),
+            Ok(()) => tracing::info!(run_id, "client hung up: run cancelled (on_disconnect)"),
             Err(e) => {
-                tracing::warn!(run = run_id, error = %e.1, "a run whose client hung up could not be cancelled")
+                tracing::warn!(run_id, error = %e.1, "a run whose client hung up could not be cancelled")
             }
         }
     }
@@ -156,11 +153,11 @@ async fn follow(
             {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    tracing::warn!(run = run_id, error = %e, "could not ask for the run's stream; asking again in a second")
+                    tracing::warn!(run_id, error = %e, "could not ask for the run's stream; asking again in a second")
                 }
                 Err(_) => {
                     tracing::warn!(
-                        run = run_id,
+                        run_id,
                         "asking for the run's stream took over a second; asking again"
                     )
                 }

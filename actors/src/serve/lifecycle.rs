@@ -243,8 +243,8 @@ async fn not_started(state: &AppState, rec: &RunRecord) -> Result<(), ApiError> 
             super::replica::release(state, rec).await;
             state.live.ends.remove(&rec.run_id);
             tracing::info!(
-                run = rec.run_id,
-                thread = rec.thread_id,
+                run_id = rec.run_id,
+                thread_id = rec.thread_id,
                 status = %r.status,
                 "a run this replica recorded was taken over by another; its client follows it there"
             );
@@ -473,7 +473,7 @@ pub async fn end(state: &AppState, rec: &RunRecord, status: S, error: Option<Str
         .transition(&rec.run_id, &[S::Pending, S::Running], status, change)
         .await
     {
-        tracing::error!(run = rec.run_id, error = %e, "a run's end could not be recorded");
+        tracing::error!(run_id = rec.run_id, error = %e, "a run's end could not be recorded");
     }
     forget(state, &rec.run_id, &rec.thread_id, status);
 }
@@ -630,7 +630,7 @@ async fn roll_back(state: &AppState, run_id: &str, thread: &ThreadId) -> Result<
         .await
         .map_err(ApiError::internal)?;
     handlers::mark_cancelled(state, thread, None).await?;
-    tracing::info!(run = run_id, thread = %thread, checkpoints_deleted = deleted, "run rolled back");
+    tracing::info!(run_id, thread_id = %thread, checkpoints_deleted = deleted, "run rolled back");
     Ok(())
 }
 
@@ -748,13 +748,13 @@ pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(e) => {
-                        tracing::error!(run = rec.run_id, error = %e, "a running run could not be claimed; left for later");
+                        tracing::error!(run_id = rec.run_id, error = %e, "a running run could not be claimed; left for later");
                         continue;
                     }
                 }
                 continued.insert(rec.thread_id.clone());
                 if let Err(e) = resume_running(state, &rec).await {
-                    tracing::error!(run = rec.run_id, error = %e.1, "a running run could not be picked up");
+                    tracing::error!(run_id = rec.run_id, error = %e.1, "a running run could not be picked up");
                     end(state, &rec, S::Error, Some(e.1)).await;
                 }
             }

@@ -58,7 +58,7 @@ impl<'a> Appender<'a> {
         let after = match state.events.last_seq(run_id).await {
             Ok(n) => n,
             Err(e) => {
-                tracing::error!(run = run_id, error = %e, "the run's stream could not be read; it starts afresh");
+                tracing::error!(run_id, error = %e, "the run's stream could not be read; it starts afresh");
                 0
             }
         };
@@ -90,11 +90,11 @@ impl<'a> Appender<'a> {
         {
             Ok(last) => self.after = last,
             Err(e @ planwright::runs::RunStoreError::AppendRefused { .. }) => {
-                tracing::warn!(run = self.run_id, error = %e, "the run's stream is another replica's now");
+                tracing::warn!(run_id = self.run_id, error = %e, "the run's stream is another replica's now");
                 self.closed = true;
             }
             Err(e) => {
-                tracing::error!(run = self.run_id, error = %e, events = n, "stream events could not be stored; followers miss them");
+                tracing::error!(run_id = self.run_id, error = %e, events = n, "stream events could not be stored; followers miss them");
             }
         }
     }

@@ -75,7 +75,7 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
     }
     // And for a run another replica executes on the thread.
     if let Err(e) = lifecycle::wait_elsewhere(state, &thread).await {
-        tracing::warn!(thread = rec.thread_id, why = %e.1, "could not see the thread's other runs");
+        tracing::warn!(thread_id = rec.thread_id, why = %e.1, "could not see the thread's other runs");
     }
     body.wait_for_thread();
     match lifecycle::launch(state, &rec, body, OnRefusal::Record).await {
@@ -84,13 +84,13 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
         }
         Ok(None) => {
             tracing::info!(
-                thread = rec.thread_id,
-                run = rec.run_id,
+                thread_id = rec.thread_id,
+                run_id = rec.run_id,
                 "a queued run went to another replica"
             );
         }
         Err(e) => {
-            tracing::info!(thread = rec.thread_id, run = rec.run_id, why = %e.1, "a queued run did not start");
+            tracing::info!(thread_id = rec.thread_id, run_id = rec.run_id, why = %e.1, "a queued run did not start");
         }
     }
 }

@@ -106,7 +106,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
 pub async fn release(state: &AppState, rec: &RunRecord) {
     if let Some(r) = &state.replica {
         if let Err(e) = state.run_store.release(&rec.run_id, &r.owner).await {
-            tracing::warn!(run = rec.run_id, error = %e, "a lease could not be released; it expires");
+            tracing::warn!(run_id = rec.run_id, error = %e, "a lease could not be released; it expires");
         }
     }
 }
@@ -157,7 +157,11 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
             // Cancelled through another replica: stop it here, as a local cancel would.
             if let Ok(Some(rec)) = state.run_store.get(&run_id).await {
                 if state.live.running_on(&thread).as_deref() == Some(run_id.as_str()) {
-                    tracing::info!(run = run_id, thread, "cancel asked on another replica");
+                    tracing::info!(
+                        run_id,
+                        thread_id = thread,
+                        "cancel asked on another replica"
+                    );
                     lifecycle::cancel_local(state, &rec);
                 }
             }
@@ -209,7 +213,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
             r.taken_over
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Err(e) = lifecycle::resume_running(state, &rec).await {
-                tracing::error!(run = rec.run_id, error = %e.1, "a run taken over could not be continued");
+                tracing::error!(run_id = rec.run_id, error = %e.1, "a run taken over could not be continued");
                 lifecycle::end(
                     state,
                     &rec,
@@ -231,7 +235,7 @@ async fn lost(state: &Arc<AppState>, r: &Replica, thread: &str, run_id: &str) {
     let holder = match state.run_store.lease_holder(run_id).await {
         Ok(h) => h,
         Err(e) => {
-            tracing::warn!(run = run_id, thread, error = %e, "leases: a run's holder cannot be read; it goes on");
+            tracing::warn!(run_id, thread_id = thread, error = %e, "leases: a run's holder cannot be read; it goes on");
             return;
         }
     };
