@@ -186,6 +186,13 @@ fn the_offline_reader_is_precise_on_the_labelled_set_and_asks_where_it_must() {
     assert_eq!(all.asked_right, all.asks_expected, "{:#?}", all.wrong);
     assert_eq!(all.blind, 0, "a figure found nowhere: {:#?}", all.wrong);
     assert!(all.unrecorded.is_empty(), "{:#?}", all.unrecorded);
+    // Where the context settles a shared currency sign, the reader never asks.
+    assert_eq!(
+        (settled.right, settled.asked),
+        (settled.cases, 0),
+        "{:#?}",
+        all.wrong
+    );
 }
 
 /// What a chat model's reading must pass before the planner accepts it.

@@ -107,8 +107,10 @@ pub fn extract(req: &ExtractRequest) -> ExtractAnswer {
     for doc in &req.hits {
         let title = terms(&doc.title);
         let style = style_of(&doc.text);
+        // The note a shared currency sign is read in: the document, its title included.
+        let note = format!("{}\n{}", doc.title, doc.text);
         for (_, quote) in sentences(&doc.text) {
-            let verdict = match read_field_in(quote, &doc.text, style, &spec) {
+            let verdict = match read_field_in(quote, &note, style, &spec) {
                 Verdict::Read(r) if taken(req, &doc.id, r.value) => continue,
                 Verdict::Ask {
                     mut candidates,

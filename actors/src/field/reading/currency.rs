@@ -170,7 +170,7 @@ pub fn members(sign: &str) -> &'static [&'static str] {
 pub struct Setting<'a> {
     /// The sentence the figure is in.
     pub quote: &'a str,
-    /// The whole note (document) the sentence is in.
+    /// The whole note (document, with its title) the sentence is in.
     pub note: &'a str,
     /// The currency the person gave (`AUD`, or words such as `Australian dollars`).
     pub currency: Option<&'a str>,
