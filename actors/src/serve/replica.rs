@@ -8,8 +8,12 @@
 //! freezes) stops renewing; once its leases expire, another replica claims the runs — a higher
 //! token — and continues each thread from its last checkpoint and pending writes, so finished
 //! tasks of the interrupted superstep are not run again. A frozen replica that wakes up finds its
-//! writes refused, and its lease gone at its next renewal: it cancels the run locally. On SIGTERM
-//! a replica checkpoints its runs and releases their leases, so the others take them over at once.
+//! writes refused, and its lease another replica's at its next renewal: it stops the run locally,
+//! and its clients follow the run to its end there. A lease that expired while nobody took the
+//! run (a renewal that came late: a database cut, a pause) is renewed, and its run goes on — a
+//! late renewal is not a lost lease. A claim never takes an ended run ([`planwright::runs::Claim`]).
+//! On SIGTERM a replica checkpoints its runs and releases their leases, so the others take them
+//! over at once.
 //!
 //! Stores without leases (SQLite, memory: one process) grant every claim: nothing here runs.
 
