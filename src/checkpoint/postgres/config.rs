@@ -29,6 +29,52 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// Planwright's own options, taken out of the URL before the rest reaches `tokio-postgres`.
+pub const OWN_OPTIONS: [&str; 9] = [
+    "pool_size",
+    "pool_timeout",
+    "connect_timeout",
+    "idle_tx_timeout",
+    "retry_for",
+    "op_timeout",
+    "recycle",
+    "sslmode",
+    "sslrootcert",
+];
+
+/// The libpq connection options `tokio-postgres` reads (in a key-value string; in a URL, the
+/// user, host, port and database usually come before the `?`).
+pub const CONNECTION_OPTIONS: [&str; 17] = [
+    "user",
+    "password",
+    "dbname",
+    "host",
+    "hostaddr",
+    "port",
+    "options",
+    "application_name",
+    "sslnegotiation",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
+/// The refusal of an option nobody reads: it names the option and lists the known ones (a typo
+/// such as `pool_sise` must not pass for a connection problem).
+fn unknown_option(key: &str) -> String {
+    format!(
+        "unknown option `{key}`; Planwright's options are {}, and PostgreSQL's connection options \
+         are {}",
+        OWN_OPTIONS.join(", "),
+        CONNECTION_OPTIONS.join(", ")
+    )
+}
+
 /// Which TLS a connection uses, as libpq's `sslmode` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
@@ -136,7 +182,8 @@ impl PgConfig {
                     }
                 }
                 "sslrootcert" => cfg.sslrootcert = Some(value.into()),
-                _ => return Ok(false),
+                _ if CONNECTION_OPTIONS.contains(&key) => return Ok(false),
+                _ => return Err(bad(unknown_option(key))),
             }
             Ok(true)
         };
@@ -327,7 +374,7 @@ mod tests {
             ("postgres://u@h/db?connect_timeout=soon", "connect_timeout"),
             ("postgres://u@h/db?sslmode=maybe", "sslmode"),
             ("postgres://u@h:notaport/db", "invalid"),
-            ("postgres://u@h/db?unknown_option=1", "unknown"),
+            ("postgres://u@h/db?unknown_option=1", "unknown option `unknown_option`"),
         ] {
             let err = PgConfig::from_url(url).unwrap_err();
             assert!(
@@ -335,6 +382,40 @@ mod tests {
                 "{url}: {err}"
             );
             assert!(err.to_string().contains(says), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_misspelt_option_is_named_with_the_known_ones() {
+        for url in [
+            "postgres://u@127.0.0.1/test?pool_sise=4",
+            "postgres://u@127.0.0.1/test?application_name=x&pool_sise=4",
+            "host=127.0.0.1 user=u pool_sise=4",
+        ] {
+            let err = PgConfig::from_url(url).unwrap_err().to_string();
+            assert!(err.contains("unknown option `pool_sise`"), "{url}: {err}");
+            for known in ["pool_size", "retry_for", "sslmode", "application_name", "port"] {
+                assert!(err.contains(known), "{url}: {err} does not list `{known}`");
+            }
+        }
+        // Every option listed as known is accepted.
+        for key in OWN_OPTIONS.iter().chain(&CONNECTION_OPTIONS) {
+            let value = match *key {
+                "pool_size" | "port" | "keepalives_retries" => "2",
+                "recycle" => "fast",
+                "sslmode" => "disable",
+                "sslnegotiation" => "postgres",
+                "keepalives" => "1",
+                "target_session_attrs" => "any",
+                "channel_binding" => "prefer",
+                "load_balance_hosts" => "disable",
+                "host" | "hostaddr" => "127.0.0.1",
+                "sslrootcert" | "user" | "password" | "dbname" | "application_name" => "x",
+                "options" => "-cstatement_timeout=1000",
+                _ => "5",
+            };
+            let url = format!("postgres://u@127.0.0.1/test?{key}={value}");
+            PgConfig::from_url(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
         }
     }
 }
