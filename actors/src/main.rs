@@ -16,9 +16,16 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Planwright: LangGraph-style planner graphs on actors.
+/// Plan and run work as durable planner graphs: write cited research briefs, size markets by
+/// search, questions and formulas, serve both over HTTP (the LangGraph Server API, with a studio
+/// page), and load-test them.
 #[derive(Parser)]
-#[command(name = "planwright", version, about)]
+#[command(
+    name = "planwright",
+    version,
+    after_help = "`planwright COMMAND --help` gives a command's options; README.md and docs/ are \
+                  the manual."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -98,11 +105,8 @@ fn main() -> ExitCode {
     })
 }
 
-/// `load`'s exit codes: 0 when every threshold held (without thresholds: no conversation failed
-/// or was cut off), 1 when a threshold was crossed (or, without thresholds, a conversation failed
-/// or was cut off) or the run could not complete, 2 for bad input (flags, scenario file, model
-/// spec, malformed checkpoint URL). `load compare`: 0, 1 with `--fail-on-regression` when a figure
-/// got significantly worse, 2 for unreadable reports.
+/// `load compare`'s exit codes: 0, 1 with `--fail-on-regression` when a figure got significantly
+/// worse, 2 for unreadable reports. A run's are in `load::cli`.
 async fn run_load(cmd: load::LoadCommand) -> ExitCode {
     let args = match cmd.command {
         Some(load::LoadSubcommand::Compare(c)) => {
@@ -127,35 +131,7 @@ async fn run_load(cmd: load::LoadCommand) -> ExitCode {
         }
         None => cmd.args,
     };
-    match load::run(&args).await {
-        Ok(report) => {
-            println!("{}", report.to_text());
-            let ok = if report.thresholds.is_empty() {
-                report.failed == 0 && report.cut_off == 0
-            } else {
-                report.thresholds_passed()
-            };
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(
-            e @ (load::LoadError::Usage(_)
-            | load::LoadError::Model(_)
-            | load::LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl {
-                ..
-            })),
-        ) => {
-            eprintln!("load: {e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("load: {e}");
-            ExitCode::from(1)
-        }
-    }
+    load::cli::run(&args).await
 }
 
 async fn run_bench(args: bench::BenchArgs) -> ExitCode {

@@ -41,11 +41,17 @@ pub struct Row {
     pub significant: bool,
     /// Significant, and in the bad direction.
     pub worse: bool,
+    /// False when either report says the figure cannot be judged (a memory slope over too short
+    /// a run): never significant, never worse.
+    pub comparable: bool,
 }
 
 impl Row {
     /// `worse`, `better` or empty.
     pub fn verdict(&self) -> &'static str {
+        if !self.comparable {
+            return "too short to judge";
+        }
         match (self.significant, self.worse) {
             (true, true) => "WORSE",
             (true, false) => "better",
@@ -191,7 +197,15 @@ pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comp
     }
     for (figure, path, lower, floor) in figures {
         if let (Some(b), Some(c)) = (at(baseline, &path), at(current, &path)) {
-            rows.push(row(figure, b, c, lower, floor, significance_pct));
+            let mut r = row(figure, b, c, lower, floor, significance_pct);
+            if path.starts_with("memory.")
+                && (slope_too_short(baseline) || slope_too_short(current))
+            {
+                r.comparable = false;
+                r.significant = false;
+                r.worse = false;
+            }
+            rows.push(r);
         }
     }
     Comparison {
@@ -199,6 +213,17 @@ pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comp
         current: label(current),
         rows,
     }
+}
+
+/// Whether a report's memory slope is too short to judge: its `too_short`, or for reports that
+/// predate it, fewer samples than a slope needs.
+fn slope_too_short(v: &Value) -> bool {
+    let m = &v["memory"];
+    m["too_short"].as_bool().unwrap_or_else(|| {
+        m["samples"]
+            .as_u64()
+            .is_some_and(|n| (n as usize) < super::series::MIN_SLOPE_SAMPLES)
+    })
 }
 
 fn row(figure: String, b: f64, c: f64, lower_better: bool, floor: f64, pct: f64) -> Row {
@@ -212,6 +237,7 @@ fn row(figure: String, b: f64, c: f64, lower_better: bool, floor: f64, pct: f64)
         change_pct,
         significant,
         worse,
+        comparable: true,
     }
 }
 
@@ -269,5 +295,47 @@ mod tests {
         assert!(c.regressed());
         let text = c.to_text();
         assert!(text.contains("WORSE") && text.contains("better"));
+    }
+
+    #[test]
+    fn a_memory_slope_too_short_to_judge_is_not_compared() {
+        let report = |slope: f64, samples: u64, too_short: Option<bool>| {
+            let mut m = json!({"slope_kib_per_min": slope, "samples": samples});
+            if let Some(t) = too_short {
+                m["too_short"] = json!(t);
+            }
+            json!({"graph": "loop", "conversation_latency_ms": {"p50": 1.0}, "memory": m})
+        };
+        let slope = |c: &Comparison| {
+            c.rows
+                .iter()
+                .find(|r| r.figure == "memory.slope_kib_per_min")
+                .unwrap()
+                .clone()
+        };
+        // A long baseline against a 4-sample run whose slope looks alarming.
+        let c = compare(
+            &report(10.0, 300, Some(false)),
+            &report(557_833.3, 4, Some(true)),
+            10.0,
+        );
+        let r = slope(&c);
+        assert!(!r.comparable && !r.worse && !r.significant, "{r:?}");
+        assert!(!c.regressed());
+        assert!(
+            c.to_text().contains("too short to judge"),
+            "{}",
+            c.to_text()
+        );
+        // A report without `too_short`: judged by its sample count.
+        let c = compare(&report(10.0, 300, None), &report(557_833.3, 4, None), 10.0);
+        assert!(!slope(&c).comparable && !c.regressed());
+        // Two long runs still compare.
+        let c = compare(
+            &report(10.0, 300, Some(false)),
+            &report(5_000.0, 300, Some(false)),
+            10.0,
+        );
+        assert!(slope(&c).worse && c.regressed());
     }
 }

@@ -524,6 +524,7 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
             out: a.out.clone(),
             live: !a.quiet,
             server_pid: a.server_pid,
+            interrupt: None,
         },
         mix,
         model: a

@@ -13,6 +13,7 @@
 //! [`thresholds`], [`series`], [`report`], `html`, [`compare`], [`config`] (flags and files).
 
 pub mod acquire;
+pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod dist;
@@ -95,7 +96,21 @@ pub enum LoadError {
 
 /// Runs `load` and returns its report (also written where `--report` says).
 pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
-    let r = config::resolve(args)?;
+    let report = measure(args, None).await?;
+    write_report(args.report.as_deref(), &report)?;
+    Ok(report)
+}
+
+/// Runs `load` and returns its report without writing it. The report path is checked first
+/// ([`check_report_path`]), so a run never ends unable to write what it measured. `interrupt`
+/// becoming true stops the run early (see `schedule::Options::interrupt`).
+pub async fn measure(
+    args: &LoadArgs,
+    interrupt: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<LoadReport, LoadError> {
+    check_report_path(args.report.as_deref())?;
+    let mut r = config::resolve(args)?;
+    r.options.interrupt = interrupt;
     let stats = Arc::new(ModelStats::default());
     let mut entries = Vec::new();
     let tag = format!(
@@ -152,8 +167,44 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, LoadError> {
     }
     let mut report = schedule::run(r.options, entries).await?;
     report.model = stats.snapshot();
-    write_report(args.report.as_deref(), &report)?;
     Ok(report)
+}
+
+/// Refuses a `--report` path whose folder is missing or not writable, or that is a folder, before
+/// anything runs: the check creates and removes a probe file beside it.
+pub fn check_report_path(path: Option<&Path>) -> Result<(), LoadError> {
+    let Some(path) = path else { return Ok(()) };
+    let refuse = |why: String| {
+        Err(LoadError::Usage(format!(
+            "--report {}: {why}",
+            path.display()
+        )))
+    };
+    if path.is_dir() {
+        return refuse("is a folder; give a file name such as report.json".into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return refuse(format!(
+            "the folder {} does not exist (create it first)",
+            dir.display()
+        ));
+    }
+    let probe = dir.join(format!(".planwright-report-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => refuse(format!("cannot write in {}: {e}", dir.display())),
+    }
 }
 
 async fn in_process(

@@ -125,8 +125,14 @@ pub struct Memory {
     pub limit_kib_per_min: f64,
     /// A slope above the limit.
     pub flagged: bool,
+    /// Too few samples, or too short a span, for the slope to mean anything (see
+    /// `series::MIN_SLOPE_SAMPLES` and `series::MIN_SLOPE_SPAN_S`): it is printed as "too short
+    /// to judge", never flagged, and `load compare` does not compare it.
+    pub too_short: bool,
     /// Samples the fit used.
     pub samples: usize,
+    /// Seconds between the first and the last sample the fit used.
+    pub span_s: f64,
     /// RSS at the first and last sample used, KiB (this process; the server's when measured).
     pub rss_first_last_kb: (u64, u64),
     /// The server's RSS at the first and last sample used, KiB.
@@ -235,6 +241,8 @@ pub struct LoadReport {
     pub thresholds: Vec<ThresholdResult>,
     /// Why the run stopped before the scenario ended.
     pub stopped_early: Option<String>,
+    /// The person interrupted the run (Ctrl-C): what was measured up to then.
+    pub interrupted: bool,
     /// One sample per second.
     pub series: Vec<Sample>,
 }
@@ -249,6 +257,12 @@ impl LoadReport {
     pub fn to_text(&self) -> String {
         let mut t = String::new();
         let kind = self.scenario.as_ref().map_or("closed", |s| s.kind());
+        if self.interrupted {
+            let _ = writeln!(
+                t,
+                "INTERRUPTED (Ctrl-C): the figures below cover the run until then"
+            );
+        }
         let _ = writeln!(
             t,
             "{} ({kind}): {} of {} conversations started (≤ {} at once) in {:.1} s — {} completed, {} failed, {} abandoned, {} left paused, {} cut off; {} interrupts answered",
@@ -381,22 +395,33 @@ impl LoadReport {
             );
         }
         if let Some(m) = &self.memory {
-            let server = m
-                .server_slope_kib_per_min
-                .map(|s| format!(", server {s:.1} KiB/min"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                t,
-                "  memory slope {:.1} KiB/min{server} over {} samples (limit {:.0}){}",
-                m.slope_kib_per_min,
-                m.samples,
-                m.limit_kib_per_min,
-                if m.flagged {
-                    " — ABOVE THE LIMIT"
-                } else {
-                    ""
-                }
-            );
+            if m.too_short {
+                let _ = writeln!(
+                    t,
+                    "  memory slope: too short to judge ({} samples over {:.0} s; a slope needs at least {} samples over {:.0} s)",
+                    m.samples,
+                    m.span_s,
+                    super::series::MIN_SLOPE_SAMPLES,
+                    super::series::MIN_SLOPE_SPAN_S
+                );
+            } else {
+                let server = m
+                    .server_slope_kib_per_min
+                    .map(|s| format!(", server {s:.1} KiB/min"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    t,
+                    "  memory slope {:.1} KiB/min{server} over {} samples (limit {:.0}){}",
+                    m.slope_kib_per_min,
+                    m.samples,
+                    m.limit_kib_per_min,
+                    if m.flagged {
+                        " — ABOVE THE LIMIT"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         if !self.errors.is_empty() {
             let _ = writeln!(t, "  errors: {:?}", self.errors);

@@ -115,6 +115,9 @@ pub struct Options {
     pub live: bool,
     /// Sample this process as the server's memory and CPU.
     pub server_pid: Option<u32>,
+    /// Becomes true when the person interrupts the run (Ctrl-C): arrivals stop, conversations in
+    /// flight get `grace` to end and are then cut off, and the report is marked interrupted.
+    pub interrupt: Option<watch::Receiver<bool>>,
 }
 
 impl Options {
@@ -133,6 +136,7 @@ impl Options {
             out: None,
             live: false,
             server_pid: None,
+            interrupt: None,
         }
     }
 }
@@ -169,6 +173,14 @@ pub async fn stopped(rx: &mut watch::Receiver<bool>) {
         if rx.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// Resolves once the run is interrupted (never without an interrupt channel).
+async fn interrupted(rx: &mut Option<watch::Receiver<bool>>) {
+    match rx {
+        Some(rx) => stopped(rx).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -310,16 +322,20 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
         vec![None; total]
     };
     let mut stop_rx_loop = stop_rx.clone();
+    let mut interrupt = opts.interrupt.clone();
+    let mut was_interrupted = false;
     for (i, due) in dues.into_iter().enumerate() {
         if let Some(d) = due {
             tokio::select! {
                 _ = tokio::time::sleep_until(start + d) => {}
                 _ = stopped(&mut stop_rx_loop) => break,
+                _ = interrupted(&mut interrupt) => { was_interrupted = true; break }
             }
         }
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             _ = stopped(&mut stop_rx_loop) => break,
+            _ = interrupted(&mut interrupt) => { was_interrupted = true; break }
         };
         let now = Instant::now();
         let due_at = due.map_or(now, |d| start + d);
@@ -354,27 +370,43 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
         }
     }
     // Arrivals are over: wait for the conversations still running (open scenarios: at most the
-    // grace period after the scenario's end).
-    let deadline =
+    // grace period after the scenario's end; after an interrupt: at most the grace period from
+    // then).
+    let mut deadline =
         open.then(|| (start + opts.scenario.duration()).max(Instant::now()) + opts.grace);
+    let mut interrupted_at = was_interrupted.then(Instant::now);
+    if was_interrupted {
+        deadline = Some(Instant::now() + opts.grace);
+    }
     let mut cut = false;
     loop {
-        let next = match deadline {
-            Some(d) if !cut => tokio::select! {
-                r = tasks.join_next() => r,
-                _ = tokio::time::sleep_until(d) => {
-                    cut = true;
-                    if stopped_early.lock().unwrap_or_else(|p| p.into_inner()).is_none() && !tasks.is_empty() {
-                        *stopped_early.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+        let next = tokio::select! {
+            r = tasks.join_next() => r,
+            _ = sleep_until(deadline.filter(|_| !cut)) => {
+                cut = true;
+                let mut why = stopped_early.lock().unwrap_or_else(|p| p.into_inner());
+                if why.is_none() && !tasks.is_empty() {
+                    *why = Some(if interrupted_at.is_some() {
+                        format!(
+                            "interrupted (Ctrl-C): {} conversations still running {:.0} s later (--grace) were cut off",
+                            tasks.len(), opts.grace.as_secs_f64()
+                        )
+                    } else {
+                        format!(
                             "{} conversations still running {:.0} s after the last arrival (--grace) were cut off",
                             tasks.len(), opts.grace.as_secs_f64()
-                        ));
-                    }
-                    let _ = stop_tx.send(true);
-                    continue;
+                        )
+                    });
                 }
-            },
-            _ => tasks.join_next().await,
+                let _ = stop_tx.send(true);
+                continue;
+            }
+            _ = interrupted(&mut interrupt), if interrupted_at.is_none() => {
+                let now = Instant::now();
+                interrupted_at = Some(now);
+                deadline = Some(deadline.map_or(now + opts.grace, |d| d.min(now + opts.grace)));
+                continue;
+            }
         };
         match next {
             None => break,
@@ -446,6 +478,15 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
+    if let Some(at) = interrupted_at {
+        r.interrupted = true;
+        if r.stopped_early.is_none() {
+            r.stopped_early = Some(format!(
+                "interrupted (Ctrl-C) after {:.1} s: arrivals stopped, the conversations in flight ended",
+                at.saturating_duration_since(start).as_secs_f64()
+            ));
+        }
+    }
     r.thresholds = opts.thresholds.iter().map(|t| t.judge(&r)).collect();
     Ok(r)
 }

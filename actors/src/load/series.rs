@@ -67,13 +67,18 @@ pub fn slope_per_min(points: &[(f64, f64)]) -> f64 {
     sxy / sxx * 60.0
 }
 
-/// A slope is judged only over at least this many samples (half a minute): a few seconds of a
+/// A slope is judged only over at least this many samples (one a second): a few seconds of a
 /// short run measure warm-up, not a leak.
 pub const MIN_SLOPE_SAMPLES: usize = 30;
 
+/// A slope is judged only when the samples it uses span at least this many seconds: a slope in
+/// KiB per minute fitted to less than a minute extrapolates noise.
+pub const MIN_SLOPE_SPAN_S: f64 = 60.0;
+
 /// The memory figures of a series: slopes over the samples after the warm-up (`warmup_s`
-/// seconds; by default the first fifth of the samples); flagged when either slope is above the
-/// limit over at least [`MIN_SLOPE_SAMPLES`] samples.
+/// seconds; by default the first fifth of the samples). Below [`MIN_SLOPE_SAMPLES`] samples or
+/// [`MIN_SLOPE_SPAN_S`] seconds the slope is `too_short` to judge; otherwise it is flagged when
+/// either slope is above the limit.
 pub fn memory(series: &[Sample], limit_kib_per_min: f64, warmup_s: Option<f64>) -> Memory {
     let skip = match warmup_s {
         Some(w) => series.iter().take_while(|s| s.t_s < w).count(),
@@ -100,13 +105,20 @@ pub fn memory(series: &[Sample], limit_kib_per_min: f64, warmup_s: Option<f64>) 
             v.last().copied().unwrap_or(0),
         )
     };
+    let span_s = match (used.first(), used.last()) {
+        (Some(a), Some(b)) => b.t_s - a.t_s,
+        _ => 0.0,
+    };
+    let too_short = used.len() < MIN_SLOPE_SAMPLES || span_s < MIN_SLOPE_SPAN_S;
     Memory {
         slope_kib_per_min: slope,
         server_slope_kib_per_min: server_slope,
         limit_kib_per_min,
-        flagged: used.len() >= MIN_SLOPE_SAMPLES
+        flagged: !too_short
             && (slope > limit_kib_per_min || server_slope.is_some_and(|s| s > limit_kib_per_min)),
+        too_short,
         samples: used.len(),
+        span_s,
         rss_first_last_kb: first_last(&used.iter().map(|s| s.rss_kb).collect::<Vec<_>>()),
         server_rss_first_last_kb: (!server.is_empty())
             .then(|| first_last(&server.iter().map(|(_, r)| *r).collect::<Vec<_>>())),
@@ -164,9 +176,37 @@ mod tests {
         assert_eq!(slope_per_min(&[(1.0, 5.0)]), 0.0);
         let short = memory(&leak[..20], 1024.0, None);
         assert!(
-            short.slope_kib_per_min > 1024.0 && !short.flagged,
+            short.slope_kib_per_min > 1024.0 && !short.flagged && short.too_short,
             "too few samples to judge"
         );
+        assert!(!m.too_short);
+    }
+
+    #[test]
+    fn a_slope_over_less_than_a_minute_is_too_short_to_judge() {
+        // 40 samples, one every half second: enough samples, 20 s of run.
+        let fast: Vec<Sample> = (1..=40)
+            .map(|t| sample(t as f64 * 0.5, 50_000 + t * 1000))
+            .collect();
+        let m = memory(&fast, 1024.0, Some(0.0));
+        assert!(m.too_short && !m.flagged, "{m:?}");
+        assert_eq!(m.samples, 40);
+        // 4 samples of a short run: the slope the issue saw, now not judged.
+        let four: Vec<Sample> = (1..=4)
+            .map(|t| sample(t as f64, 50_000 + t * 9_000))
+            .collect();
+        let m = memory(&four, 1024.0, Some(0.0));
+        assert!(m.too_short && !m.flagged);
+        let text = crate::load::LoadReport {
+            memory: Some(m),
+            ..Default::default()
+        }
+        .to_text();
+        assert!(
+            text.contains("memory slope: too short to judge (4 samples over 3 s"),
+            "{text}"
+        );
+        assert!(!text.contains("KiB/min"), "{text}");
     }
 
     #[test]
