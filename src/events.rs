@@ -92,6 +92,11 @@ pub enum RunEvent {
         nodes: Vec<String>,
         /// The merged updates, in task order.
         updates: Vec<serde_json::Value>,
+        /// The thread's whole state after this superstep, as JSON: sent only to runs started with
+        /// [`RunOptions::with_values`](crate::RunOptions::with_values), built when the event is
+        /// (a reader that looks the state up later may find a later superstep's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        values: Option<serde_json::Value>,
     },
     /// A node emitted a custom event.
     Custom {
@@ -191,6 +196,8 @@ pub struct EventSink {
     tx: Option<mpsc::UnboundedSender<RunEvent>>,
     /// Whether [`RunEvent::StateUpdated`] is wanted (see [`EventSink::wants_state_updates`]).
     state_updates: bool,
+    /// Whether [`RunEvent::StateUpdated`] carries the state after its superstep.
+    values: bool,
     /// When set, events are built only while it is on.
     switch: Option<EventSwitch>,
 }
@@ -208,6 +215,7 @@ impl EventSink {
             Self {
                 tx: Some(tx),
                 state_updates: true,
+                values: false,
                 switch: None,
             },
             rx,
@@ -218,6 +226,17 @@ impl EventSink {
     pub fn without_state_updates(mut self) -> Self {
         self.state_updates = false;
         self
+    }
+
+    /// The same sink, its [`RunEvent::StateUpdated`] carrying the state after each superstep.
+    pub fn with_values(mut self) -> Self {
+        self.values = true;
+        self
+    }
+
+    /// True when [`RunEvent::StateUpdated`] is wanted with the state after its superstep.
+    pub fn wants_values(&self) -> bool {
+        self.values && self.wants_state_updates()
     }
 
     /// The same sink, building events only while `switch` is on.

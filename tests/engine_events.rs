@@ -82,6 +82,28 @@ async fn a_listener_that_does_not_want_state_updates_gets_every_other_event() {
 }
 
 #[tokio::test]
+async fn with_values_each_state_update_carries_the_state_its_superstep_left() {
+    let (events, _, state) = two_step_events(RunOptions::streaming().with_values()).await;
+    let values: Vec<&serde_json::Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::StateUpdated { values, .. } => values.as_ref(),
+            _ => None,
+        })
+        .collect();
+    // After `a`: its trace, the count not yet set; after `b`: the run's end.
+    assert_eq!(values.len(), 2, "{events:?}");
+    assert_eq!(values[0]["trace"], json!(["a"]));
+    assert_eq!(values[0]["count"], 0);
+    assert_eq!(*values[1], serde_json::to_value(&*state).unwrap());
+    // Without it, the events carry none.
+    let (plain, _, _) = two_step_events(RunOptions::streaming()).await;
+    assert!(plain
+        .iter()
+        .all(|e| !matches!(e, RunEvent::StateUpdated { values: Some(_), .. })));
+}
+
+#[tokio::test]
 async fn a_run_streams_typed_events_that_serialise_as_json_lines() {
     let (events, kinds, state) = two_step_events(RunOptions::streaming()).await;
     assert_eq!(kinds, TWO_STEP_KINDS);

@@ -42,6 +42,9 @@ pub struct RunOptions {
     /// each superstep's updates as JSON, built only for listeners that want them (a load driver
     /// that counts nodes does not, and building them serialised every update a second time).
     pub without_state_updates: bool,
+    /// With `stream_events`, each [`RunEvent::StateUpdated`](crate::RunEvent::StateUpdated)
+    /// carries the state after its superstep (see [`RunOptions::with_values`]).
+    pub stream_values: bool,
     /// With `stream_events`, build and send events only while this switch is on (see
     /// [`RunOptions::events_while`]).
     pub events_switch: Option<crate::events::EventSwitch>,
@@ -73,6 +76,14 @@ impl RunOptions {
     /// [`RunOptions::without_state_updates`]).
     pub fn without_state_updates(mut self) -> Self {
         self.without_state_updates = true;
+        self
+    }
+
+    /// Each streamed [`RunEvent::StateUpdated`](crate::RunEvent::StateUpdated) carries the
+    /// thread's state after its superstep, as JSON: what a stream of `values` sends, which a
+    /// reader cannot look up later (by then the run may be supersteps further on).
+    pub fn with_values(mut self) -> Self {
+        self.stream_values = true;
         self
     }
 

@@ -531,23 +531,32 @@ impl<S: State> Run<S> {
         } else {
             None
         };
-        if self.events.wants_state_updates() {
-            let values = updates
+        let updated = self.events.wants_state_updates().then(|| {
+            let values: Vec<_> = updates
                 .iter()
                 .map(|u| serde_json::to_value(u).unwrap_or_default())
                 .collect();
-            let nodes = tasks.iter().map(|t| t.node_name()).collect();
-            self.events.emit(|| RunEvent::StateUpdated {
-                step: self.saved.step + 1,
-                nodes,
-                updates: values,
-            });
-        }
+            let nodes: Vec<_> = tasks.iter().map(|t| t.node_name()).collect();
+            (nodes, values)
+        });
         superstep::merge(
             Arc::make_mut(&mut self.saved.state),
             &tasks,
             updates.into_iter().map(|u| *u),
         )?;
+        if let Some((nodes, updates)) = updated {
+            // The state as this superstep left it, built now: later it is the next one's.
+            let values = self
+                .events
+                .wants_values()
+                .then(|| serde_json::to_value(&*self.saved.state).unwrap_or_default());
+            self.events.emit(|| RunEvent::StateUpdated {
+                step: self.saved.step + 1,
+                nodes,
+                updates,
+                values,
+            });
+        }
         self.saved.step += 1;
         self.steps_run += 1;
         for t in &tasks {

@@ -247,6 +247,21 @@ pub async fn view(
     })
 }
 
+/// The values of a state the engine streamed as JSON (a superstep's
+/// [`RunEvent::StateUpdated`] `values`), as [`view`] shows a thread mid-run.
+pub fn values_of(a: Assistant, thread: &ThreadId, state: Value) -> serde_json::Result<Value> {
+    Ok(match a {
+        Assistant::Research => {
+            let s: ResearchState = serde_json::from_value(state)?;
+            output_json(&s, &s.status)
+        }
+        Assistant::Acquire => {
+            let s: FieldState = serde_json::from_value(state)?;
+            acquire::thread_values(&s, None, thread)
+        }
+    })
+}
+
 /// The values at one checkpoint of the thread.
 pub async fn values_at(
     state: &AppState,
@@ -338,14 +353,19 @@ pub async fn delete(state: &AppState, a: Assistant, thread: &ThreadId) -> Result
     Ok(())
 }
 
-/// Continues the thread from its last checkpoint (a run a stopped server left mid-superstep).
+/// Continues the thread from its last checkpoint (a run a stopped server left mid-superstep);
+/// with `values`, its events carry the state after each superstep ([`RunOptions::with_values`]).
 pub async fn start_continue(
     state: &AppState,
     a: Assistant,
     thread: ThreadId,
     events: EventSwitch,
+    values: bool,
 ) -> Result<AnyHandle, RunError> {
-    let opts = RunOptions::default().events_while(events);
+    let mut opts = RunOptions::default().events_while(events);
+    if values {
+        opts = opts.with_values();
+    }
     Ok(match a {
         Assistant::Research => {
             AnyHandle::Research(state.research.start_continue(thread, opts).await?)

@@ -465,6 +465,9 @@ pub async fn start_run(
     }
     // Everything the request says is checked before the thread is bound or anything runs.
     let started = match assistant {
+    if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
+        opts = opts.with_values();
+    }
         Assistant::Research => {
             let start = match (resume, body.input) {
                 (Some(resume), _) => {

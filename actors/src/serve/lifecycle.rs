@@ -855,22 +855,29 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
     let control = StreamControl::of(state, rec);
-    let handle =
-        match assistants::start_continue(state, a, thread.clone(), control.switch.clone()).await {
-            Ok(h) => {
-                state.live.streams.insert(rec.run_id.clone(), control);
-                h
-            }
-            // Paused on a question nobody has answered: the run ended there.
-            Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
-                end(state, rec, S::Interrupted, None).await;
-                return Ok(());
-            }
-            Err(e) => {
-                state.live.ends.remove(&rec.run_id);
-                return Err(ApiError::internal(e.to_string()));
-            }
-        };
+    let handle = match assistants::start_continue(
+        state,
+        a,
+        thread.clone(),
+        control.switch.clone(),
+        super::publish::wants_values(&rec.kwargs["stream_mode"]),
+    )
+    .await
+    {
+        Ok(h) => {
+            state.live.streams.insert(rec.run_id.clone(), control);
+            h
+        }
+        // Paused on a question nobody has answered: the run ended there.
+        Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
+            end(state, rec, S::Interrupted, None).await;
+            return Ok(());
+        }
+        Err(e) => {
+            state.live.ends.remove(&rec.run_id);
+            return Err(ApiError::internal(e.to_string()));
+        }
+    };
     state
         .live
         .by_thread

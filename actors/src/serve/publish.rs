@@ -3,7 +3,8 @@
 //! Streaming clients are served from the log, never straight from the run ([`super::follow`]),
 //! so a run can be followed from any replica and rejoined with `Last-Event-ID`. What a run
 //! publishes is the request's `stream_mode` as LangGraph sends it: a `metadata` event first, then
-//! per superstep `updates` (`{node: update}`) and `values` (the thread's values), `custom` events
+//! per superstep `updates` (`{node: update}`) and `values` (the thread's values as that superstep
+//! left them, carried by the engine's event), `custom` events
 //! that nodes emit, every run event under `events`, the `messages` chunks ([`super::messages`]),
 //! and at the end the final `values` or an `error`; then a marker ([`END`]) that tells followers
 //! the stream is complete. Events of one superstep go in one append.
@@ -41,6 +42,12 @@ pub fn modes(v: &Value) -> Vec<String> {
             .collect(),
         _ => vec!["values".into()],
     }
+}
+
+/// Whether a run with this `stream_mode` streams `values`: its engine events then carry the
+/// state after each superstep ([`planwright::RunOptions::with_values`]).
+pub fn wants_values(stream_mode: &Value) -> bool {
+    modes(stream_mode).iter().any(|m| m == "values")
 }
 
 /// Batches a run's events and appends them after the last one stored.
@@ -172,15 +179,25 @@ pub async fn drive(
                 }
             }
             match &ev {
-                RunEvent::StateUpdated { nodes, updates, .. } => {
+                RunEvent::StateUpdated {
+                    nodes,
+                    updates,
+                    values,
+                    ..
+                } => {
                     if want("updates") {
                         for (n, u) in nodes.iter().zip(updates) {
                             out.push("updates", &json!({ n.clone(): u }));
                         }
                     }
-                    if want("values") {
-                        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
-                            out.push("values", &s.values);
+                    // The state as this superstep left it, carried by the event: the thread's
+                    // state read now may already be a later superstep's, or the run's end.
+                    if let (true, Some(v)) = (want("values"), values) {
+                        match assistants::values_of(assistant, thread, v.clone()) {
+                            Ok(v) => out.push("values", &v),
+                            Err(e) => {
+                                tracing::error!(run_id = rec.run_id, error = %e, "a superstep's state could not be read; its values event is left out");
+                            }
                         }
                     }
                 }

@@ -55,6 +55,8 @@ impl<S: State> Engine<S> {
                     let (s, r) = EventSink::channel();
                     let s = if opts.without_state_updates {
                         s.without_state_updates()
+                    } else if opts.stream_values {
+                        s.with_values()
                     } else {
                         s
                     };
