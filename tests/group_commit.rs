@@ -139,6 +139,13 @@ impl Checkpointer for Counting {
     ) -> Result<(), CheckpointError> {
         self.inner.set_thread_metadata(t, m).await
     }
+    async fn create_thread(
+        &self,
+        t: &ThreadId,
+        m: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        self.inner.create_thread(t, m).await
+    }
     async fn thread_metadata(
         &self,
         t: &ThreadId,

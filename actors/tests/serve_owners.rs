@@ -6,6 +6,11 @@
 //! and checks that nothing leaks or changes; what was written with auth off stays the admins'
 //! when auth is turned on.
 
+#[path = "../../tests/support/backends.rs"]
+mod backends;
+#[path = "../../tests/support/pg_database.rs"]
+mod pg_database;
+
 use jsonwebtoken::{encode, EncodingKey, Header};
 use planwright_actors::serve::{router, state, ServeArgs};
 use serde_json::{json, Value};
@@ -920,4 +925,65 @@ async fn the_caller_cannot_be_lost_or_forged_on_the_way_to_the_store() {
     )
     .await;
     assert_eq!((s, &v["value"]), (200, &json!({"lang": "fr"})), "{v}");
+}
+
+/// Ann and Bob, four requests each, create the same new thread id at the same moment, many
+/// times over, on SQLite and on PostgreSQL: exactly one request gets it each time, every other
+/// hears 409, and the thread stays the winner's (its record is never replaced by a loser's,
+/// and the other user cannot read it). The check and the write are one step in storage
+/// (`Checkpointer::create_thread`, in the conformance suite); with a read and then a write, two
+/// requests on PostgreSQL both answer 200 here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_creating_one_thread_id_at_once_cannot_both_own_it() {
+    let args = || ServeArgs {
+        auth_file: Some(fixtures().join("tokens.json")),
+        ..ServeArgs::default()
+    };
+    contest_thread_ids(&start(args()).await).await;
+    if let Some(db) = pg_database::FreshDatabase::create("pwowners").await {
+        contest_thread_ids(&start_on(db.url(), args()).await).await;
+    }
+}
+
+async fn contest_thread_ids(url: &str) {
+    let users = ["ann-token", "bob-token"];
+    for round in 0..30 {
+        let id = format!("contested-{round}");
+        let go = std::sync::Arc::new(tokio::sync::Barrier::new(8));
+        let tries: Vec<_> = (0..8)
+            .map(|i| {
+                let (url, id, go) = (url.to_string(), id.clone(), go.clone());
+                let token = users[i % 2];
+                tokio::spawn(async move {
+                    let body = json!({"thread_id": id, "metadata": {"by": i}});
+                    go.wait().await;
+                    let (s, v) = call("POST", &format!("{url}/threads"), token, Some(body)).await;
+                    (i, token, s, v)
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for t in tries {
+            results.push(t.await.unwrap());
+        }
+        let winners: Vec<_> = results.iter().filter(|r| r.2 == 200).collect();
+        assert_eq!(winners.len(), 1, "{url} round {round}: {results:?}");
+        assert!(
+            results.iter().all(|r| r.2 == 200 || r.2 == 409),
+            "{url} round {round}: {results:?}"
+        );
+        let (i, token) = (winners[0].0, winners[0].1);
+        let other = if token == users[0] {
+            users[1]
+        } else {
+            users[0]
+        };
+        let (s, v) = call("GET", &format!("{url}/threads/{id}"), token, None).await;
+        assert_eq!((s, &v["metadata"]["by"]), (200, &json!(i)), "{v}");
+        let (s, _) = call("GET", &format!("{url}/threads/{id}"), other, None).await;
+        assert_eq!(
+            s, 404,
+            "{url} round {round}: the loser reads the winner's thread"
+        );
+    }
 }

@@ -223,6 +223,23 @@ impl Checkpointer for MemoryCheckpointer {
         Ok(())
     }
 
+    async fn create_thread(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        match self.lock().entry(thread.clone()) {
+            std::collections::btree_map::Entry::Occupied(_) => Ok(false),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(ThreadData {
+                    metadata: Some(metadata),
+                    ..ThreadData::default()
+                });
+                Ok(true)
+            }
+        }
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,

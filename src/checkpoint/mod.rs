@@ -571,6 +571,16 @@ pub trait Checkpointer: Send + Sync + 'static {
         metadata: serde_json::Value,
     ) -> Result<(), CheckpointError>;
 
+    /// Creates thread `thread` holding `metadata` when no thread of that id exists (no entry and
+    /// no checkpoints), and says whether it did. The check and the write are one atomic step: of
+    /// two concurrent creators of one id exactly one gets `true`, so the first creator owns the
+    /// thread and a second cannot overwrite its record (what `POST /threads` relies on).
+    async fn create_thread(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError>;
+
     /// The metadata set on a thread (`None` if the thread is unknown).
     async fn thread_metadata(
         &self,

@@ -61,6 +61,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     mixed_batches(&*cp, prefix).await;
     listing(&*cp, prefix).await;
     metadata_delete_and_prune(&*cp, prefix).await;
+    create_thread_once(cp.clone(), prefix).await;
     big_bodies(&*cp, prefix).await;
     concurrent_writers(cp.clone(), prefix).await;
     batches(&*cp, prefix).await;
@@ -684,6 +685,67 @@ async fn metadata_delete_and_prune(cp: &dyn Checkpointer, prefix: &str) {
     cp.put(rec(&t, 1, None, BodyKind::Snapshot, "again"))
         .await
         .unwrap();
+}
+
+/// `create_thread`: only a thread id nobody holds is created, and of concurrent creators
+/// exactly one wins and its metadata stays.
+async fn create_thread_once(cp: Arc<dyn Checkpointer>, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/create"));
+    assert!(cp
+        .create_thread(&t, serde_json::json!({"owner": "ann"}))
+        .await
+        .unwrap());
+    assert!(!cp
+        .create_thread(&t, serde_json::json!({"owner": "bob"}))
+        .await
+        .unwrap());
+    assert_eq!(
+        cp.thread_metadata(&t).await.unwrap(),
+        Some(serde_json::json!({"owner": "ann"})),
+        "a refused create leaves the first creator's record"
+    );
+    // A thread with checkpoints and no record is held too.
+    let ran = ThreadId::new(format!("{prefix}/create-ran"));
+    cp.put(rec(&ran, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    assert!(!cp
+        .create_thread(&ran, serde_json::json!({"owner": "bob"}))
+        .await
+        .unwrap());
+    // After a delete the id is free again.
+    cp.delete_thread(&t).await.unwrap();
+    assert!(cp
+        .create_thread(&t, serde_json::json!({"owner": "bob"}))
+        .await
+        .unwrap());
+    // Eight users race for one new id, five rounds: one wins each round, and its record stays.
+    for round in 0..5 {
+        let t = ThreadId::new(format!("{prefix}/create-race-{round}"));
+        let tries = (0..8).map(|u| {
+            let (cp, t) = (cp.clone(), t.clone());
+            tokio::spawn(async move {
+                let owner = format!("user{u}");
+                let won = cp
+                    .create_thread(&t, serde_json::json!({ "owner": owner }))
+                    .await
+                    .unwrap();
+                (owner, won)
+            })
+        });
+        let results: Vec<(String, bool)> = futures::future::join_all(tries)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let winners: Vec<&String> = results.iter().filter(|r| r.1).map(|r| &r.0).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        assert_eq!(
+            cp.thread_metadata(&t).await.unwrap(),
+            Some(serde_json::json!({ "owner": winners[0] })),
+            "round {round}"
+        );
+    }
 }
 
 async fn big_bodies(cp: &dyn Checkpointer, prefix: &str) {

@@ -153,11 +153,24 @@ pub async fn create_thread(
         body.metadata
     };
     let rec = json!({"metadata": metadata, "created_at": now(), "owner": me.user});
-    state
+    // The check above answers the common case; this one settles two creators of one id at once:
+    // the first owns the thread, and the second's record never replaces it.
+    let created = state
         .checkpointer
-        .set_thread_metadata(&thread, rec.clone())
+        .create_thread(&thread, rec.clone())
         .await
         .map_err(ApiError::internal)?;
+    if !created {
+        // Created by someone else a moment ago: the same answer as if it had been there first.
+        return match record(&state, &thread).await? {
+            Some(rec) if me.may_see(&rec) && body.if_exists.as_deref() == Some("do_nothing") => {
+                thread_json(&state, &thread, rec).await
+            }
+            _ => Err(ApiError::conflict(format!(
+                "thread `{thread}` already exists"
+            ))),
+        };
+    }
     thread_json(&state, &thread, rec).await
 }
 

@@ -764,6 +764,29 @@ impl Checkpointer for PostgresCheckpointer {
         .await
     }
 
+    async fn create_thread(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        // Every thread with checkpoints has its row here, so the primary key settles it.
+        let (text, pool) = (&metadata.to_string(), &self.pool);
+        let created = self
+            .retry("create_thread", |_| async move {
+                Ok(pool
+                    .get()
+                    .await?
+                    .execute(
+                        "INSERT INTO planwright_threads (thread_id, head, metadata) VALUES ($1, NULL, $2)
+                         ON CONFLICT (thread_id) DO NOTHING",
+                        &[&thread.as_str(), text],
+                    )
+                    .await?)
+            })
+            .await?;
+        Ok(created == 1)
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,

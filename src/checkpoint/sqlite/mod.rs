@@ -754,6 +754,40 @@ impl Checkpointer for SqliteCheckpointer {
         .await
     }
 
+    async fn create_thread(
+        &self,
+        thread: &ThreadId,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        let thread = thread.clone();
+        let text = metadata.to_string();
+        self.call(move |c| {
+            // IMMEDIATE: the check for checkpoints and the insert hold the write lock together,
+            // against other connections and other processes on the file.
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let head: Option<i64> = tx
+                .prepare_cached(HEAD_SQL)
+                .map_err(be)?
+                .query_row([thread.as_str()], |r| r.get(0))
+                .map_err(be)?;
+            if head.is_some() {
+                return Ok(false);
+            }
+            let inserted = tx
+                .execute(
+                    "INSERT INTO threads (thread_id, metadata) VALUES (?1, ?2)
+                     ON CONFLICT (thread_id) DO NOTHING",
+                    params![thread.as_str(), text],
+                )
+                .map_err(be)?;
+            tx.commit().map_err(be)?;
+            Ok(inserted == 1)
+        })
+        .await
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,

@@ -1,0 +1,68 @@
+//! A PostgreSQL database of one test's own on this machine's server: created fresh, dropped
+//! (with whatever is still connected to it) when the test ends. Tests that start servers over
+//! PostgreSQL use it so that each sees only its own tables and connections. Include it beside
+//! `backends.rs` (`#[path = "…/tests/support/pg_database.rs"] mod pg_database;`).
+
+#![allow(dead_code)]
+
+use super::backends;
+
+/// One test's database.
+pub struct FreshDatabase {
+    /// Its name (lowercase letters and digits).
+    pub name: String,
+}
+
+impl FreshDatabase {
+    /// A new database whose name starts with `prefix` (lowercase letters), or `None` where
+    /// PostgreSQL does not answer outside CI (in CI that is a failure: see `backends`).
+    pub async fn create(prefix: &str) -> Option<Self> {
+        backends::postgres().await?;
+        let name = format!("{prefix}{}", backends::unique().replace('-', ""));
+        admin()
+            .await
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("the test server creates a database");
+        Some(Self { name })
+    }
+
+    /// Its URL on the test server, keeping the test URL's options.
+    pub fn url(&self) -> String {
+        let base = backends::pg_url();
+        let (server, query) = base.split_once('?').unwrap_or((&base, ""));
+        let server = server.rsplit_once('/').map_or(server, |(s, _)| s);
+        if query.is_empty() {
+            format!("{server}/{}", self.name)
+        } else {
+            format!("{server}/{}?{query}", self.name)
+        }
+    }
+}
+
+impl Drop for FreshDatabase {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // On a runtime of its own: the test's may be shutting down.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(async move {
+                    let _ = admin().await.batch_execute(&sql).await;
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// A client on the test server's own database (`backends::pg_url`).
+pub async fn admin() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(conn);
+    client
+}
