@@ -54,10 +54,6 @@ pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
     }
 }
 
-fn now() -> String {
-    httpdate::fmt_http_date(std::time::SystemTime::now())
-}
-
 /// A fresh id for a thread or a run (a random version-4 UUID).
 pub fn new_uuid() -> String {
     let mut rng = rand::rng();
@@ -108,8 +104,8 @@ async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResu
     }
     Ok(Json(json!({
         "thread_id": thread.as_str(),
-        "created_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
-        "updated_at": rec.get("created_at").cloned().unwrap_or(Value::Null),
+        "created_at": super::time::stored(rec.get("created_at")),
+        "updated_at": super::time::stored(rec.get("created_at")),
         "metadata": metadata,
         "status": status,
         "values": st.map(|s| s.values),
@@ -152,7 +148,7 @@ pub async fn create_thread(
     } else {
         body.metadata
     };
-    let rec = json!({"metadata": metadata, "created_at": now(), "owner": me.user});
+    let rec = json!({"metadata": metadata, "created_at": super::time::now(), "owner": me.user});
     // The check above answers the common case; this one settles two creators of one id at once:
     // the first owns the thread, and the second's record never replaces it.
     let created = state

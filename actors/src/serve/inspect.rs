@@ -200,7 +200,7 @@ pub async fn copy(
         .map_err(|e| ApiError::bad(format!("cannot copy thread `{id}` at checkpoint {at}: {e}")))?;
     let rec = json!({
         "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
-        "created_at": httpdate::fmt_http_date(std::time::SystemTime::now()),
+        "created_at": super::time::now(),
         "assistant_id": a.as_str(),
         "owner": me.user,
     });

@@ -897,7 +897,7 @@ pub fn resumable(rec: &RunRecord) -> bool {
 
 /// A record as the API shows it (LangGraph's `Run`).
 pub fn record_json(r: &RunRecord) -> Value {
-    let time = |ms: u64| httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(ms));
+    let time = super::time::rfc3339;
     let mut v = json!({
         "run_id": r.run_id, "thread_id": r.thread_id, "assistant_id": r.assistant_id,
         "status": r.status.as_str(), "created_at": time(r.created_at),

@@ -25,6 +25,7 @@ mod runs;
 pub mod store;
 mod stream;
 mod studio;
+pub mod time;
 
 use crate::field::FieldPolicy;
 use crate::field::{self, FieldState};

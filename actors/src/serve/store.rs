@@ -24,6 +24,7 @@
 
 use super::auth::Principal;
 use super::errors::ApiError;
+use super::time::rfc3339;
 use super::AppState;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -86,30 +87,6 @@ fn store_error(e: StoreError) -> ApiError {
 
 fn no_item(namespace: &[String], key: &str) -> ApiError {
     ApiError::not_found(format!("no item `{key}` in namespace {namespace:?}"))
-}
-
-/// Milliseconds since the epoch as RFC 3339 UTC, e.g. `2026-11-24T14:05:00.123Z`.
-pub fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
 }
 
 fn item_json(i: &Item) -> Value {
@@ -324,18 +301,6 @@ pub async fn list_namespaces(
     };
     let namespaces = state.store.list_namespaces(&q).await.map_err(store_error)?;
     Ok(Json(json!({ "namespaces": namespaces })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rfc3339;
-
-    #[test]
-    fn times_render_as_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_795_528_800_000), "2026-11-24T14:00:00.000Z");
-    }
 }
 
 #[cfg(test)]
