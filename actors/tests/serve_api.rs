@@ -171,8 +171,9 @@ async fn a_thread_pauses_for_approval_and_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_json_errors_that_name_the_problem() {
     let base = start().await;
+    // (`/ok` is open to health probes: actors/tests/serve_ok.rs.)
     let (s, e) = client()
-        .get(format!("{base}/ok"))
+        .get(format!("{base}/assistants/research"))
         .send()
         .await
         .map(|r| (r.status().as_u16(), r))

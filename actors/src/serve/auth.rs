@@ -87,6 +87,9 @@ impl Principal {
     }
 }
 
+/// The readiness endpoint, open to callers without a token unless `--ok-requires-auth`.
+pub const OK_PATH: &str = "/ok";
+
 /// How callers are authenticated.
 pub enum Auth {
     /// Nobody is asked: everyone is one admin.
@@ -365,7 +368,9 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Middleware: authenticates the caller (401 when refused), keeps other users out of a
-/// thread's URLs (404), and passes the caller on to handlers.
+/// thread's URLs (404), and passes the caller on to handlers. `GET /ok` is open unless
+/// `--ok-requires-auth`: a health probe has no token, so a caller refused there goes on without a
+/// [`Principal`] (and `/ok` tells it only the status).
 pub async fn authenticate(
     State(state): State<Arc<AppState>>,
     mut req: Request,
@@ -373,6 +378,9 @@ pub async fn authenticate(
 ) -> Response {
     let principal = match state.auth.authenticate(super::errors::bearer(&req)) {
         Ok(p) => p,
+        Err(_) if req.uri().path() == OK_PATH && !state.ok_requires_auth => {
+            return next.run(req).await
+        }
         Err(why) => return ApiError(StatusCode::UNAUTHORIZED, why).into_response(),
     };
     if !principal.admin {

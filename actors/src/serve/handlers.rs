@@ -28,8 +28,13 @@ pub const OK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// been picked up and the storage answers; 503 with `status` `recovering` or `storage
 /// unreachable` (and why) before that, so a load balancer sends nothing here yet. The storage
 /// probe is one round trip (`Checkpointer::ping`), bounded by [`OK_PROBE_TIMEOUT`]; the per-client
-/// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]).
-pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+/// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]). Why the storage is
+/// unreachable (`detail`) goes only to an authenticated caller (anyone, with auth off): the open
+/// `/ok` of a server with auth tells a caller without a token the status alone.
+pub async fn ok(
+    State(state): State<Arc<AppState>>,
+    caller: Option<axum::Extension<super::auth::Principal>>,
+) -> (StatusCode, Json<Value>) {
     if !state.recovered.load(std::sync::atomic::Ordering::Acquire) {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -46,10 +51,11 @@ pub async fn ok(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
         Ok(()) => (StatusCode::OK, Json(json!({"ok": true}))),
         Err(e) => {
             tracing::warn!(error = %e, "readiness: storage unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"ok": false, "status": "storage unreachable", "detail": e})),
-            )
+            let mut body = json!({"ok": false, "status": "storage unreachable"});
+            if caller.is_some() {
+                body["detail"] = e.into();
+            }
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body))
         }
     }
 }

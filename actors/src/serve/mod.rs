@@ -46,7 +46,7 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
-    /// Checkpointer URL (default: a SQLite file under `.planwright/`).
+    /// Checkpointer URL: `sqlite:PATH`, `postgres://…` or `memory:`.
     #[arg(long, default_value = "sqlite:.planwright/serve.sqlite")]
     pub checkpoint: String,
     /// Require `Authorization: Bearer TOKEN` on every request (one admin user).
@@ -59,7 +59,8 @@ pub struct ServeArgs {
     /// Accept HS256 JWTs signed with this secret (`sub` is the user, `admin: true` an admin).
     #[arg(long)]
     pub jwt_secret: Option<String>,
-    /// Accept RS256/ES256 JWTs signed by a key of this JWKS file (chosen by `kid`).
+    /// Accept RS256/RS384/RS512/ES256/ES384 JWTs signed by a key of this JWKS file (chosen by
+    /// `kid`).
     #[arg(long)]
     pub jwks: Option<std::path::PathBuf>,
     /// How far a JWT's `exp` and `nbf` may be off this server's clock (clock skew with the token
@@ -103,6 +104,11 @@ pub struct ServeArgs {
     /// place is refused (it would hold no run records to check appends against).
     #[arg(long)]
     pub events: Option<String>,
+    /// Make `GET /ok` ask for the token like every other endpoint. Without it, with auth on,
+    /// `/ok` answers health probes without a token and tells them only the status (not why the
+    /// storage is unreachable).
+    #[arg(long)]
+    pub ok_requires_auth: bool,
 }
 
 impl Default for ServeArgs {
@@ -126,6 +132,7 @@ impl Default for ServeArgs {
             retention: None,
             lease_ttl: std::time::Duration::from_secs(5),
             events: None,
+            ok_requires_auth: false,
         }
     }
 }
@@ -157,6 +164,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// How callers are authenticated.
     pub auth: auth::Auth,
+    /// `GET /ok` asks for the token too (`--ok-requires-auth`); otherwise it is open.
+    pub ok_requires_auth: bool,
     /// Runs by final status.
     pub runs: metrics::RunCounters,
     /// Run records (pending, running and ended runs), beside the threads.
@@ -271,6 +280,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         checkpointer,
         store,
         auth,
+        ok_requires_auth: args.ok_requires_auth,
         runs: metrics::RunCounters::default(),
         run_store,
         live: lifecycle::LiveRuns::default(),
@@ -407,7 +417,11 @@ pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
         .clone()
         .filter(|r| !r.keeps_all_runs())
         .map(|r| planwright::runs::spawn_sweeper(state.run_store.clone(), r));
-    tracing::info!("listening on http://{}", args.addr);
+    // The bound address (`--addr 127.0.0.1:0` gets a port of the system's choosing).
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| args.addr.clone(), |a| a.to_string());
+    tracing::info!("listening on http://{bound} (the studio: http://{bound}/studio)");
     // On SIGTERM: first the engine stops every run at its next superstep boundary (running nodes
     // finish, threads are checkpointed, waiting requests get a 503), then the server stops.
     let stopped = Arc::new(tokio::sync::Notify::new());
