@@ -30,7 +30,8 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// How log lines are written on stderr: `text` for people, `json` (one object per line) for
-    /// log collectors. Which lines: `RUST_LOG` (default `info` for `serve`, `warn` otherwise).
+    /// log collectors. Which lines: `RUST_LOG`, or when it is unset `info` for `serve` and `warn`
+    /// for the other commands.
     #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
     log_format: logging::LogFormat,
 }

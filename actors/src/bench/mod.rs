@@ -27,6 +27,16 @@ pub enum Shape {
     Fanout,
 }
 
+impl std::fmt::Display for Shape {
+    /// The shape's name as `--shape` takes it (`loop`, `fanout`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Shape::Loop => "loop",
+            Shape::Fanout => "fanout",
+        })
+    }
+}
+
 /// Options of the `bench` command.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchArgs {
@@ -252,7 +262,7 @@ impl BenchReport {
     /// A readable summary.
     pub fn to_text(&self) -> String {
         format!(
-            "shape {:?} ({} worker thread(s)): {} conversation(s) × {} rep(s), {} node executions in {:.1} ms\n  {:.2} µs per node execution (median; p90 {:.2})\n  {:.0} node executions/s\n  peak RSS {} KiB (baseline {} KiB, {:.1} KiB per live conversation)\n  checkpoints: {} records, {} bytes, {} task-write batches",
+            "shape {} ({} worker thread(s)): {} conversation(s) × {} rep(s), {} node executions in {:.1} ms\n  {:.2} µs per node execution (median; p90 {:.2})\n  {:.0} node executions/s\n  peak RSS {} KiB (baseline {} KiB, {:.1} KiB per live conversation)\n  checkpoints: {} records, {} bytes, {} task-write batches",
             self.shape, self.workers, self.conversations, self.reps, self.node_executions, self.wall_ms, self.us_per_node, self.us_per_node_p90,
             self.node_execs_per_sec, self.peak_rss_kb, self.baseline_rss_kb, self.kb_per_conversation, self.checkpoint_records, self.checkpoint_bytes, self.checkpoint_writes
         )

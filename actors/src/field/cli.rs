@@ -48,10 +48,10 @@ pub struct AcquireArgs {
     /// Checkpointer URL (`sqlite:PATH`, `postgres://…`, `memory:`).
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     pub checkpoint: String,
-    /// The model: `offline` (default), `sim:…` or `openai` (see `docs/models.md`).
+    /// The model: `offline`, `sim:…` or `openai` (see `docs/models.md`).
     #[arg(long, default_value = "offline")]
     pub model: String,
-    /// The topology: `staged` (default) or `plan` (the old single-node graph).
+    /// The topology: `staged` or `plan` (the old single-node graph).
     #[arg(long, default_value = "staged")]
     pub topology: String,
     /// An exchange rate, `FROM/TO=RATE` (`USD/EUR=0.92`; repeatable): a price in another

@@ -43,7 +43,7 @@ pub struct ResearchArgs {
     /// `{"action": "edit", "plan": [...]}`.
     #[arg(long)]
     pub resume: Option<String>,
-    /// The model: `offline` (default), `sim:p50=200ms,p99=900ms,errors=0.01,malformed=0,seed=1`
+    /// The model: `offline`, `sim:p50=200ms,p99=900ms,errors=0.01,malformed=0,seed=1`
     /// (the simulator around the offline answers) or `openai` (an OpenAI-compatible server:
     /// `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `PLANWRIGHT_MODEL`).
     #[arg(long, default_value = "offline")]

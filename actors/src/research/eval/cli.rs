@@ -17,11 +17,11 @@ pub struct EvalArgs {
     /// `fixtures/research/eval/set.json`.
     #[arg(long)]
     pub set: PathBuf,
-    /// The model, as for `research`: `offline` (default), `sim:…` or `openai`.
+    /// The model, as for `research`: `offline`, `sim:…` or `openai`.
     #[arg(long, default_value = "offline")]
     pub model: String,
-    /// Notes a search step may return that recall is measured against (default 3, the search
-    /// tool's default).
+    /// Notes a search step may return that recall is measured against (the search tool's
+    /// default is the default).
     #[arg(long, default_value_t = DEFAULT_K)]
     pub k: usize,
     /// Print one JSON object (every goal's scores and the summary).
