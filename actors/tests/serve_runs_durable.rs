@@ -194,6 +194,11 @@ async fn interrupt_and_rollback_strategies_make_room_for_a_new_run() {
     assert_eq!((s, v["status"].as_str()), (200, Some("ok")), "{v}");
     let one_run = history(&url, "clean").await.len();
 
+    // The runs the strategies act on must still be going when the second request comes.
+    let slow_db = fresh_dir("runs-strategies-slow").join("serve.sqlite");
+    let slow_port = free_port();
+    let _slow = serve(&slow_db, slow_port, SLOW_MODEL).await;
+    let url = format!("http://127.0.0.1:{slow_port}");
     for (thread, strategy) in [("s-int", "interrupt"), ("s-rb", "rollback")] {
         create_thread(&url, thread).await;
         let (s, a) = call(
