@@ -461,6 +461,9 @@ pub async fn start_run(
         _ => RunOptions::default(),
     };
     opts = opts.events_while(events);
+    if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
+        opts = opts.with_values();
+    }
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     let body_checkpoint = body.checkpoint()?;
     if resume.is_none() && body.input.is_none() {
@@ -480,9 +483,6 @@ pub async fn start_run(
     }
     // Everything the request says is checked before the thread is bound or anything runs.
     let started = match assistant {
-    if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
-        opts = opts.with_values();
-    }
         Assistant::Research => {
             let start = match (resume, body.input) {
                 (Some(resume), _) => {

@@ -181,13 +181,20 @@ pub async fn copy(
     let new_id = body.thread_id.unwrap_or_else(super::handlers::new_uuid);
     super::errors::check_thread_id(&new_id)?;
     let new_thread = ThreadId::new(&new_id);
-    if state
+    // The new id is claimed with its record first, in one atomic step, so a copy never writes
+    // into a thread somebody else is creating at the same moment.
+    let rec = json!({
+        "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
+        "created_at": super::time::now(),
+        "assistant_id": a.as_str(),
+        "owner": me.user,
+    });
+    let created = state
         .checkpointer
-        .thread_metadata(&new_thread)
+        .create_thread(&new_thread, rec)
         .await
-        .map_err(ApiError::internal)?
-        .is_some()
-    {
+        .map_err(ApiError::internal)?;
+    if !created {
         return Err(ApiError::conflict(format!(
             "thread `{new_id}` already exists"
         )));
@@ -196,18 +203,14 @@ pub async fn copy(
         Assistant::Research => state.research.fork(&thread, at, &new_thread).await,
         Assistant::Acquire => state.acquire.fork(&thread, at, &new_thread).await,
     };
-    forked
-        .map_err(|e| ApiError::bad(format!("cannot copy thread `{id}` at checkpoint {at}: {e}")))?;
-    let rec = json!({
-        "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
-        "created_at": super::time::now(),
-        "assistant_id": a.as_str(),
-        "owner": me.user,
-    });
-    state
-        .checkpointer
-        .set_thread_metadata(&new_thread, rec)
-        .await
-        .map_err(ApiError::internal)?;
+    if let Err(e) = forked {
+        // The claimed id holds nothing of the copy: it is given back.
+        if let Err(d) = state.checkpointer.delete_thread(&new_thread).await {
+            tracing::warn!(thread_id = %new_thread, error = %d, "copy failed and its new thread could not be removed");
+        }
+        return Err(ApiError::bad(format!(
+            "cannot copy thread `{id}` at checkpoint {at}: {e}"
+        )));
+    }
     super::handlers::get_thread(State(state), Path(new_id)).await
 }
