@@ -1,6 +1,6 @@
 //! The two topologies over the same stage functions.
 //!
-//! [`Topology::Staged`] is the graph of seed 002 section 3: `tick → prepare → calc_gate → acquire
+//! [`Topology::Staged`] is the staged graph: `tick → prepare → calc_gate → acquire
 //! → decide → enforce_policy → search | ask_user | calculate | reflect | finish`, with `observe`
 //! and `observe_user`; every model call sits in its own node. [`Topology::Plan`] is the old graph:
 //! one `plan` node runs the control stages in sequence (walking them with the same routers) and

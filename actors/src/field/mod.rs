@@ -1,5 +1,5 @@
-//! The field-acquisition planner of seeds `000`–`003`, on the design fixed in
-//! `../shared/design/field-planner.md` (see `docs/field-planner.md`).
+//! The field-acquisition planner (see `docs/field-planner.md`; the schema format is
+//! `docs/field-schema.md`).
 //!
 //! A schema lists the numbers needed to size a venture; the planner fills every raw input by
 //! searching a corpus, asking the person, or decomposing a hard-to-find number into components,

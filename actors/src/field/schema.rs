@@ -1,4 +1,4 @@
-//! The acquisition schema (see `../shared/design/field-planner.md`): fields (raw or derived),
+//! The acquisition schema (its reference is `docs/field-schema.md`): fields (raw or derived),
 //! targets, and decompositions; and its validation. A malformed schema is refused before anything
 //! runs, with an error naming the problem: an unknown field in a formula, a cycle among derived
 //! fields (with its path), a decomposition of an unknown field, a target that is not a field.
