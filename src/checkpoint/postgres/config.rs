@@ -374,7 +374,10 @@ mod tests {
             ("postgres://u@h/db?connect_timeout=soon", "connect_timeout"),
             ("postgres://u@h/db?sslmode=maybe", "sslmode"),
             ("postgres://u@h:notaport/db", "invalid"),
-            ("postgres://u@h/db?unknown_option=1", "unknown option `unknown_option`"),
+            (
+                "postgres://u@h/db?unknown_option=1",
+                "unknown option `unknown_option`",
+            ),
         ] {
             let err = PgConfig::from_url(url).unwrap_err();
             assert!(
@@ -394,7 +397,13 @@ mod tests {
         ] {
             let err = PgConfig::from_url(url).unwrap_err().to_string();
             assert!(err.contains("unknown option `pool_sise`"), "{url}: {err}");
-            for known in ["pool_size", "retry_for", "sslmode", "application_name", "port"] {
+            for known in [
+                "pool_size",
+                "retry_for",
+                "sslmode",
+                "application_name",
+                "port",
+            ] {
                 assert!(err.contains(known), "{url}: {err} does not list `{known}`");
             }
         }
