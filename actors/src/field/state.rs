@@ -40,7 +40,7 @@ impl Action {
     }
 }
 
-/// A decision of the planner (the seeds' `PlannerDecision`).
+/// A decision of the planner: an action, the field it is for, its query or question, and why.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlannerDecision {

@@ -1,6 +1,6 @@
-//! The research planner's topology: the seed's nodes and edges, plus the edges its failure cases
-//! need (an empty goal or a model error stops before validation; an edited plan is validated
-//! again).
+//! The research planner's topology: the plan-and-execute loop's nodes and edges, plus the edges
+//! its failure cases need (an empty goal or a model error stops before validation; an edited plan
+//! is validated again).
 
 use super::clock::{Clock, SystemClock};
 use super::nodes::{assess, execute, finish, planning, prepare, review, Env};

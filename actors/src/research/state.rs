@@ -1,4 +1,4 @@
-//! The research planner's state: the seed's State Shape, field by field, and the records it holds.
+//! The research planner's state: the plan-and-execute loop's fields, and the records it holds.
 //!
 //! Fields that parallel step tasks write in one superstep (`step_results`, `observations`,
 //! `execution_history`) use merge or append reducers; everything else is written by one node per
@@ -221,7 +221,7 @@ pub mod status {
 }
 
 planwright::state! {
-    /// The research planner's state (the seed's State Shape plus the bookkeeping the issue needs).
+    /// The research planner's state (the plan-and-execute loop's fields plus bookkeeping).
     pub struct ResearchState => ResearchUpdate {
         /// Original user request.
         replace input: String,
