@@ -5,6 +5,8 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+#[path = "../../tests/support/pg_database.rs"]
+mod pg_database;
 mod serve_support;
 
 use serde_json::{json, Value};
@@ -167,33 +169,14 @@ async fn with_log_format_json_every_line_is_an_object_with_its_fields() {
     assert!(end["duration_ms"].is_u64(), "{end}");
 }
 
-/// A client on the test database.
-async fn admin() -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_5xx_from_storage_is_logged_as_an_error_with_its_cause() {
-    if backends::postgres().await.is_none() {
-        return;
-    }
     // A database of its own, which the test drops under the running server.
-    let name = format!("pwlogs{}", backends::unique().replace('-', ""));
-    let admin = admin().await;
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let base_url = backends::pg_url();
-    let (server_url, query) = base_url.split_once('?').unwrap_or((&base_url, ""));
-    let (server_url, _) = server_url
-        .rsplit_once('/')
-        .expect("a PostgreSQL URL with a database");
-    let db_url = format!("{server_url}/{name}?{query}");
+    let Some(db) = pg_database::FreshDatabase::create("pwlogs").await else {
+        return;
+    };
+    let (name, db_url) = (db.name.clone(), db.url());
+    let admin = pg_database::admin().await;
     let server = Logged::start(&db_url, &["--log-format", "json"]).await;
     create_thread(&server.base, "doomed").await;
     admin

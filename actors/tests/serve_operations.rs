@@ -8,74 +8,21 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+#[path = "../../tests/support/pg_database.rs"]
+mod pg_database;
 mod serve_support;
 #[path = "../../tests/support/tcp_proxy.rs"]
 mod tcp_proxy;
 
 use serde_json::{json, Value};
 use serve_support::{call, serve_on};
-use std::net::SocketAddr;
-use std::str::FromStr;
 use std::time::Duration;
 use tcp_proxy::{Mode, TcpProxy};
 
 const GOAL: &str = "Should our support team adopt retrieval-augmented generation?";
 const QUICK: &str = "sim:p50=2ms,p99=5ms";
 
-/// A client on the test database.
-async fn admin() -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
-
-/// The test server's address and user.
-fn server() -> (SocketAddr, String) {
-    let cfg = tokio_postgres::Config::from_str(&backends::pg_url()).unwrap();
-    let host = match &cfg.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) if h != "localhost" => h.clone(),
-        _ => "127.0.0.1".into(),
-    };
-    let port = cfg.get_ports().first().copied().unwrap_or(5432);
-    (
-        format!("{host}:{port}").parse().unwrap(),
-        cfg.get_user().unwrap_or("postgres").to_string(),
-    )
-}
-
-/// A database of its own for one test, dropped (with whatever is still connected) on drop.
-struct FreshDb {
-    name: String,
-}
-
-impl FreshDb {
-    async fn create() -> Self {
-        let name = format!("pwops{}", backends::unique().replace('-', ""));
-        admin()
-            .await
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        Self { name }
-    }
-
-    /// A URL for this database at `addr`, with `options`.
-    fn url(&self, addr: SocketAddr, options: &str) -> String {
-        let (_, user) = server();
-        format!("postgres://{user}@{addr}/{}?{options}", self.name)
-    }
-}
-
-impl Drop for FreshDb {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let _ = std::process::Command::new("psql")
-            .args([&backends::pg_url(), "-qc", &sql])
-            .output();
-    }
-}
+use pg_database::{admin, server, FreshDatabase};
 
 /// Connections open under `app`, and how many of them `LISTEN`.
 async fn open_under(admin: &tokio_postgres::Client, app: &str) -> (i64, i64) {
@@ -92,13 +39,12 @@ async fn open_under(admin: &tokio_postgres::Client, app: &str) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_holds_at_most_pool_size_connections_and_refuses_to_start_without_room() {
-    if backends::postgres().await.is_none() {
+    let Some(db) = FreshDatabase::create("pwops").await else {
         return;
-    }
-    let db = FreshDb::create().await;
+    };
     let (addr, _) = server();
     let app = format!("pwreplica{}", backends::unique().replace('-', ""));
-    let url = db.url(addr, &format!("application_name={app}&pool_size=4"));
+    let url = db.url_at(addr, &format!("application_name={app}&pool_size=4"));
     let (_server, base) = serve_on(&url, QUICK, &[]).await;
     // Runs, store writes and reads at once: every part of the server wants connections.
     let mut calls = Vec::new();
@@ -145,7 +91,7 @@ async fn a_replica_holds_at_most_pool_size_connections_and_refuses_to_start_with
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
         .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
         .args(["--model", QUICK, "--checkpoint"])
-        .arg(db.url(addr, "pool_size=10000"))
+        .arg(db.url_at(addr, "pool_size=10000"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -157,14 +103,13 @@ async fn a_replica_holds_at_most_pool_size_connections_and_refuses_to_start_with
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ok_says_storage_unreachable_even_when_the_per_client_cap_is_full() {
-    if backends::postgres().await.is_none() {
+    let Some(db) = FreshDatabase::create("pwops").await else {
         return;
-    }
-    let db = FreshDb::create().await;
+    };
     let (addr, _) = server();
     let proxy = TcpProxy::start(addr).await;
     // Requests wait for the database for a minute, each attempt bounded by a second.
-    let url = db.url(
+    let url = db.url_at(
         proxy.addr(),
         "retry_for=60s&op_timeout=1s&connect_timeout=1s&pool_size=6",
     );

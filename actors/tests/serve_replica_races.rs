@@ -18,6 +18,8 @@
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
+#[path = "../../tests/support/pg_database.rs"]
+mod pg_database;
 
 use async_trait::async_trait;
 use planwright::runs::{Claim, RunChange, RunRecord, RunRecordStatus, RunStore, RunStoreError};
@@ -29,54 +31,6 @@ use tokio::sync::{oneshot, Notify};
 
 const GOAL: &str =
     "Should our support team adopt retrieval-augmented generation for customer support?";
-
-/// A database of this test's own on the test server, dropped (with its connections) when
-/// the test ends.
-struct Database {
-    name: String,
-    url: String,
-}
-
-impl Database {
-    /// A fresh one, or `None` where PostgreSQL does not answer (outside CI).
-    async fn fresh() -> Option<Self> {
-        backends::postgres().await?;
-        let name = format!("pw_races_{}", backends::unique().replace('-', "_"));
-        admin(&format!("CREATE DATABASE {name}")).await;
-        let url = backends::pg_url();
-        let base = url.split('?').next().unwrap_or(&url);
-        let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
-        Some(Self {
-            url: format!("{server}/{name}"),
-            name,
-        })
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        // On a runtime of its own: the test's is shutting down.
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(admin(&sql));
-            }
-        })
-        .join();
-    }
-}
-
-/// Runs `sql` on the test server's own database.
-async fn admin(sql: &str) {
-    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
-        .await
-        .expect("the test server answers");
-    tokio::spawn(conn);
-    client.batch_execute(sql).await.expect("an admin statement");
-}
 
 /// Runs `sql` on the database at `url`.
 async fn sql(url: &str, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> u64 {
@@ -281,10 +235,10 @@ async fn new_thread(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_frozen_before_claiming_its_run_answers_the_takeovers_success() {
-    let Some(database) = Database::fresh().await else {
+    let Some(database) = pg_database::FreshDatabase::create("pwraces").await else {
         return;
     };
-    let db = database.url.clone();
+    let db = database.url();
     let steps = Arc::new(Steps::default());
     let (reached_tx, reached) = oneshot::channel();
     let thaw = Arc::new(Notify::new());
@@ -341,10 +295,10 @@ async fn a_replica_frozen_before_claiming_its_run_answers_the_takeovers_success(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_renewed_late_keeps_its_run_and_the_client_gets_the_pause() {
-    let Some(database) = Database::fresh().await else {
+    let Some(database) = pg_database::FreshDatabase::create("pwraces").await else {
         return;
     };
-    let db = database.url.clone();
+    let db = database.url();
     let steps = Arc::new(Steps::default());
     let (started_tx, started) = oneshot::channel();
     *steps.started.lock().unwrap() = Some(started_tx);
@@ -418,10 +372,10 @@ async fn runs_held(url: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_started_between_a_renewal_and_its_check_is_not_taken_for_lost() {
-    let Some(database) = Database::fresh().await else {
+    let Some(database) = pg_database::FreshDatabase::create("pwraces").await else {
         return;
     };
-    let db = database.url.clone();
+    let db = database.url();
     let steps = Arc::new(Steps::default());
     let (renewed_tx, renewed) = oneshot::channel();
     let answer = Arc::new(Notify::new());
@@ -466,10 +420,10 @@ async fn a_run_started_between_a_renewal_and_its_check_is_not_taken_for_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_replicas_client_gets_the_pause_the_takeover_reached() {
-    let Some(database) = Database::fresh().await else {
+    let Some(database) = pg_database::FreshDatabase::create("pwraces").await else {
         return;
     };
-    let db = database.url.clone();
+    let db = database.url();
     let steps = Arc::new(Steps::default());
     let (frozen_tx, frozen) = oneshot::channel();
     let thaw = Arc::new(Notify::new());

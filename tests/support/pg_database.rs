@@ -6,6 +6,8 @@
 #![allow(dead_code)]
 
 use super::backends;
+use std::net::SocketAddr;
+use std::str::FromStr;
 
 /// One test's database.
 pub struct FreshDatabase {
@@ -38,6 +40,27 @@ impl FreshDatabase {
             format!("{server}/{}?{query}", self.name)
         }
     }
+
+    /// Its URL through `addr` (a proxy in front of the test server, say), as the test server's
+    /// user, with `options` (`pool_size=4&application_name=…`).
+    pub fn url_at(&self, addr: SocketAddr, options: &str) -> String {
+        let (_, user) = server();
+        format!("postgres://{user}@{addr}/{}?{options}", self.name)
+    }
+}
+
+/// The test server's address and user.
+pub fn server() -> (SocketAddr, String) {
+    let cfg = tokio_postgres::Config::from_str(&backends::pg_url()).expect("a PostgreSQL URL");
+    let host = match &cfg.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) if h != "localhost" => h.clone(),
+        _ => "127.0.0.1".into(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    (
+        format!("{host}:{port}").parse().expect("a host and port"),
+        cfg.get_user().unwrap_or("postgres").to_string(),
+    )
 }
 
 impl Drop for FreshDatabase {
