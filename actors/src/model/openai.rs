@@ -137,6 +137,26 @@ impl OpenAiModel {
         }
     }
 
+    /// Says at once (a warning) that a call failed and how long it will keep trying: the first
+    /// failure of a call only; the retries after it are logged at debug.
+    pub(super) fn announce_retries(&self, call: &str, error: &ModelError) {
+        let most: Duration = (0..self.cfg.max_retries)
+            .map(|r| {
+                self.cfg
+                    .initial_backoff
+                    .saturating_mul(1u32 << r.min(16))
+                    .min(Duration::from_secs(30))
+            })
+            .sum();
+        tracing::warn!(
+            call,
+            "the model server at {} failed ({error}); retrying {} times over at most {:.1}s",
+            self.cfg.base_url,
+            self.cfg.max_retries,
+            most.as_secs_f64()
+        );
+    }
+
     pub(super) fn backoff(&self, retry: u32, error: &ModelError) -> Duration {
         let base = self
             .cfg
@@ -153,8 +173,19 @@ impl OpenAiModel {
     }
 }
 
+/// A transport failure with its causes: reqwest's own message names the URL but not why
+/// (`connection refused`, `dns error`), which is in its source chain.
 pub(super) fn transport(e: reqwest::Error) -> ModelError {
-    ModelError::Transport(e.to_string())
+    let mut m = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !m.contains(&s_text) {
+            m.push_str(&format!(": {s_text}"));
+        }
+        src = s.source();
+    }
+    ModelError::Transport(m)
 }
 
 fn schema_name(call: &str) -> String {
@@ -231,6 +262,9 @@ impl ChatModel for OpenAiModel {
             match self.attempt(&body).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) if e.is_transient() && retry < self.cfg.max_retries => {
+                    if retry == 0 {
+                        self.announce_retries(&req.call, &e);
+                    }
                     let wait = self.backoff(retry, &e);
                     tracing::debug!(call = %req.call, error = %e, ?wait, "retrying model call");
                     tokio::time::sleep(wait).await;

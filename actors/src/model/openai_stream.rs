@@ -103,6 +103,9 @@ impl OpenAiModel {
                 Err(Failed { error, started })
                     if !started && error.is_transient() && retry < self.cfg.max_retries =>
                 {
+                    if retry == 0 {
+                        self.announce_retries(&req.call, &error);
+                    }
                     let wait = self.backoff(retry, &error);
                     tracing::debug!(call = %req.call, %error, ?wait, "retrying streamed model call");
                     tokio::time::sleep(wait).await;

@@ -168,12 +168,35 @@ where
                         last: Box::new(e),
                     });
                 }
-                tracing::warn!(op = what, attempt = attempt + 1, error = %crate::ErrorChain(&e), backoff_ms = backoff.as_millis() as u64, "postgres operation failed; retrying");
+                if attempt == 0 {
+                    // Said at once, with how long it lasts: the wait that follows is otherwise silent.
+                    tracing::warn!(
+                        op = what,
+                        retry_for_ms = budget.as_millis() as u64,
+                        "PostgreSQL is unreachable ({}); retrying for {}",
+                        crate::ErrorChain(&e),
+                        human(budget)
+                    );
+                } else {
+                    tracing::debug!(op = what, attempt = attempt + 1, error = %crate::ErrorChain(&e), backoff_ms = backoff.as_millis() as u64, "postgres operation failed; retrying");
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 attempt += 1;
             }
         }
+    }
+}
+
+/// A retry budget as the URL's `retry_for` writes it: `30s`, `2m`, `250ms`.
+fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
     }
 }
 

@@ -110,8 +110,11 @@ fn next_action(s: &ResearchState) -> String {
     if s.review_decision.as_deref() == Some("denied") {
         return "edit the plan (or approve it) and resume the thread".to_string();
     }
-    if !s.errors.is_empty() && s.status == status::FAILED {
-        return "check the model's errors above, then run the goal again".to_string();
+    if s.status == status::FAILED {
+        if let Some(last) = s.errors.last() {
+            // The cause itself: on a terminal nothing else may have shown it.
+            return format!("fix what the model call failed on ({last}), then run the goal again");
+        }
     }
     if s.plan.is_empty() {
         return "give a goal the planner can work with (a clear subject, and `required_sections` \
@@ -250,4 +253,24 @@ pub fn mark_needs_review(s: &ResearchState, _: &NodeContext) -> Result<ResearchU
         .final_report(draft)
         .blocked_reason(Some(reason.clone()))
         .execution_history(vec![HistoryEntry::new("needs_review", reason)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_names_the_model_error_in_its_next_action() {
+        let s = ResearchState {
+            status: status::FAILED.to_string(),
+            errors: vec![
+                "create_plan: transport error: tcp connect error: Connection refused (os error 111)"
+                    .to_string(),
+            ],
+            ..ResearchState::default()
+        };
+        let next = next_action(&s);
+        assert!(next.contains("Connection refused"), "{next}");
+        assert!(!next.contains("errors above"), "{next}");
+    }
 }
