@@ -2,8 +2,17 @@
 //! (with the status and nothing else) while every other endpoint still asks for the token;
 //! `--ok-requires-auth` closes `/ok` like the rest.
 
+#[path = "../../tests/support/backends.rs"]
+mod backends;
+#[path = "../../tests/support/pg_database.rs"]
+mod pg_database;
+#[path = "../../tests/support/tcp_proxy.rs"]
+mod tcp_proxy;
+
+use pg_database::{server, FreshDatabase};
 use planwright_actors::serve::{router, state, ServeArgs};
 use serde_json::{json, Value};
+use tcp_proxy::{Mode, TcpProxy};
 
 /// A server with `--token secret` (and `--ok-requires-auth` when `closed`), storing its threads
 /// in a SQLite file of its own.
@@ -11,8 +20,17 @@ async fn start(name: &str, closed: bool) -> String {
     let dir = std::env::temp_dir().join(format!("planwright-ok-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    start_on(
+        &format!("sqlite:{}", dir.join("serve.sqlite").display()),
+        closed,
+    )
+    .await
+}
+
+/// A server with `--token secret` on the checkpoint URL `checkpoint`.
+async fn start_on(checkpoint: &str, closed: bool) -> String {
     let args = ServeArgs {
-        checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
+        checkpoint: checkpoint.into(),
         token: Some("secret".into()),
         ok_requires_auth: closed,
         ..ServeArgs::default()
@@ -78,4 +96,36 @@ async fn ok_requires_auth_closes_ok_too() {
     assert!(v["detail"].as_str().unwrap_or("").contains("Bearer"), "{v}");
     let (s, v) = get(&format!("{base}/ok"), Some("secret")).await;
     assert_eq!((s, &v), (200, &json!({"ok": true})));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_storage_is_unreachable_is_told_only_to_a_caller_with_the_token() {
+    let Some(db) = FreshDatabase::create("pwok").await else {
+        return;
+    };
+    let (addr, _) = server();
+    let proxy = TcpProxy::start(addr).await;
+    let url = db.url_at(
+        proxy.addr(),
+        "retry_for=0&op_timeout=1s&connect_timeout=1s&pool_size=4",
+    );
+    let base = start_on(&url, false).await;
+    let (s, v) = get(&format!("{base}/ok"), None).await;
+    assert_eq!((s, &v), (200, &json!({"ok": true})));
+    // The database stops answering: the probe gives up after its 2 s.
+    proxy.set_mode(Mode::Stall);
+    let (s, v) = get(&format!("{base}/ok"), None).await;
+    assert_eq!(
+        (s, &v),
+        (503, &json!({"ok": false, "status": "storage unreachable"})),
+        "a caller without a token hears the status alone"
+    );
+    let (s, v) = get(&format!("{base}/ok"), Some("secret")).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["status"], "storage unreachable", "{v}");
+    assert!(
+        v["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "the token's holder hears why: {v}"
+    );
+    proxy.set_mode(Mode::Pass);
 }
