@@ -146,14 +146,18 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
         )
     }));
     let quiet = args.json;
+    // A spinner on stderr while nodes run, only when stderr is a terminal (super::progress).
+    let mut spinner = super::progress::Spinner::on_stderr(!quiet);
     let outcome = runner::run(&engine, thread, prepared.start, |ev| {
+        spinner.event(ev);
         if !quiet {
             if let Some(line) = render::progress(ev) {
-                println!("{line}");
+                spinner.println(&line);
             }
         }
     })
     .await;
+    spinner.finish();
     engine.shutdown().await;
     let run = match outcome {
         Ok(r) => r,

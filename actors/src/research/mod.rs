@@ -27,6 +27,7 @@ pub mod notes;
 pub mod output;
 pub mod plan;
 pub mod policy;
+pub mod progress;
 pub mod render;
 pub mod routes;
 pub mod runner;
