@@ -37,6 +37,8 @@ pub use pools::PgPools;
 pub use postgres::PostgresCheckpointer;
 pub use retention::{spawn_sweeper, sweep, Retention, SweepReport, Sweeper};
 #[cfg(feature = "sqlite")]
+pub(crate) use sqlite::prepare_dir as sqlite_prepare_dir;
+#[cfg(feature = "sqlite")]
 pub(crate) use sqlite::side_connection as sqlite_side_connection;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;

@@ -1,5 +1,6 @@
 //! Connection strings select the backend: `memory:`, `sqlite:PATH` (options after `?`:
-//! `locking=exclusive`, `adopt=1`, `wal_limit=64m`, `inline=0`; see `SqliteOptions`),
+//! `locking=exclusive`, `adopt=1`, `wal_limit=64m`, `inline=0`, `create_dirs=true`; see
+//! `SqliteOptions`; the file's directory must exist unless `create_dirs=true`),
 //! `postgres://…` (or `postgresql://…`, or a libpq key-value string starting with `host=`; pool,
 //! retry and TLS options in `PgConfig`).
 //!

@@ -372,6 +372,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_with_an_unknown_status_is_corrupt_not_defaulted() {
         let dir = std::env::temp_dir().join(format!("pw-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("corrupt.db").display().to_string();
         let _ = std::fs::remove_file(&path);
         let s = SqliteRuns::open(path.clone()).await.unwrap();

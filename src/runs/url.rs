@@ -24,7 +24,8 @@ pub async fn connect_in(url: &str, pools: &PgPools) -> Result<Arc<dyn RunStore>,
     match crate::checkpoint::backend(url).map_err(bad)? {
         Backend::Memory => Ok(Arc::new(MemoryRuns::new())),
         #[cfg(feature = "sqlite")]
-        Backend::Sqlite { path, .. } => {
+        Backend::Sqlite { path, options } => {
+            crate::checkpoint::sqlite_prepare_dir(path, options).map_err(bad)?;
             Ok(Arc::new(super::SqliteRuns::open(path.to_string()).await?))
         }
         #[cfg(feature = "postgres")]
@@ -86,9 +87,17 @@ pub async fn connect_events_in(
             ))
         }
         #[cfg(feature = "sqlite")]
-        Backend::Sqlite { path, .. } => Ok(Arc::new(
-            super::SqliteRunEvents::open(path.to_string()).await?,
-        )),
+        Backend::Sqlite { path, options } => {
+            crate::checkpoint::sqlite_prepare_dir(path, options).map_err(|reason| {
+                RunStoreError::BadUrl {
+                    url: url.to_string(),
+                    reason,
+                }
+            })?;
+            Ok(Arc::new(
+                super::SqliteRunEvents::open(path.to_string()).await?,
+            ))
+        }
         _ => Ok(Arc::new(MemoryRunEvents::default())),
     }
 }

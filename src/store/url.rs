@@ -24,7 +24,8 @@ pub async fn connect_in(url: &str, pools: &PgPools) -> Result<Arc<dyn Store>, St
     match crate::checkpoint::backend(url).map_err(bad)? {
         Backend::Memory => Ok(Arc::new(MemoryStore::new())),
         #[cfg(feature = "sqlite")]
-        Backend::Sqlite { path, .. } => {
+        Backend::Sqlite { path, options } => {
+            crate::checkpoint::sqlite_prepare_dir(path, options).map_err(bad)?;
             Ok(Arc::new(super::SqliteStore::open(path.to_string()).await?))
         }
         #[cfg(feature = "postgres")]

@@ -23,8 +23,8 @@ mod exit;
 mod numbers;
 mod open;
 
-pub(crate) use open::side_connection;
 pub use open::SqliteOptions;
+pub(crate) use open::{prepare_dir, side_connection};
 
 use super::codec::{
     id_from_sql, id_to_sql, kind_str, metadata_json, parse_kind, parse_metadata, parse_value,

@@ -19,6 +19,10 @@
 //! checkpointer dropped) a `TRUNCATE` checkpoint runs too, so the `.db` file alone holds every
 //! committed checkpoint: copying it copies the data.
 //!
+//! **A missing directory is refused.** The file's directory must exist: a typo in a path
+//! (`sqlite:/nonexistent/dir/x.db`) is an error naming the directory, never a new tree of
+//! folders holding an empty database. `?create_dirs=true` creates it.
+//!
 //! **Foreign files are refused.** A file that already holds tables other than Planwright's own
 //! (`planwright_*`) but no `planwright_schema` table belongs to another program; opening it is refused unless the URL says `?adopt=1`, so a
 //! mistyped path never adds Planwright tables to someone else's database.
@@ -175,6 +179,9 @@ pub struct SqliteOptions {
     /// `inline=0` turns this off: in the shared mode, a call first runs inline when the lock is
     /// free at once, and goes to the blocking pool only when it would wait.
     pub inline_first: bool,
+    /// `create_dirs=true`: create the file's directory (and its parents) when missing; without
+    /// it a missing directory is refused.
+    pub create_dirs: bool,
 }
 
 impl Default for SqliteOptions {
@@ -184,6 +191,7 @@ impl Default for SqliteOptions {
             adopt: false,
             wal_limit: 64 << 20,
             inline_first: true,
+            create_dirs: false,
         }
     }
 }
@@ -214,6 +222,8 @@ impl SqliteOptions {
                 ("adopt", "0" | "false") => o.adopt = false,
                 ("inline", "1" | "true") => o.inline_first = true,
                 ("inline", "0" | "false") => o.inline_first = false,
+                ("create_dirs", "1" | "true") => o.create_dirs = true,
+                ("create_dirs", "0" | "false") => o.create_dirs = false,
                 ("wal_limit", v) => {
                     o.wal_limit = parse_size(v).ok_or_else(|| {
                         format!("`wal_limit={v}`: give a size of at least 64k, e.g. 64m")
@@ -221,7 +231,7 @@ impl SqliteOptions {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown SQLite option `{pair}`; the options are `locking=exclusive|normal`, `adopt=1`, `wal_limit=SIZE`, `inline=0|1`"
+                        "unknown SQLite option `{pair}`; the options are `locking=exclusive|normal`, `adopt=1`, `wal_limit=SIZE`, `inline=0|1`, `create_dirs=true`"
                     ))
                 }
             }
@@ -230,15 +240,40 @@ impl SqliteOptions {
     }
 }
 
+/// Checks that the directory `path` lives in exists; with `create`, creates it (and its parents)
+/// when it does not. Why not, as a sentence naming the directory.
+fn parent_dir(path: &Path, create: bool) -> Result<(), String> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if !create {
+        return Err(format!(
+            "the directory `{}` does not exist; create it, or add `?create_dirs=true` to the URL to have it created",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))
+}
+
+/// Gets the directory of `sqlite:PATH?OPTIONS` ready for a table kept beside the checkpoints
+/// (the store's, the run records'): created when the options say `create_dirs=true`, otherwise
+/// it must exist. Why not, as a sentence (a bad option, a missing or uncreatable directory).
+pub(crate) fn prepare_dir(path: &str, options: &str) -> Result<(), String> {
+    parent_dir(Path::new(path), SqliteOptions::parse(options)?.create_dirs)
+}
+
 /// Opens the file with the pragmas every connection of ours uses.
 pub(super) fn open_connection(
     path: &Path,
     opts: &SqliteOptions,
 ) -> Result<Connection, CheckpointError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CheckpointError::backend(format!("cannot create {}", dir.display()), e))?;
-    }
+    parent_dir(path, opts.create_dirs).map_err(|reason| CheckpointError::BadUrl {
+        url: format!("sqlite:{}", path.display()),
+        reason,
+    })?;
     let mut conn = Connection::open(path)
         .map_err(|e| CheckpointError::backend(format!("cannot open {}", path.display()), e))?;
     refuse_foreign(&conn, path, opts.adopt)?;
@@ -360,18 +395,14 @@ pub(super) fn spawn_wal_checkpointer(
 }
 
 /// A connection to the SQLite file at `path` for a table kept beside the checkpoints (the
-/// store's, the run records'): its directory created, WAL, a 10 s busy timeout, then `schema`
-/// applied. On failure, what was being done (`open`, `create table`) and why.
+/// store's, the run records'): its directory must exist ([`prepare_dir`] creates it when a URL
+/// asks), WAL, a 10 s busy timeout, then `schema` applied. On failure, what was being done
+/// (`open`, `create table`) and why.
 pub(crate) fn side_connection(
     path: &str,
     schema: &str,
 ) -> Result<Connection, (&'static str, Box<dyn std::error::Error + Send + Sync>)> {
-    if let Some(dir) = Path::new(path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir).map_err(|e| ("open", e.into()))?;
-    }
+    parent_dir(Path::new(path), false).map_err(|e| ("open", e.into()))?;
     let conn = Connection::open(path).map_err(|e| ("open", e.into()))?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(|e| ("open", e.into()))?;
@@ -397,5 +428,37 @@ mod tests {
         assert!(SqliteOptions::parse("wal_limit=1")
             .unwrap_err()
             .contains("wal_limit"));
+        assert!(
+            SqliteOptions::parse("create_dirs=true")
+                .unwrap()
+                .create_dirs
+        );
+        assert!(!SqliteOptions::default().create_dirs);
+    }
+
+    #[test]
+    fn a_missing_directory_is_refused_naming_it_unless_create_dirs() {
+        let base = std::env::temp_dir().join(format!("pw-sqlite-dirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let db = base.join("a/b/x.db");
+        let refused = open_connection(&db, &SqliteOptions::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            refused.contains(&base.join("a/b").display().to_string()),
+            "{refused}"
+        );
+        assert!(refused.contains("create_dirs=true"), "{refused}");
+        assert!(!base.exists(), "nothing created");
+        let side = side_connection(db.to_str().unwrap(), "").expect_err("refused");
+        assert!(side.1.to_string().contains("does not exist"), "{}", side.1);
+        assert!(!base.exists(), "nothing created");
+        let opts = SqliteOptions {
+            create_dirs: true,
+            ..SqliteOptions::default()
+        };
+        assert!(open_connection(&db, &opts).is_ok());
+        assert!(db.exists());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
