@@ -9,7 +9,12 @@ use std::sync::Arc;
 const GOAL: &str = "Create a short research brief on whether our support team should adopt retrieval-augmented generation for customer support";
 
 fn research(args: &[&str]) -> Output {
+    // In a scratch directory: a run without `--checkpoint` keeps its thread under `.planwright/`
+    // in the working directory.
+    let scratch = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("research-cli");
+    std::fs::create_dir_all(&scratch).unwrap();
     Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .current_dir(scratch)
         .arg("research")
         .args(args)
         .output()

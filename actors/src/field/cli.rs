@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The default checkpoint file, under the working directory.
-pub const DEFAULT_CHECKPOINT: &str = "sqlite:.planwright/acquire.db";
+/// The default checkpoint file, under `.planwright/` in the working directory.
+pub const DEFAULT_CHECKPOINT: &str = kit::ACQUIRE_CHECKPOINT;
 
 /// Options of the `acquire` command.
 #[derive(Clone, Debug, clap::Args)]
@@ -45,7 +45,10 @@ pub struct AcquireArgs {
     /// Answer the paused question of `--thread`.
     #[arg(long)]
     pub resume: Option<String>,
-    /// Checkpointer URL (`sqlite:PATH`, `postgres://…`, `memory:`).
+    /// Where threads are kept, so a later command answers a paused run: a SQLite file under
+    /// `.planwright/` in the working directory, created on first use; or `sqlite:PATH` (its
+    /// directory must exist, or add `?create_dirs=true`), `postgres://…`, `memory:` (nothing kept
+    /// after the command).
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     pub checkpoint: String,
     /// The model: `offline`, `sim:…` or `openai` (see `docs/models.md`).
@@ -213,13 +216,27 @@ pub fn render_text(run: &AcquireRun) -> String {
     ));
     if let Some(p) = &run.pending {
         s.push_str(&format!(
-            "Paused on thread {}: {}\nAnswer with --thread {} --resume 'ANSWER'\n",
+            "Paused on thread {}: {}\n",
             run.thread,
-            p["question"].as_str().unwrap_or(""),
-            run.thread
+            p["question"].as_str().unwrap_or("")
         ));
     }
     s
+}
+
+/// The command line that answers `run`'s question, `ANSWER` standing for the answer: every flag
+/// of `args` the answer needs to reach the same thread the same way.
+fn resume_hint(args: &AcquireArgs, run: &AcquireRun) -> String {
+    let flags: Vec<(&str, &str)> = [
+        kit::unless_default("--checkpoint", &args.checkpoint, DEFAULT_CHECKPOINT),
+        kit::unless_default("--model", &args.model, "offline"),
+        kit::unless_default("--topology", &args.topology, "staged"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let line = kit::resume_command("acquire", &flags, run.thread.as_str(), "ANSWER");
+    format!("Answer with (ANSWER replaced by yours):\n  {line}\n")
 }
 
 /// Runs the command.
@@ -240,14 +257,19 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    kit::ensure_parent_dir(&args.checkpoint);
-    let checkpointer = match kit::checkpointer(&args.checkpoint).await {
-        Ok(cp) => cp,
-        Err(e) => {
-            eprintln!("acquire: {e}");
-            return e.exit_code();
-        }
+    // Answering a question needs a thread that exists: that creates no storage.
+    let access = match prepared.start {
+        Start::Resume(_) => kit::Access::Existing,
+        Start::Input(_) => kit::Access::Create,
     };
+    let checkpointer =
+        match kit::open_checkpointer(&args.checkpoint, DEFAULT_CHECKPOINT, access).await {
+            Ok(cp) => cp,
+            Err(e) => {
+                eprintln!("acquire: {e}");
+                return e.exit_code();
+            }
+        };
     let engine: Engine<FieldState> = Engine::builder(graph)
         .migration(runner::migration)
         .checkpointer(checkpointer)
@@ -283,6 +305,9 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
         println!("{}", run.output_json());
     } else {
         print!("{}", render_text(&run));
+        if run.pending.is_some() {
+            print!("{}", resume_hint(&args, &run));
+        }
     }
     if run.status() == "aborted" {
         ExitCode::from(1)

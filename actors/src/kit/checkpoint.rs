@@ -1,9 +1,41 @@
 //! A checkpointer from a URL, with the two ways opening it can fail told apart: a malformed URL is
 //! the user's mistake (exit 2, HTTP 400), a backend that cannot be reached is a run error (exit 1).
+//!
+//! Where the commands keep threads when `--checkpoint` names no other place is decided here, once:
+//! a SQLite file per command under [`DEFAULT_DIR`] in the working directory, which is created on
+//! first use because it is the documented default. Any other SQLite path's directory must exist
+//! (`?create_dirs=true` creates it): a typo never makes folders. A command that only answers,
+//! shows or continues a thread ([`Access::Existing`]) never creates storage: a SQLite file that
+//! does not exist holds no thread, so the command is refused as for any unknown thread and leaves
+//! nothing behind.
 
-use planwright::checkpoint::{CheckpointError, Checkpointer};
+use planwright::checkpoint::{Backend, CheckpointError, Checkpointer, MemoryCheckpointer};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+
+/// The directory, under the working directory, where `research`, `acquire` and `serve` keep
+/// their threads unless `--checkpoint` names another place; created on first use.
+pub const DEFAULT_DIR: &str = ".planwright";
+
+/// Where `research` keeps its threads by default (a file under [`DEFAULT_DIR`]).
+pub const RESEARCH_CHECKPOINT: &str = "sqlite:.planwright/research.db";
+
+/// Where `acquire` keeps its threads by default (a file under [`DEFAULT_DIR`]).
+pub const ACQUIRE_CHECKPOINT: &str = "sqlite:.planwright/acquire.db";
+
+/// Where `serve` keeps threads, runs and the store by default (a file under [`DEFAULT_DIR`]).
+pub const SERVE_CHECKPOINT: &str = "sqlite:.planwright/serve.sqlite";
+
+/// What a command does with the threads in its storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It may start a thread: the storage is created when missing.
+    Create,
+    /// It only answers, shows or continues a thread that exists: storage that does not exist
+    /// holds none, and is not created.
+    Existing,
+}
 
 /// Why a checkpointer could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -43,16 +75,55 @@ pub async fn checkpointer(url: &str) -> Result<Arc<dyn Checkpointer>, OpenError>
     }
 }
 
-/// Creates the directory a `sqlite:PATH` URL's file lives in, so a default path under a fresh
-/// working directory opens (other URLs: nothing to do; a directory that cannot be created shows
-/// up as the open error that follows).
-pub fn ensure_parent_dir(url: &str) {
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.split('?').next().unwrap_or(path);
-        if let Some(dir) = std::path::Path::new(path).parent() {
-            if !dir.as_os_str().is_empty() {
-                let _ = std::fs::create_dir_all(dir);
-            }
+/// Creates [`DEFAULT_DIR`] when `url` is `default`, the command's default storage (the one place
+/// whose directory is made without `?create_dirs=true`); nothing otherwise.
+pub fn prepare_default(url: &str, default: &str) -> Result<(), OpenError> {
+    if url != default {
+        return Ok(());
+    }
+    std::fs::create_dir_all(DEFAULT_DIR).map_err(|e| OpenError::Unreachable {
+        url: url.to_string(),
+        source: CheckpointError::backend(format!("cannot create `{DEFAULT_DIR}`"), e),
+    })
+}
+
+/// Opens a planner command's storage: `url`, where `default` is the command's own default
+/// ([`prepare_default`]). With [`Access::Existing`], a SQLite file that does not exist is not
+/// created: an empty in-memory checkpointer stands in, on which every thread is unknown and
+/// nothing is kept.
+pub async fn open_checkpointer(
+    url: &str,
+    default: &str,
+    access: Access,
+) -> Result<Arc<dyn Checkpointer>, OpenError> {
+    let backend = planwright::checkpoint::backend(url).map_err(|reason| {
+        OpenError::BadUrl(CheckpointError::BadUrl {
+            url: url.to_string(),
+            reason,
+        })
+    })?;
+    if let (Access::Existing, Backend::Sqlite { path, .. }) = (access, backend) {
+        if !Path::new(path).exists() {
+            return Ok(Arc::new(MemoryCheckpointer::new()));
+        }
+    }
+    prepare_default(url, default)?;
+    checkpointer(url).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_is_a_file_under_the_default_dir() {
+        for url in [RESEARCH_CHECKPOINT, ACQUIRE_CHECKPOINT, SERVE_CHECKPOINT] {
+            let path = url.strip_prefix("sqlite:").expect("a SQLite URL");
+            assert_eq!(
+                Path::new(path).parent(),
+                Some(Path::new(DEFAULT_DIR)),
+                "{url}"
+            );
         }
     }
 }

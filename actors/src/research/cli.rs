@@ -33,9 +33,12 @@ pub struct ResearchArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Checkpointer URL (`memory:`, `sqlite:PATH`, `postgres://...`): the run is saved in `--thread`.
-    #[arg(long)]
-    pub checkpoint: Option<String>,
+    /// Where threads are kept, so a later command answers or continues a paused run: a SQLite
+    /// file under `.planwright/` in the working directory, created on first use; or `sqlite:PATH`
+    /// (its directory must exist, or add `?create_dirs=true`), `postgres://…`, `memory:` (nothing
+    /// kept after the command).
+    #[arg(long, default_value = kit::RESEARCH_CHECKPOINT)]
+    pub checkpoint: String,
     /// Thread id (default: a new one).
     #[arg(long)]
     pub thread: Option<String>,
@@ -123,26 +126,32 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let checkpointer = match &args.checkpoint {
-        None => None,
-        Some(url) => match kit::checkpointer(url).await {
-            Ok(cp) => Some(cp),
+    // Answering or showing a thread needs one that exists: that creates no storage.
+    let access = match prepared.start {
+        Start::Resume(_) | Start::Input(None) => kit::Access::Existing,
+        Start::Input(Some(_)) => kit::Access::Create,
+    };
+    let checkpointer =
+        match kit::open_checkpointer(&args.checkpoint, kit::RESEARCH_CHECKPOINT, access).await {
+            Ok(cp) => cp,
             Err(e) => {
                 eprintln!("research: {e}");
                 return e.exit_code();
             }
-        },
-    };
-    let durable = checkpointer.is_some();
-    let mut builder = Engine::builder(graph);
-    if let Some(cp) = checkpointer {
-        builder = builder.checkpointer(cp);
-    }
-    let engine: Engine<ResearchState> = builder.build().await;
+        };
+    let durable = planwright::checkpoint::backend(&args.checkpoint)
+        != Ok(planwright::checkpoint::Backend::Memory);
+    let engine: Engine<ResearchState> = Engine::builder(graph)
+        .checkpointer(checkpointer)
+        .build()
+        .await;
+    // A new thread's id is unique per process: two commands started in the same millisecond on
+    // the same storage get a thread each.
     let thread = ThreadId::new(args.thread.clone().unwrap_or_else(|| {
         format!(
-            "research-{}",
-            super::clock::Clock::now_ms(&super::clock::SystemClock)
+            "research-{}-{}",
+            super::clock::Clock::now_ms(&super::clock::SystemClock),
+            std::process::id()
         )
     }));
     let quiet = args.json;
@@ -179,14 +188,29 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
         if let Some(err) = payload.get("error").and_then(Value::as_str) {
             eprintln!("research: {err}");
         }
+        let flags: Vec<(&str, &str)> = [
+            kit::unless_default("--checkpoint", &args.checkpoint, kit::RESEARCH_CHECKPOINT),
+            kit::unless_default("--model", &args.model, "offline"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let approve = kit::resume_command(
+            "research",
+            &flags,
+            run.thread.as_str(),
+            r#"{"action": "approve"}"#,
+        );
         println!(
-            "Paused for approval on thread {}.\nPlan:\n{}Answer with --thread {} --resume '{{\"action\": \"approve\"}}' (or deny / edit).",
+            "Paused for approval on thread {}.\nPlan:\n{}Approve with:\n  {approve}\n(or answer {{\"action\": \"deny\", \"reason\": \"…\"}} or {{\"action\": \"edit\", \"plan\": […]}} the same way)",
             run.thread,
             render::plan_table(&run.state.plan),
-            run.thread
         );
         if !durable {
-            eprintln!("research: no --checkpoint given, so this paused thread is not saved");
+            eprintln!(
+                "research: --checkpoint {} keeps nothing after this command, so this paused thread is lost; leave --checkpoint out to keep threads under .planwright/",
+                args.checkpoint
+            );
         }
     } else {
         print!("{}", render::result(&run.state, &run.status));

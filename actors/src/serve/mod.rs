@@ -47,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
     /// Checkpointer URL: `sqlite:PATH`, `postgres://…` or `memory:`.
-    #[arg(long, default_value = "sqlite:.planwright/serve.sqlite")]
+    #[arg(long, default_value = kit::SERVE_CHECKPOINT)]
     pub checkpoint: String,
     /// Require `Authorization: Bearer TOKEN` on every request (one admin user).
     #[arg(long)]
@@ -117,7 +117,7 @@ impl Default for ServeArgs {
         let limits = listen::Limits::default();
         Self {
             addr: "127.0.0.1:8080".into(),
-            checkpoint: "sqlite:.planwright/serve.sqlite".into(),
+            checkpoint: kit::SERVE_CHECKPOINT.into(),
             token: None,
             auth_file: None,
             jwt_secret: None,
@@ -222,9 +222,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     // One pool per PostgreSQL URL for the whole process: its `pool_size` is the process's
     // connection budget (docs/deployment.md).
     let pools = planwright::checkpoint::PgPools::new();
-    let checkpointer = planwright::checkpoint::connect_in(&args.checkpoint, &pools).await?;
-    let run_store = planwright::runs::connect_in(&args.checkpoint, &pools).await?;
-    let run_store_leases = run_store.leases();
+    // Every flag is checked before storage is opened: a refused start leaves no file behind.
     if let Some(e) = args.events.as_deref() {
         let nats = e.starts_with("nats://") || e.starts_with("tls://");
         if !nats && e != args.checkpoint {
@@ -236,6 +234,13 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
             )));
         }
     }
+    // The default file's directory is made here (the documented default); any other must exist.
+    kit::prepare_default(&args.checkpoint, kit::SERVE_CHECKPOINT).map_err(|e| match e {
+        kit::OpenError::BadUrl(e) | kit::OpenError::Unreachable { source: e, .. } => e,
+    })?;
+    let checkpointer = planwright::checkpoint::connect_in(&args.checkpoint, &pools).await?;
+    let run_store = planwright::runs::connect_in(&args.checkpoint, &pools).await?;
+    let run_store_leases = run_store.leases();
     let events = planwright::runs::connect_events_in(
         args.events.as_deref().unwrap_or(&args.checkpoint),
         run_store.clone(),
@@ -363,13 +368,14 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Serves until SIGTERM or Ctrl-C, then stops accepting, lets running nodes finish and
 /// checkpoints every thread (`Engine::shutdown`).
 pub async fn run(args: &ServeArgs) -> Result<(), ServeError> {
-    let state = state(args).await?;
+    // The port first: a server that cannot listen stops before it creates or opens any storage.
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|source| ServeError::Io {
             addr: args.addr.clone(),
             source,
         })?;
+    let state = state(args).await?;
     // The port is open at once; threads a stopped server left mid-run are picked up in the
     // background, and `/ok` says 503 `recovering` until that is done.
     state
