@@ -599,6 +599,7 @@ fn a_failing_formula_no_target_needs_does_not_fail_the_calculation() {
             value_type: ValueType::Number,
             core: false,
             unit: None,
+            precision: None,
             description: None,
             requires_components: false,
             formula: Some("price / 0".into()),

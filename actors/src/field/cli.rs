@@ -171,8 +171,17 @@ pub fn render_text(run: &AcquireRun) -> String {
     let mut s = String::new();
     s.push_str(&format!("status: {}\n", run.status()));
     s.push_str("targets:\n");
-    for (k, v) in out["targets"].as_object().into_iter().flatten() {
-        s.push_str(&format!("  {k} = {}\n", super::people::value(v)));
+    // In the schema's order, each with its unit (the run's currency for money).
+    for t in out["target_list"].as_array().into_iter().flatten() {
+        let unit = t["unit"]
+            .as_str()
+            .map(|u| format!(" {u}"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  {} = {}{unit}\n",
+            t["field"].as_str().unwrap_or("?"),
+            super::people::value(&t["value"])
+        ));
     }
     s.push_str("fields:\n");
     for (k, v) in out["fields"].as_object().into_iter().flatten() {

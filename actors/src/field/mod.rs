@@ -18,6 +18,7 @@ pub mod output;
 pub mod people;
 pub mod policy;
 pub mod reading;
+pub mod rounding;
 pub mod routes;
 pub mod runner;
 pub mod schema;

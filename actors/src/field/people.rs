@@ -1,5 +1,6 @@
 //! Numbers written for people in the text output: thousands separated, no float noise
-//! (`705669.1199999999` prints as `705,669.12`). The JSON output keeps exact values.
+//! (`705669.1199999999` prints as `705,669`). The JSON output rounds to each field's precision
+//! (`field::rounding`) and keeps the exact values in its `exact` object.
 
 use serde_json::Value;
 

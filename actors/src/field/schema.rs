@@ -63,6 +63,11 @@ pub struct Field {
     /// Unit, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
+    /// Decimal places its value is shown with (JSON, text, the server). Without it: 2 for an
+    /// amount of money (a `currency…` unit, or a derived field the formula makes one), otherwise
+    /// twelve significant digits (see `field::rounding`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<u32>,
     /// What the field means, for search and questions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,

@@ -302,20 +302,25 @@ impl FieldPolicy for Counting {
 }
 
 /// Checks the output contract's invariants: every target equals its formula over the output's
-/// own fields; every search quote appears verbatim in its document; no derived field was searched
-/// for or asked about.
+/// own fields (exact values: a rounded number's is in `exact`); every search quote appears
+/// verbatim in its document; no derived field was searched for or asked about.
 pub fn check_invariants(run: &AcquireRun, corpus: &[planwright_actors::tools::bm25::Document]) {
     let out = run.output_json();
     let fields = out["fields"].as_object().unwrap();
     let values: BTreeMap<String, Option<f64>> = fields
         .iter()
-        .map(|(k, v)| (k.clone(), v["value"].as_f64()))
+        .map(|(k, v)| {
+            let exact = out["exact"]["fields"][k].as_f64();
+            (k.clone(), exact.or(v["value"].as_f64()))
+        })
         .collect();
     for t in &run.state.schema.targets {
         let f = run.state.schema.field(t).unwrap();
         if let Some(text) = &f.formula {
             let expect = formula::evaluate(text, &values).ok();
-            let got = out["targets"][t].as_f64();
+            let got = out["exact"]["targets"][t]
+                .as_f64()
+                .or(out["targets"][t].as_f64());
             match (expect, got) {
                 (Some(e), Some(g)) => {
                     assert!((e - g).abs() <= 1e-9 * e.abs().max(1.0), "{t}: {e} vs {g}")

@@ -102,6 +102,7 @@ pub fn with_components(s: &FieldState, recipes: &BTreeMap<String, Decomposition>
                 value_type: r.types.get(c).copied().unwrap_or(ValueType::Number),
                 core: false,
                 unit: None,
+                precision: None,
                 description: r.descriptions.get(c).cloned(),
                 requires_components: false,
                 formula: None,
