@@ -61,7 +61,11 @@ fn json_numbers_are_rounded_with_the_exact_values_beside_them() {
         .collect();
     assert_eq!(
         list,
-        [("tam", "EUR/year"), ("sam", "EUR/year"), ("som", "EUR/year")],
+        [
+            ("tam", "EUR/year"),
+            ("sam", "EUR/year"),
+            ("som", "EUR/year")
+        ],
         "the schema's order, in the run's currency"
     );
 }

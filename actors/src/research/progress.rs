@@ -43,7 +43,13 @@ impl Running {
         let names: Vec<String> = self
             .nodes
             .iter()
-            .map(|(n, k)| if *k > 1 { format!("{n} ×{k}") } else { n.clone() })
+            .map(|(n, k)| {
+                if *k > 1 {
+                    format!("{n} ×{k}")
+                } else {
+                    n.clone()
+                }
+            })
             .collect();
         format!("running {}", names.join(", "))
     }
