@@ -118,6 +118,7 @@ async fn bad_arguments_are_named() {
 async fn load_drives_a_serve_instance_over_http() {
     use planwright_actors::serve::{router, state, ServeArgs};
     let dir = std::env::temp_dir().join(format!("planwright-load-target-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     let st = state(&ServeArgs {
         addr: "127.0.0.1:0".into(),
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
@@ -229,6 +230,7 @@ async fn load_drives_acquire_conversations_on_a_serve_instance() {
         "planwright-load-acquire-target-{}",
         std::process::id()
     ));
+    std::fs::create_dir_all(&dir).unwrap();
     let st = state(&ServeArgs {
         addr: "127.0.0.1:0".into(),
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),

@@ -13,8 +13,9 @@ async fn start() -> String {
     start_on(&dir).await
 }
 
-/// A server storing its threads under `dir`.
+/// A server storing its threads under `dir` (made here; a restart uses it again).
 async fn start_on(dir: &std::path::Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
     let args = ServeArgs {
         addr: "127.0.0.1:0".into(),
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),

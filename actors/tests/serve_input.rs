@@ -13,6 +13,7 @@ async fn start() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    std::fs::create_dir_all(&dir).unwrap();
     let args = ServeArgs {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         token: Some("s3cret".into()),
@@ -179,6 +180,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ok_is_503_while_the_server_recovers_and_200_after() {
     let dir = std::env::temp_dir().join(format!("planwright-ok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     let args = ServeArgs {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         ..ServeArgs::default()

@@ -17,6 +17,7 @@ async fn start(limits: Limits, model: &str) -> std::net::SocketAddr {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    std::fs::create_dir_all(&dir).unwrap();
     let args = ServeArgs {
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
         model: model.into(),

@@ -30,6 +30,7 @@ fn fresh_db() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    std::fs::create_dir_all(&dir).unwrap();
     format!("sqlite:{}", dir.join("serve.sqlite").display())
 }
 

@@ -46,6 +46,7 @@ async fn the_official_langgraph_sdk_works_against_the_server() {
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sdk-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_planwright"))
         .args([
             "serve",

@@ -15,6 +15,7 @@ async fn start() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    std::fs::create_dir_all(&dir).unwrap();
     let args = ServeArgs {
         addr: "127.0.0.1:0".into(),
         checkpoint: format!("sqlite:{}", dir.join("serve.sqlite").display()),
