@@ -1,8 +1,11 @@
 //! The `acquire` assistant's input, resume values and values: the field-acquisition planner over
-//! HTTP. Input `{"schema": {...}, "corpus": [...], "goal": "..."}` (corpus optional: the bundled
-//! corpus, i.e. the three fixture scenarios' documents); every question pauses the run with an
-//! interrupt `{"field", "question"}`, answered by a run with `command: {"resume": "answer"}`; the
-//! values carry the keys of `acquire --json`.
+//! HTTP. Input `{"schema": {...}, "corpus": [...], "goal": "...", "rates": {...}}` (corpus
+//! optional: the bundled corpus, i.e. the three fixture scenarios' documents; rates optional:
+//! exchange rates the person gives); every question pauses the run with an interrupt
+//! `{"field", "question", "found", "searches"}` (`found`: the source, quote and value as read
+//! that the question is about, `null` when nothing was found; `searches`: how many searches were
+//! made for the field), answered by a run with `command: {"resume": "answer"}`; the values carry
+//! the keys of `acquire --json`.
 
 use crate::field::input::{bundled_corpus, initial_update, parse_corpus, InputError};
 use crate::field::output;
