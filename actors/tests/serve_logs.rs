@@ -207,4 +207,17 @@ async fn a_5xx_from_storage_is_logged_as_an_error_with_its_cause() {
     // The request it answered.
     assert_eq!(e["span"]["path"], "/threads/doomed/state", "{line}");
     assert_eq!(e["span"]["method"], "GET", "{line}");
+    // The client reads an error id, the same as the log line's, and nothing of the cause: no
+    // database name, host or SQLSTATE.
+    let told = body["detail"].as_str().unwrap_or_default();
+    let id = e["error_id"].as_str().unwrap_or_default();
+    assert!(!id.is_empty(), "{line}");
+    assert_eq!(
+        told,
+        format!("internal server error (error id {id}); the server's log has its cause"),
+        "{body}"
+    );
+    for secret in [name.as_str(), "3D000", "postgres", "127.0.0.1"] {
+        assert!(!told.contains(secret), "{body}");
+    }
 }

@@ -1,6 +1,11 @@
 //! JSON errors (every 4xx says what is wrong, every 5xx is logged at level error with its
 //! cause chain), request checks shared by the handlers, and reading the bearer token (who it
 //! names is `auth`'s business).
+//!
+//! A 500's cause stays in the log: the chain of a storage error names databases, hosts, tables
+//! and SQL, which are the operator's business, not a client's. The client reads a short
+//! `{"detail": "internal server error (error id …)"}` whose id is on the log line, so the
+//! operator finds the cause of the answer a client reports.
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -24,8 +29,8 @@ impl ApiError {
     pub fn conflict(msg: impl Into<String>) -> Self {
         Self(StatusCode::CONFLICT, msg.into())
     }
-    /// 500: a message, or an error followed by its causes (`source()` chain), which the client
-    /// reads in `detail` and the log line carries.
+    /// 500: a message, or an error followed by its causes (`source()` chain), which the log line
+    /// carries; the client reads only [`INTERNAL_DETAIL`] and an error id.
     pub fn internal(cause: impl Cause) -> Self {
         Self(StatusCode::INTERNAL_SERVER_ERROR, cause.detail())
     }
@@ -81,14 +86,31 @@ error_causes!(
     serde_json::Error,
 );
 
+/// What a client reads of a 500, before its error id: the cause is in the server's log only.
+pub const INTERNAL_DETAIL: &str = "internal server error";
+
+/// A short random id tying a 500's answer to its log line (8 hex digits).
+fn error_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.0.is_server_error() {
-            // Every 5xx is logged with its cause (`internal` puts the whole chain in the
-            // detail): the client sees the detail, the operator too.
-            tracing::error!(status = self.0.as_u16(), detail = %self.1, "request failed");
-        }
-        (self.0, Json(serde_json::json!({"detail": self.1}))).into_response()
+        let detail = if self.0 == StatusCode::INTERNAL_SERVER_ERROR {
+            // The cause (the whole chain `internal` built) goes to the log with an id; the
+            // client gets the id alone.
+            let id = error_id();
+            tracing::error!(status = 500u16, error_id = %id, detail = %self.1, "request failed");
+            format!("{INTERNAL_DETAIL} (error id {id}); the server's log has its cause")
+        } else {
+            if self.0.is_server_error() {
+                // Other 5xx details are written for the client (`storage` keeps its cause to
+                // the log); logged all the same.
+                tracing::error!(status = self.0.as_u16(), detail = %self.1, "request failed");
+            }
+            self.1
+        };
+        (self.0, Json(serde_json::json!({"detail": detail}))).into_response()
     }
 }
 
@@ -182,5 +204,32 @@ mod tests {
             "postgres error 08006: reading the thread's head: connection reset"
         );
         assert_eq!(ApiError::internal("plain").1, "plain");
+    }
+
+    #[tokio::test]
+    async fn a_500_tells_the_client_an_error_id_and_not_its_cause() {
+        let db = CheckpointError::backend_msg(
+            "postgres error 3D000: database \"secret_db\" on db.internal:5432 does not exist",
+        );
+        let resp = ApiError::internal(db).into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("internal server error (error id "),
+            "{detail}"
+        );
+        for secret in ["secret_db", "db.internal", "3D000", "postgres"] {
+            assert!(!detail.contains(secret), "{detail}");
+        }
+        // Other statuses keep their words for the client.
+        let resp = ApiError::conflict("thread `t` already exists").into_response();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("already exists"));
     }
 }

@@ -260,11 +260,13 @@ async fn not_started(state: &AppState, rec: &RunRecord) -> Result<(), ApiError> 
     }
 }
 
-/// A 503 naming storage: what could not be done, and the store's error.
-pub fn storage(what: &str, e: impl std::fmt::Display) -> ApiError {
+/// A 503 naming storage and what could not be done. The store's error, whose causes name
+/// databases, hosts and SQL, is logged (at error, with its whole chain) and not told the client.
+pub fn storage(what: &str, e: impl std::error::Error + 'static) -> ApiError {
+    tracing::error!(error = %planwright::ErrorChain(&e), "storage unreachable: {what}");
     ApiError(
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("storage unreachable: {what}: {e}"),
+        format!("storage unreachable: {what}"),
     )
 }
 
