@@ -146,6 +146,14 @@ impl Checkpointer for Counting {
     ) -> Result<bool, CheckpointError> {
         self.inner.create_thread(t, m).await
     }
+    async fn replace_thread_metadata(
+        &self,
+        t: &ThreadId,
+        expected: &serde_json::Value,
+        m: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        self.inner.replace_thread_metadata(t, expected, m).await
+    }
     async fn thread_metadata(
         &self,
         t: &ThreadId,

@@ -240,6 +240,26 @@ impl Checkpointer for MemoryCheckpointer {
         }
     }
 
+    async fn replace_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        expected: &serde_json::Value,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        // Compared and written under the one lock.
+        let mut threads = self.lock();
+        match threads.get_mut(thread) {
+            Some(ThreadData {
+                metadata: Some(now),
+                ..
+            }) if now == expected => {
+                *now = metadata;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,

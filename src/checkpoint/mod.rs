@@ -583,6 +583,19 @@ pub trait Checkpointer: Send + Sync + 'static {
         metadata: serde_json::Value,
     ) -> Result<bool, CheckpointError>;
 
+    /// Replaces thread `thread`'s metadata with `metadata` only while it still equals `expected`
+    /// (as JSON values), and says whether it did. The comparison and the write are one atomic
+    /// step, and a thread without metadata (unknown, deleted, or holding checkpoints only) is
+    /// never written: a read-modify-write of a thread's record through this cannot bring back a
+    /// deleted thread, lose a concurrent change, or give a record another owner created since
+    /// the read (what the server's updates of its thread records rely on).
+    async fn replace_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        expected: &serde_json::Value,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError>;
+
     /// The metadata set on a thread (`None` if the thread is unknown).
     async fn thread_metadata(
         &self,

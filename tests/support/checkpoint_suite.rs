@@ -62,6 +62,7 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     listing(&*cp, prefix).await;
     metadata_delete_and_prune(&*cp, prefix).await;
     create_thread_once(cp.clone(), prefix).await;
+    replace_thread_metadata_only_as_read(cp.clone(), prefix).await;
     big_bodies(&*cp, prefix).await;
     concurrent_writers(cp.clone(), prefix).await;
     batches(&*cp, prefix).await;
@@ -743,6 +744,98 @@ async fn create_thread_once(cp: Arc<dyn Checkpointer>, prefix: &str) {
         assert_eq!(
             cp.thread_metadata(&t).await.unwrap(),
             Some(serde_json::json!({ "owner": winners[0] })),
+            "round {round}"
+        );
+    }
+}
+
+/// `replace_thread_metadata`: a record is replaced only while it is the one read, a deleted or
+/// re-created thread is not written, and of concurrent updates from one read exactly one lands.
+async fn replace_thread_metadata_only_as_read(cp: Arc<dyn Checkpointer>, prefix: &str) {
+    use serde_json::json;
+    let t = ThreadId::new(format!("{prefix}/replace"));
+    let ann = json!({"owner": "ann", "created_at": "1"});
+    // Unknown: nothing is written.
+    assert!(!cp
+        .replace_thread_metadata(&t, &ann, json!({"owner": "ann", "x": 1}))
+        .await
+        .unwrap());
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), None);
+    assert!(cp.create_thread(&t, ann.clone()).await.unwrap());
+    let marked = json!({"owner": "ann", "created_at": "1", "cancelled_run": "r1"});
+    assert!(cp
+        .replace_thread_metadata(&t, &ann, marked.clone())
+        .await
+        .unwrap());
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), Some(marked.clone()));
+    // A stale read is refused and changes nothing.
+    assert!(!cp
+        .replace_thread_metadata(
+            &t,
+            &ann,
+            json!({"owner": "ann", "assistant_id": "research"})
+        )
+        .await
+        .unwrap());
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), Some(marked.clone()));
+    // Ann's thread deleted and the id created by Bob: Ann's update of what she read does not
+    // bring her record back over Bob's.
+    cp.delete_thread(&t).await.unwrap();
+    assert!(!cp
+        .replace_thread_metadata(&t, &marked, json!({"owner": "ann"}))
+        .await
+        .unwrap());
+    assert_eq!(
+        cp.thread_metadata(&t).await.unwrap(),
+        None,
+        "deleted stays deleted"
+    );
+    let bob = json!({"owner": "bob", "created_at": "2"});
+    assert!(cp.create_thread(&t, bob.clone()).await.unwrap());
+    assert!(!cp
+        .replace_thread_metadata(&t, &marked, json!({"owner": "ann"}))
+        .await
+        .unwrap());
+    assert_eq!(cp.thread_metadata(&t).await.unwrap(), Some(bob.clone()));
+    // A thread holding checkpoints and no record is not given one.
+    let ran = ThreadId::new(format!("{prefix}/replace-ran"));
+    cp.put(rec(&ran, 1, None, BodyKind::Snapshot, "{}"))
+        .await
+        .unwrap();
+    assert!(!cp
+        .replace_thread_metadata(&ran, &serde_json::Value::Null, json!({"owner": "eve"}))
+        .await
+        .unwrap());
+    let kept = cp.thread_metadata(&ran).await.unwrap();
+    assert!(
+        kept.as_ref().is_none_or(|m| m.get("owner").is_none()),
+        "{kept:?}"
+    );
+    // Eight updates from one read, five rounds: one lands, the others are refused.
+    for round in 0..5 {
+        let t = ThreadId::new(format!("{prefix}/replace-race-{round}"));
+        let read = json!({"owner": "ann", "n": 0});
+        assert!(cp.create_thread(&t, read.clone()).await.unwrap());
+        let tries = (1..=8).map(|n| {
+            let (cp, t, read) = (cp.clone(), t.clone(), read.clone());
+            tokio::spawn(async move {
+                let won = cp
+                    .replace_thread_metadata(&t, &read, json!({"owner": "ann", "n": n}))
+                    .await
+                    .unwrap();
+                (n, won)
+            })
+        });
+        let results: Vec<(i32, bool)> = futures::future::join_all(tries)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let winners: Vec<i32> = results.iter().filter(|r| r.1).map(|r| r.0).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        assert_eq!(
+            cp.thread_metadata(&t).await.unwrap(),
+            Some(json!({"owner": "ann", "n": winners[0]})),
             "round {round}"
         );
     }

@@ -68,7 +68,7 @@ pub fn of(state: &AppState, thread: &ThreadId, rec: &Value) -> Assistant {
 pub async fn bind(
     state: &AppState,
     thread: &ThreadId,
-    mut rec: Value,
+    rec: Value,
     wanted: Assistant,
     resume: bool,
 ) -> Result<(), ApiError> {
@@ -101,14 +101,29 @@ pub async fn bind(
                 .entry(thread.to_string())
                 .or_insert(candidate);
             if a == wanted && rec.is_object() {
-                rec["assistant_id"] = json!(wanted.as_str());
-                state
-                    .checkpointer
-                    .set_thread_metadata(thread, rec)
-                    .await
-                    .map_err(ApiError::internal)?;
+                // Written only over the record read: a thread deleted meanwhile is not brought
+                // back, one created again under its id (by another user) keeps its owner, and a
+                // binding another replica wrote first stands.
+                let now = super::handlers::update_record(state, thread, &rec, |rec| {
+                    if recorded(rec).is_some() {
+                        return false;
+                    }
+                    rec["assistant_id"] = json!(wanted.as_str());
+                    true
+                })
+                .await?;
+                match now {
+                    Some(now) => recorded(&now).unwrap_or(a),
+                    None => {
+                        state.bindings.remove(thread.as_str());
+                        return Err(ApiError::not_found(format!(
+                            "thread `{thread}` does not exist"
+                        )));
+                    }
+                }
+            } else {
+                a
             }
-            a
         }
     };
     if bound == wanted {
@@ -372,4 +387,87 @@ pub async fn start_continue(
         }
         Assistant::Acquire => AnyHandle::Acquire(state.acquire.start_continue(thread, opts).await?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::{state, ServeArgs};
+    use axum::http::StatusCode;
+    use std::sync::Arc;
+
+    async fn memory_state() -> Arc<AppState> {
+        let args = ServeArgs {
+            checkpoint: "memory:".into(),
+            model: "offline".into(),
+            ..ServeArgs::default()
+        };
+        state(&args).await.expect("a server on memory: starts")
+    }
+
+    #[tokio::test]
+    async fn binding_a_thread_read_before_it_changed_hands_leaves_the_new_owners_record() {
+        let st = memory_state().await;
+        let t = ThreadId::new("taken");
+        let ann = json!({"owner": "ann", "created_at": "2026-11-27T00:00:00.000Z", "metadata": {}});
+        assert!(st
+            .checkpointer
+            .create_thread(&t, ann.clone())
+            .await
+            .unwrap());
+        // Ann's first run read her record; before it binds, her thread is deleted and Bob
+        // creates the id.
+        st.checkpointer.delete_thread(&t).await.unwrap();
+        let bob = json!({"owner": "bob", "created_at": "2026-11-27T00:00:01.000Z", "metadata": {}});
+        assert!(st
+            .checkpointer
+            .create_thread(&t, bob.clone())
+            .await
+            .unwrap());
+        let e = bind(&st, &t, ann.clone(), Assistant::Research, false)
+            .await
+            .unwrap_err();
+        assert_eq!(e.0, StatusCode::NOT_FOUND, "{}", e.1);
+        assert_eq!(
+            st.checkpointer.thread_metadata(&t).await.unwrap(),
+            Some(bob),
+            "Bob's record keeps its owner"
+        );
+        // Deleted and not created again: the bind does not bring Ann's record back.
+        st.checkpointer.delete_thread(&t).await.unwrap();
+        assert!(bind(&st, &t, ann, Assistant::Research, false)
+            .await
+            .is_err());
+        assert_eq!(st.checkpointer.thread_metadata(&t).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_bind_keeps_what_was_written_since_its_read_and_a_cancel_mark_keeps_the_owner() {
+        let st = memory_state().await;
+        let t = ThreadId::new("busy");
+        let ann = json!({"owner": "ann", "created_at": "2026-11-27T00:00:00.000Z", "metadata": {}});
+        assert!(st
+            .checkpointer
+            .create_thread(&t, ann.clone())
+            .await
+            .unwrap());
+        // A cancel is marked after the bind's read: the bind adds its assistant beside it.
+        super::super::handlers::mark_cancelled(&st, &t, Some("r-1"))
+            .await
+            .unwrap();
+        bind(&st, &t, ann, Assistant::Acquire, false).await.unwrap();
+        assert_eq!(
+            st.checkpointer.thread_metadata(&t).await.unwrap(),
+            Some(json!({
+                "owner": "ann", "created_at": "2026-11-27T00:00:00.000Z", "metadata": {},
+                "cancelled_run": "r-1", "assistant_id": "acquire"
+            }))
+        );
+        // Clearing the mark on a thread that is gone does not create it.
+        st.checkpointer.delete_thread(&t).await.unwrap();
+        super::super::handlers::mark_cancelled(&st, &t, None)
+            .await
+            .unwrap();
+        assert_eq!(st.checkpointer.thread_metadata(&t).await.unwrap(), None);
+    }
 }

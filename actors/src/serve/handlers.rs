@@ -91,6 +91,56 @@ async fn record(state: &AppState, thread: &ThreadId) -> Result<Option<Value>, Ap
         .map_err(ApiError::internal)
 }
 
+/// How many times [`update_record`] reads a thread's record again after another request changed
+/// it between its read and its write.
+pub const RECORD_UPDATE_TRIES: usize = 8;
+
+/// Changes thread `thread`'s record `seen` with `change` (which says whether it changed
+/// anything) and answers the record as it stands then, or `None` when the thread is no longer
+/// the one `seen` was read from: deleted, or deleted and created again (by another user, say)
+/// since, which another `owner` or `created_at` tells. Each write lands only on the record it
+/// read ([`planwright::checkpoint::Checkpointer::replace_thread_metadata`]), so no update brings
+/// a deleted thread back, loses a concurrent one, or gives a record another owner; a record
+/// changed meanwhile is read again, at most [`RECORD_UPDATE_TRIES`] times (409 after).
+pub async fn update_record(
+    state: &AppState,
+    thread: &ThreadId,
+    seen: &Value,
+    change: impl Fn(&mut Value) -> bool,
+) -> Result<Option<Value>, ApiError> {
+    let same_thread = |rec: &Value| {
+        rec.is_object()
+            && rec.get("owner") == seen.get("owner")
+            && rec.get("created_at") == seen.get("created_at")
+    };
+    let mut current = seen.clone();
+    for _ in 0..RECORD_UPDATE_TRIES {
+        if !same_thread(&current) {
+            return Ok(None);
+        }
+        let mut next = current.clone();
+        if !change(&mut next) {
+            return Ok(Some(current));
+        }
+        let replaced = state
+            .checkpointer
+            .replace_thread_metadata(thread, &current, next.clone())
+            .await
+            .map_err(ApiError::internal)?;
+        if replaced {
+            return Ok(Some(next));
+        }
+        match record(state, thread).await? {
+            Some(rec) => current = rec,
+            None => return Ok(None),
+        }
+    }
+    tracing::warn!(thread_id = %thread, tries = RECORD_UPDATE_TRIES, "thread record kept changing; update given up");
+    Err(ApiError::conflict(format!(
+        "thread `{thread}`'s record changed under {RECORD_UPDATE_TRIES} updates in a row; try again"
+    )))
+}
+
 async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResult {
     let assistant = assistants::of(state, thread, &rec);
     let st = assistants::view(state, assistant, thread)
@@ -650,27 +700,22 @@ pub async fn mark_cancelled(
     thread: &ThreadId,
     run_id: Option<&str>,
 ) -> Result<(), ApiError> {
-    let Some(mut rec) = record(state, thread).await? else {
+    let Some(rec) = record(state, thread).await? else {
         return Ok(());
     };
-    let Some(obj) = rec.as_object_mut() else {
-        return Ok(());
-    };
-    match run_id {
-        Some(r) => {
-            obj.insert(CANCELLED_RUN.into(), json!(r));
+    // Written only over the record read here: a thread deleted meanwhile stays deleted, and one
+    // created again under its id keeps its owner.
+    update_record(state, thread, &rec, |rec| {
+        let Some(obj) = rec.as_object_mut() else {
+            return false;
+        };
+        match run_id {
+            Some(r) => obj.insert(CANCELLED_RUN.into(), json!(r)).as_ref() != Some(&json!(r)),
+            None => obj.remove(CANCELLED_RUN).is_some(),
         }
-        None => {
-            if obj.remove(CANCELLED_RUN).is_none() {
-                return Ok(());
-            }
-        }
-    }
-    state
-        .checkpointer
-        .set_thread_metadata(thread, rec)
-        .await
-        .map_err(ApiError::internal)
+    })
+    .await
+    .map(|_| ())
 }
 
 /// A run error as an HTTP answer: refusals are the client's 4xx (or 503 while stopping), every

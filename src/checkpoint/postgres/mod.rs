@@ -787,6 +787,42 @@ impl Checkpointer for PostgresCheckpointer {
         Ok(created == 1)
     }
 
+    async fn replace_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        expected: &serde_json::Value,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        let (text, pool) = (&metadata.to_string(), &self.pool);
+        self.retry("replace_thread_metadata", |_| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            // The row stays locked from the read to the commit; compared as JSON values.
+            let row = tx
+                .query_opt(
+                    "SELECT metadata FROM planwright_threads WHERE thread_id = $1 FOR UPDATE",
+                    &[&thread.as_str()],
+                )
+                .await?;
+            let now = row.and_then(|r| r.get::<_, Option<String>>(0));
+            let same = now
+                .as_deref()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+                .is_some_and(|v| &v == expected);
+            if !same {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE planwright_threads SET metadata = $2 WHERE thread_id = $1",
+                &[&thread.as_str(), text],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,

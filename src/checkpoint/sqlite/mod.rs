@@ -788,6 +788,46 @@ impl Checkpointer for SqliteCheckpointer {
         .await
     }
 
+    async fn replace_thread_metadata(
+        &self,
+        thread: &ThreadId,
+        expected: &serde_json::Value,
+        metadata: serde_json::Value,
+    ) -> Result<bool, CheckpointError> {
+        let thread = thread.clone();
+        let expected = expected.clone();
+        let text = metadata.to_string();
+        self.call(move |c| {
+            // IMMEDIATE: the read and the write hold the write lock together, against other
+            // connections and other processes on the file. Compared as JSON values, not text.
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let now: Option<Option<String>> = tx
+                .query_row(
+                    "SELECT metadata FROM threads WHERE thread_id = ?1",
+                    [thread.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(be)?;
+            let Some(Some(now)) = now else {
+                return Ok(false);
+            };
+            if parse_value(&thread, Some(&now))? != expected {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE threads SET metadata = ?2 WHERE thread_id = ?1",
+                params![thread.as_str(), text],
+            )
+            .map_err(be)?;
+            tx.commit().map_err(be)?;
+            Ok(true)
+        })
+        .await
+    }
+
     async fn thread_metadata(
         &self,
         thread: &ThreadId,
