@@ -11,7 +11,11 @@
 //! URLs (`/threads/{id}/…`: state, history, runs, copy, delete) answer 404 to any other user,
 //! search lists only one's own threads, and an admin sees everything. Handlers read the caller
 //! from the [`Principal`] this module puts in the request's extensions (nothing the client sends
-//! can stand for it), and the store endpoints pass it on as the items' owner.
+//! can stand for it), and the store endpoints pass it on as the items' owner. The middleware's
+//! check reads a thread's record before the handler does, and the thread can change hands in
+//! between (deleted, or created by another user under the id the check found free): so a
+//! handler that reads the record to act on it checks it again ([`caller_may_see`], the caller
+//! kept for the request's task).
 //!
 //! The built-in users [`OPEN_USER`] and [`TOKEN_USER`] own what is written with auth off or with
 //! `--token`. They are reserved: no non-admin of a token file or a JWT may have those names, and
@@ -85,6 +89,19 @@ impl Principal {
                 .and_then(|o| o.as_str())
                 .is_some_and(|o| o == self.user && !reserved(o))
     }
+}
+
+tokio::task_local! {
+    /// The caller of the request this task serves, set by [`authenticate`] around its handler.
+    static CALLER: Principal;
+}
+
+/// Whether the request this task serves may see the thread whose record is `rec`
+/// ([`Principal::may_see`]); true outside a request (the server's own work: recovery, takeovers,
+/// a queued run's start). Handlers check the record they act on with it, so a thread that
+/// changed hands after [`authenticate`] let the request through is answered as absent.
+pub fn caller_may_see(rec: &serde_json::Value) -> bool {
+    CALLER.try_with(|p| p.may_see(rec)).unwrap_or(true)
 }
 
 /// The readiness endpoint, open to callers without a token unless `--ok-requires-auth`.
@@ -399,13 +416,51 @@ pub async fn authenticate(
             }
         }
     }
-    req.extensions_mut().insert(principal);
-    next.run(req).await
+    req.extensions_mut().insert(principal.clone());
+    CALLER.scope(principal, next.run(req)).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_thread_that_changed_hands_after_the_check_is_absent_to_the_handler() {
+        let args = super::super::ServeArgs {
+            checkpoint: "memory:".into(),
+            model: "offline".into(),
+            ..super::super::ServeArgs::default()
+        };
+        let st = super::super::state(&args).await.unwrap();
+        // The auth check found `t` free (or Bob's); by the time Bob's handler reads it, Ann
+        // owns it.
+        let t = ThreadId::new("t");
+        let ann = serde_json::json!({"owner": "ann", "created_at": "x", "metadata": {}});
+        assert!(st.checkpointer.create_thread(&t, ann).await.unwrap());
+        let as_user = |user: &str, admin: bool| Principal {
+            user: user.into(),
+            admin,
+        };
+        let bob = CALLER
+            .scope(
+                as_user("bob", false),
+                super::super::handlers::existing(&st, "t"),
+            )
+            .await;
+        let e = bob.unwrap_err();
+        assert_eq!(e.0, StatusCode::NOT_FOUND, "{}", e.1);
+        for (who, admin) in [("ann", false), ("root", true)] {
+            let seen = CALLER
+                .scope(
+                    as_user(who, admin),
+                    super::super::handlers::existing(&st, "t"),
+                )
+                .await;
+            assert!(seen.is_ok(), "{who}");
+        }
+        // The server's own work, outside any request, reads it.
+        assert!(super::super::handlers::existing(&st, "t").await.is_ok());
+    }
 
     #[test]
     fn thread_paths_are_recognised() {

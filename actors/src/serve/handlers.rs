@@ -42,7 +42,7 @@ pub async fn ok(
         );
     }
     let probe = match tokio::time::timeout(OK_PROBE_TIMEOUT, state.checkpointer.ping()).await {
-        Ok(answer) => answer.map_err(|e| e.to_string()),
+        Ok(answer) => answer.map_err(|e| planwright::ErrorChain(&e).to_string()),
         Err(_) => Err(format!(
             "no answer to the storage probe within {OK_PROBE_TIMEOUT:?}"
         )),
@@ -229,8 +229,9 @@ pub async fn create_thread(
 pub(super) async fn existing(state: &AppState, id: &str) -> Result<(ThreadId, Value), ApiError> {
     let thread = ThreadId::new(id);
     match record(state, &thread).await? {
-        Some(rec) => Ok((thread, rec)),
-        None => Err(ApiError::not_found(format!("thread `{id}` does not exist"))),
+        // The caller's, as the auth check found it, unless it changed hands since.
+        Some(rec) if super::auth::caller_may_see(&rec) => Ok((thread, rec)),
+        _ => Err(ApiError::not_found(format!("thread `{id}` does not exist"))),
     }
 }
 
