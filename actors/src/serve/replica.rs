@@ -67,7 +67,7 @@ pub async fn hold(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
         .run_store
         .claim(&rec.run_id, &r.owner, now_ms(), ttl)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
     match claim {
         Claim::Granted {
             status: RunRecordStatus::Pending,
@@ -93,7 +93,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
         .run_store
         .claim(&rec.run_id, &r.owner, now_ms(), ttl)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
     let Some(token) = claim.token() else {
         return Ok(false);
     };
@@ -102,7 +102,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
         .checkpointer
         .fence(&ThreadId::new(&rec.thread_id), token)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| planwright::ErrorChain(&e).to_string())
 }
 
 /// Gives up this replica's lease on `rec` (a run it stopped at a superstep boundary), so another
@@ -110,7 +110,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
 pub async fn release(state: &AppState, rec: &RunRecord) {
     if let Some(r) = &state.replica {
         if let Err(e) = state.run_store.release(&rec.run_id, &r.owner).await {
-            tracing::warn!(run_id = rec.run_id, error = %e, "a lease could not be released; it expires");
+            tracing::warn!(run_id = rec.run_id, error = %planwright::ErrorChain(&e), "a lease could not be released; it expires");
         }
     }
 }
@@ -120,7 +120,7 @@ pub async fn release(state: &AppState, rec: &RunRecord) {
 pub async fn release_all(state: &AppState) {
     if let Some(r) = &state.replica {
         if let Err(e) = state.run_store.release_all(&r.owner).await {
-            tracing::warn!(error = %e, "leases could not be released; they expire");
+            tracing::warn!(error = %planwright::ErrorChain(&e), "leases could not be released; they expire");
         }
     }
 }
@@ -155,7 +155,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         .run_store
         .renew(&r.owner, now_ms(), ttl)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
     for (thread, run_id) in local {
         if held.iter().any(|(id, cancel)| *id == run_id && *cancel) {
             // Cancelled through another replica: stop it here, as a local cancel would.
@@ -184,7 +184,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         .run_store
         .expired(now_ms(), ttl, 16)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
     let local = lifecycle::local_runs(state);
     for rec in expired {
         // A run of this process (executing, or claimed a moment ago and about to be) is not
@@ -239,7 +239,7 @@ async fn lost(state: &Arc<AppState>, r: &Replica, thread: &str, run_id: &str) {
     let holder = match state.run_store.lease_holder(run_id).await {
         Ok(h) => h,
         Err(e) => {
-            tracing::warn!(run_id, thread_id = thread, error = %e, "leases: a run's holder cannot be read; it goes on");
+            tracing::warn!(run_id, thread_id = thread, error = %planwright::ErrorChain(&e), "leases: a run's holder cannot be read; it goes on");
             return;
         }
     };

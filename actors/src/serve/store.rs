@@ -54,7 +54,7 @@ pub fn spawn_sweeper(
             match store.sweep().await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(deleted = n, "store sweep"),
-                Err(e) => tracing::warn!(error = %e, "store sweep failed"),
+                Err(e) => tracing::warn!(error = %planwright::ErrorChain(&e), "store sweep failed"),
             }
         }
     })
