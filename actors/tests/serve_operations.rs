@@ -229,6 +229,17 @@ async fn stored_fields_over_the_cap_are_refused_and_nothing_is_stored() {
             let answer = call("POST", &format!("{base}/threads/t/{endpoint}"), Some(body)).await;
             refused(field, answer);
         }
+        // `stream_mode` is kept with the request too.
+        let body =
+            json!({"assistant_id": "research", "input": {"input": GOAL}, "stream_mode": big});
+        refused(
+            "stream_mode",
+            call("POST", &format!("{base}/threads/t/{endpoint}"), Some(body)).await,
+        );
+        // An assistant id no assistant has is refused before a run is recorded under it.
+        let body = json!({"assistant_id": "x".repeat(70_000), "input": {"input": GOAL}});
+        let (s, v) = call("POST", &format!("{base}/threads/t/{endpoint}"), Some(body)).await;
+        assert_eq!(s, 404, "{endpoint}: {v}");
     }
     let (s, runs) = call("GET", &format!("{base}/threads/t/runs"), None).await;
     assert_eq!(s, 200);

@@ -41,9 +41,18 @@ impl Assistant {
         match id {
             "research" => Ok(Assistant::Research),
             "acquire" => Ok(Assistant::Acquire),
-            other => Err(ApiError::not_found(format!(
-                "unknown assistant `{other}`: use `research` or `acquire`"
-            ))),
+            other => {
+                // Named as far as a reader needs: the id is the client's, of any length.
+                let shown: String = other.chars().take(40).collect();
+                let more = if other.chars().nth(40).is_some() {
+                    "…"
+                } else {
+                    ""
+                };
+                Err(ApiError::not_found(format!(
+                    "unknown assistant `{shown}{more}`: use `research` or `acquire`"
+                )))
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Caps on the client-supplied JSON the server stores with every request, beside the request's
 //! own content. A run's `metadata` is stored twice (in its record and in the request kept whole
-//! for a queued or recovered start), a thread's `metadata` in its record, and a run's `config`
-//! and `checkpoint` in the kept request: without a cap, any client could make every request cost
+//! for a queued or recovered start), a thread's `metadata` in its record, and a run's `config`,
+//! `checkpoint` and `stream_mode` in the kept request: without a cap, any client could make every request cost
 //! megabytes of storage (600 runs with 1.9 MB of metadata each grew a SQLite file to 2.45 GB).
 //! Each field is capped at [`MAX_STORED_FIELD_BYTES`] of JSON text; a request over the cap is
 //! refused with 422 naming the field, its size and the cap, before anything is stored.
@@ -13,8 +13,8 @@ use super::errors::ApiError;
 use axum::http::StatusCode;
 use serde_json::Value;
 
-/// The most JSON text, in bytes, one stored field may hold: a run's `metadata`, `config` and
-/// `checkpoint`, and a thread's `metadata`. 64 KiB: room for any labels, tags or ids a client
+/// The most JSON text, in bytes, one stored field may hold: a run's `metadata`, `config`,
+/// `checkpoint` and `stream_mode`, and a thread's `metadata`. 64 KiB: room for any labels, tags or ids a client
 /// keeps with a run, far below what would make storage grow with a client's whim.
 pub const MAX_STORED_FIELD_BYTES: usize = 64 * 1024;
 

@@ -467,13 +467,15 @@ impl RunBody {
         }
     }
 
-    /// The checks a request passes before anything is recorded: stored fields within their cap
-    /// ([`super::fields`]), a known strategy, metadata that is an object, a well-formed
-    /// checkpoint.
+    /// The checks a request passes before anything is recorded: a known assistant, stored fields
+    /// within their cap ([`super::fields`]: everything the request keeps beside its `input` and
+    /// `command`), a known strategy, metadata that is an object, a well-formed checkpoint.
     pub fn check(&self) -> Result<(), ApiError> {
+        Assistant::parse(&self.assistant_id)?;
         super::fields::check_size("metadata", self.metadata.as_ref())?;
         super::fields::check_size("config", self.config.as_ref())?;
         super::fields::check_size("checkpoint", self.checkpoint.as_ref())?;
+        super::fields::check_size("stream_mode", self.stream_mode.as_ref())?;
         self.checkpoint()?;
         self.cancel_on_disconnect()?;
         if !STRATEGIES.contains(&self.strategy()) {
