@@ -28,7 +28,8 @@ pub const OK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// been picked up and the storage answers; 503 with `status` `recovering` or `storage
 /// unreachable` (and why) before that, so a load balancer sends nothing here yet. The storage
 /// probe is one round trip (`Checkpointer::ping`), bounded by [`OK_PROBE_TIMEOUT`]; the per-client
-/// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]). Why the storage is
+/// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]), so probes go through
+/// [`ProbeGate`]: however many callers ask at once, storage sees one probe at a time. Why the storage is
 /// unreachable (`detail`) goes only to an authenticated caller (anyone, with auth off): the open
 /// `/ok` of a server with auth tells a caller without a token the status alone.
 pub async fn ok(
@@ -41,12 +42,17 @@ pub async fn ok(
             Json(json!({"ok": false, "status": "recovering"})),
         );
     }
-    let probe = match tokio::time::timeout(OK_PROBE_TIMEOUT, state.checkpointer.ping()).await {
-        Ok(answer) => answer.map_err(|e| planwright::ErrorChain(&e).to_string()),
-        Err(_) => Err(format!(
-            "no answer to the storage probe within {OK_PROBE_TIMEOUT:?}"
-        )),
-    };
+    let probe = state
+        .ok_probe
+        .probe(|| async {
+            match tokio::time::timeout(OK_PROBE_TIMEOUT, state.checkpointer.ping()).await {
+                Ok(answer) => answer.map_err(|e| planwright::ErrorChain(&e).to_string()),
+                Err(_) => Err(format!(
+                    "no answer to the storage probe within {OK_PROBE_TIMEOUT:?}"
+                )),
+            }
+        })
+        .await;
     match probe {
         Ok(()) => (StatusCode::OK, Json(json!({"ok": true}))),
         Err(e) => {
@@ -57,6 +63,37 @@ pub async fn ok(
             }
             (StatusCode::SERVICE_UNAVAILABLE, Json(body))
         }
+    }
+}
+
+/// `/ok`'s storage probes, one at a time. `/ok` is outside the per-client cap, so without this
+/// a caller could send thousands at once and each would take a pooled connection (for up to
+/// [`OK_PROBE_TIMEOUT`] while the database is down) from the requests that need one. A caller
+/// takes the answer of a probe that ended after it arrived (as fresh as its own would be), and
+/// otherwise probes itself while the others wait.
+#[derive(Default)]
+pub struct ProbeGate {
+    /// When the last probe ended, and its answer.
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, Result<(), String>)>>,
+}
+
+impl ProbeGate {
+    /// The answer of `probe`, or of one that ended since this call began.
+    pub async fn probe<F, Fut>(&self, probe: F) -> Result<(), String>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let arrived = tokio::time::Instant::now();
+        let mut last = self.last.lock().await;
+        if let Some((ended, answer)) = &*last {
+            if *ended >= arrived {
+                return answer.clone();
+            }
+        }
+        let answer = probe().await;
+        *last = Some((tokio::time::Instant::now(), answer.clone()));
+        answer
     }
 }
 
@@ -793,5 +830,41 @@ pub async fn run_wait(
         )),
         Ok(out) => Ok(Json(out.values)),
         Err(e) => Err(run_error(&id, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn callers_of_ok_at_once_share_one_storage_probe() {
+        let gate = Arc::new(ProbeGate::default());
+        let probes = Arc::new(AtomicUsize::new(0));
+        // A stalled database: each probe takes the whole timeout and fails.
+        let ask = |gate: Arc<ProbeGate>, probes: Arc<AtomicUsize>| async move {
+            gate.probe(|| async {
+                probes.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(OK_PROBE_TIMEOUT).await;
+                Err("no answer".to_string())
+            })
+            .await
+        };
+        let callers: Vec<_> = (0..200)
+            .map(|_| tokio::spawn(ask(gate.clone(), probes.clone())))
+            .collect();
+        for c in callers {
+            assert_eq!(c.await.unwrap(), Err("no answer".to_string()));
+        }
+        // The first probes; the others arrived before it ended and share its answer (a caller
+        // whose task ran after it started probes once more at most).
+        assert!(probes.load(Ordering::SeqCst) <= 2, "{probes:?}");
+        // A caller after that probe ended probes anew: an answer is never older than its call.
+        let n = probes.load(Ordering::SeqCst);
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        let fresh = gate.probe(|| async { Ok(()) }).await;
+        assert_eq!(fresh, Ok(()));
+        assert_eq!(probes.load(Ordering::SeqCst), n);
     }
 }

@@ -176,6 +176,8 @@ pub struct AppState {
     pub queues: queue::RunQueues,
     /// False while a starting server picks up the threads a stopped one left mid-run.
     pub recovered: std::sync::atomic::AtomicBool,
+    /// `/ok`'s storage probes, one at a time and shared by the callers waiting for it.
+    pub ok_probe: handlers::ProbeGate,
     /// This process as one replica of several, when the run store keeps leases (PostgreSQL).
     pub replica: Option<replica::Replica>,
     /// The events of streaming runs, which clients follow (and rejoin) from any replica.
@@ -291,6 +293,7 @@ pub async fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         live: lifecycle::LiveRuns::default(),
         queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
+        ok_probe: handlers::ProbeGate::default(),
         replica: run_store_leases.then(|| replica::Replica::new(args.lease_ttl)),
         events,
     }))
