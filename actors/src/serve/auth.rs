@@ -104,6 +104,12 @@ pub fn caller_may_see(rec: &serde_json::Value) -> bool {
     CALLER.try_with(|p| p.may_see(rec)).unwrap_or(true)
 }
 
+/// Runs `work` as a request of `caller` would (what [`authenticate`] sets around a handler).
+#[cfg(test)]
+pub async fn as_caller<F: std::future::Future>(caller: Principal, work: F) -> F::Output {
+    CALLER.scope(caller, work).await
+}
+
 /// The readiness endpoint, open to callers without a token unless `--ok-requires-auth`.
 pub const OK_PATH: &str = "/ok";
 

@@ -31,11 +31,13 @@ pub async fn history(
         }
     };
     let thread = ThreadId::new(&id);
+    // The caller's, as the auth check found it, unless it changed hands since.
     let Some(rec) = state
         .checkpointer
         .thread_metadata(&thread)
         .await
         .map_err(ApiError::internal)?
+        .filter(super::auth::caller_may_see)
     else {
         return Err(ApiError::not_found(format!("thread `{id}` does not exist")));
     };

@@ -117,6 +117,8 @@ async fn thread_of(state: &AppState, id: &str) -> Result<(ThreadId, Assistant), 
         .thread_metadata(&thread)
         .await
         .map_err(ApiError::internal)?
+        // The caller's, as the auth check found it, unless it changed hands since.
+        .filter(super::auth::caller_may_see)
         .ok_or_else(|| ApiError::not_found(format!("thread `{id}` does not exist")))?;
     let a = assistants::of(state, &thread, &rec);
     Ok((thread, a))

@@ -127,7 +127,12 @@ async fn find(state: &AppState, thread: &str, run_id: &str) -> Result<RunRecord,
         .get(run_id)
         .await
         .map_err(ApiError::internal)?
-        .filter(|r| r.thread_id == thread)
+        // On this thread, and the caller's (as the thread was when the auth check read it,
+        // unless it changed hands since: a run keeps its thread's owner).
+        .filter(|r| {
+            r.thread_id == thread
+                && super::auth::caller_may_see(&serde_json::json!({ "owner": r.owner }))
+        })
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "run `{run_id}` does not exist on thread `{thread}`"
@@ -191,4 +196,37 @@ pub async fn cancel(
     let run = find(&state, &thread, &run_id).await?;
     lifecycle::cancel(&state, &run, action, wait).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::auth::{as_caller, Principal};
+    use crate::serve::{state, ServeArgs};
+    use planwright::runs::RunRecord;
+
+    #[tokio::test]
+    async fn a_run_of_a_thread_that_changed_hands_is_absent_to_another_caller() {
+        let args = ServeArgs {
+            checkpoint: "memory:".into(),
+            model: "offline".into(),
+            ..ServeArgs::default()
+        };
+        let st = state(&args).await.unwrap();
+        let mut r = RunRecord::pending("r-1", "t", "research", 1);
+        r.owner = Some("ann".into());
+        st.run_store.insert(r).await.unwrap();
+        let user = |name: &str| Principal {
+            user: name.into(),
+            admin: false,
+        };
+        let bob = as_caller(user("bob"), find(&st, "t", "r-1")).await;
+        assert_eq!(bob.unwrap_err().0, axum::http::StatusCode::NOT_FOUND);
+        let ann = as_caller(user("ann"), find(&st, "t", "r-1")).await;
+        assert_eq!(ann.unwrap().run_id, "r-1");
+        assert!(
+            find(&st, "other", "r-1").await.is_err(),
+            "another thread's run"
+        );
+    }
 }
