@@ -35,6 +35,11 @@ async fn start_on(checkpoint: &str, closed: bool) -> String {
         ok_requires_auth: closed,
         ..ServeArgs::default()
     };
+    serve_with(args).await
+}
+
+/// A server with `args`, on a socket of its own.
+async fn serve_with(args: ServeArgs) -> String {
     let st = state(&args).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -126,6 +131,41 @@ async fn why_storage_is_unreachable_is_told_only_to_a_caller_with_the_token() {
     assert!(
         v["detail"].as_str().is_some_and(|d| !d.is_empty()),
         "the token's holder hears why: {v}"
+    );
+    proxy.set_mode(Mode::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_storage_is_unreachable_is_told_to_an_admin_not_to_a_user() {
+    let Some(db) = FreshDatabase::create("pwokusers").await else {
+        return;
+    };
+    let (addr, _) = server();
+    let proxy = TcpProxy::start(addr).await;
+    let url = db.url_at(
+        proxy.addr(),
+        "retry_for=0&op_timeout=1s&connect_timeout=1s&pool_size=4",
+    );
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/auth");
+    let base = serve_with(ServeArgs {
+        checkpoint: url,
+        auth_file: Some(fixtures.join("tokens.json")),
+        ..ServeArgs::default()
+    })
+    .await;
+    proxy.set_mode(Mode::Stall);
+    // The error's causes name the database's host and port: a user hears the status alone.
+    let (s, v) = get(&format!("{base}/ok"), Some("ann-token")).await;
+    assert_eq!(
+        (s, &v),
+        (503, &json!({"ok": false, "status": "storage unreachable"})),
+        "a user who is not an admin hears the status alone"
+    );
+    let (s, v) = get(&format!("{base}/ok"), Some("ops-token")).await;
+    assert_eq!(s, 503, "{v}");
+    assert!(
+        v["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "an admin hears why: {v}"
     );
     proxy.set_mode(Mode::Pass);
 }

@@ -30,8 +30,9 @@ pub const OK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// probe is one round trip (`Checkpointer::ping`), bounded by [`OK_PROBE_TIMEOUT`]; the per-client
 /// request cap does not apply here ([`super::listen::UNCAPPED_PATHS`]), so probes go through
 /// [`ProbeGate`]: however many callers ask at once, storage sees one probe at a time. Why the storage is
-/// unreachable (`detail`) goes only to an authenticated caller (anyone, with auth off): the open
-/// `/ok` of a server with auth tells a caller without a token the status alone.
+/// unreachable (`detail`) goes only to an admin (the `--token` holder, an admin of the token file
+/// or a JWT; anyone, with auth off): another user or a caller without a token hears the status
+/// alone.
 pub async fn ok(
     State(state): State<Arc<AppState>>,
     caller: Option<axum::Extension<super::auth::Principal>>,
@@ -58,7 +59,8 @@ pub async fn ok(
         Err(e) => {
             tracing::warn!(error = %e, "readiness: storage unreachable");
             let mut body = json!({"ok": false, "status": "storage unreachable"});
-            if caller.is_some() {
+            // The error's causes name the database, its host and port: an operator's business.
+            if caller.is_some_and(|c| c.admin) {
                 body["detail"] = e.into();
             }
             (StatusCode::SERVICE_UNAVAILABLE, Json(body))
