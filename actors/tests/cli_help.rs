@@ -1,7 +1,8 @@
 //! What the real binary tells a newcomer: the top-level `--help` says what the tool does and
-//! lists each command's purpose, no option's default is printed twice, `serve --help` names the
-//! JWT algorithms `--jwks` accepts, `bench` names its shape as `--shape` takes it, and `serve`'s
-//! startup line gives the studio's address.
+//! lists each command's purpose, no option's default is printed twice or empty (`acquire --rate`
+//! shows its `FROM/TO=RATE` format), `serve --help` names the JWT algorithms `--jwks` accepts,
+//! `bench` names its shape as `--shape` takes it, and `serve`'s startup line gives the studio's
+//! address.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -81,6 +82,26 @@ fn no_default_is_printed_twice() {
             }
         }
     }
+}
+
+#[test]
+fn no_option_shows_an_empty_default_and_acquire_rate_shows_its_format() {
+    for command in [
+        "serve",
+        "research",
+        "research-eval",
+        "acquire",
+        "bench",
+        "load",
+    ] {
+        let help = stdout_of(&[command, "--help"]);
+        assert!(
+            !help.contains("[default: \"\"]"),
+            "`{command} --help` shows an empty default:\n{help}"
+        );
+    }
+    let help = stdout_of(&["acquire", "--help"]);
+    assert!(help.contains("--rate <FROM/TO=RATE>"), "{help}");
 }
 
 #[test]

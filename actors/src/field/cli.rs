@@ -30,8 +30,8 @@ pub struct AcquireArgs {
     /// The corpus: a JSON array of `{"id", "title", "text"}` (default: the bundled corpus).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// What is being sized.
-    #[arg(long, default_value = "")]
+    /// What is being sized (default: nothing said).
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub goal: String,
     /// A JSON object mapping field names to answers, used when that field is asked.
     #[arg(long)]
@@ -54,12 +54,13 @@ pub struct AcquireArgs {
     /// The model: `offline`, `sim:…` or `openai` (see `docs/models.md`).
     #[arg(long, default_value = "offline")]
     pub model: String,
-    /// The topology: `staged` or `plan` (the old single-node graph).
+    /// The topology: `staged` or `plan` (the stages in one `plan` node, one checkpoint per
+    /// iteration).
     #[arg(long, default_value = "staged")]
     pub topology: String,
     /// An exchange rate, `FROM/TO=RATE` (`USD/EUR=0.92`; repeatable): a price in another
     /// currency than the schema's is converted only at a rate given here or stated by a document.
-    #[arg(long = "rate")]
+    #[arg(long = "rate", value_name = "FROM/TO=RATE")]
     pub rates: Vec<String>,
 }
 
