@@ -36,6 +36,19 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// What a run record keeps as the error of a run this error stopped: the message of a 4xx
+    /// (written for the client), and for a 5xx only that the server failed, since the record is
+    /// the client's to read and a 500's cause (databases, hosts, SQL) is the log's.
+    pub fn for_record(&self) -> String {
+        if self.0.is_server_error() {
+            format!("{INTERNAL_DETAIL}; the server's log has its cause")
+        } else {
+            self.1.clone()
+        }
+    }
+}
+
 /// What [`ApiError::internal`] takes: a message, or an error of a type listed in
 /// `error_causes!` whose detail is its message and then each of its causes
 /// ([`planwright::ErrorChain`]): "postgres error 3D000: …" says what failed, only its causes
@@ -204,6 +217,16 @@ mod tests {
             "postgres error 08006: reading the thread's head: connection reset"
         );
         assert_eq!(ApiError::internal("plain").1, "plain");
+    }
+
+    #[test]
+    fn a_run_record_keeps_a_4xx_message_and_not_a_500_cause() {
+        let db = CheckpointError::backend_msg("postgres error 3D000: database \"secret_db\"");
+        let kept = ApiError::internal(db).for_record();
+        assert!(!kept.contains("secret_db"), "{kept}");
+        assert!(kept.starts_with(INTERNAL_DETAIL), "{kept}");
+        let refused = ApiError::bad("thread `t` is not interrupted");
+        assert_eq!(refused.for_record(), "thread `t` is not interrupted");
     }
 
     #[tokio::test]

@@ -197,8 +197,9 @@ pub async fn launch(
             return Ok(None);
         }
         Err(e) => {
-            end(state, rec, S::Error, Some(e.clone())).await;
-            return Err(ApiError::internal(e));
+            let e = ApiError::internal(e);
+            end(state, rec, S::Error, Some(e.for_record())).await;
+            return Err(e);
         }
     }
     // Every run streams its events to `publish::drive`: all of them when it is resumable, from
@@ -222,7 +223,7 @@ pub async fn launch(
                     let _ = state.run_store.delete(&rec.run_id).await;
                     forget(state, &rec.run_id, &rec.thread_id, S::Error);
                 }
-                OnRefusal::Record => end(state, rec, S::Error, Some(e.1.clone())).await,
+                OnRefusal::Record => end(state, rec, S::Error, Some(e.for_record())).await,
             }
             Err(e)
         }
@@ -757,7 +758,7 @@ pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
                 continued.insert(rec.thread_id.clone());
                 if let Err(e) = resume_running(state, &rec).await {
                     tracing::error!(run_id = rec.run_id, error = %e.1, "a running run could not be picked up");
-                    end(state, &rec, S::Error, Some(e.1)).await;
+                    end(state, &rec, S::Error, Some(e.for_record())).await;
                 }
             }
         }

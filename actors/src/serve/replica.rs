@@ -222,7 +222,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
                     state,
                     &rec,
                     planwright::runs::RunRecordStatus::Error,
-                    Some(e.1),
+                    Some(e.for_record()),
                 )
                 .await;
             }
