@@ -169,9 +169,12 @@ async fn in_usd_the_premium_waits_for_a_rate_asked_with_the_quote_and_is_never_6
         "$610 per year in AUD",
         "\"Australian\"",
         "How many USD is 1 AUD?",
+        // The field's unit in the person's currency, as the output writes it.
+        "(annual_premium, in USD/year)",
     ] {
         assert!(question.contains(part), "{part:?} in {question}");
     }
+    assert!(!question.contains("currency/year"), "{question}");
     // The text output shows the question with its quote.
     let text = planwright_actors::field::cli::render_text(&paused);
     assert!(text.contains(PREMIUM_NOTE), "{text}");

@@ -4,8 +4,11 @@
 
 use super::formula;
 use super::reading::finding::Finding;
+use super::rounding::unit_for_people;
 use super::schema::{Field, Kind, Source, ValueType};
-use super::state::{inputs_fingerprint, Action, Calculation, FieldState, PlannerDecision};
+use super::state::{
+    inputs_fingerprint, Action, Calculation, FieldState, FieldValue, PlannerDecision,
+};
 use std::collections::BTreeSet;
 
 /// What acquiring a field takes next.
@@ -245,7 +248,8 @@ pub fn default_query(s: &FieldState, name: &str) -> String {
         .clone()
 }
 
-/// The default question for a field.
+/// The default question for a field. A unit of money names the run's currency once it is known
+/// (`in AUD/year`, not `in currency/year`), as the output does.
 pub fn default_question(s: &FieldState, name: &str) -> String {
     let f = field(s, name);
     let what = f
@@ -256,11 +260,23 @@ pub fn default_question(s: &FieldState, name: &str) -> String {
             format!("What is the {what} ({name}), as a share between 0 and 1 or a percentage?")
         }
         Some(ValueType::Text) => format!("What is the {what} ({name})?"),
-        _ => match f.and_then(|f| f.unit.clone()) {
-            Some(u) => format!("What is the {what} ({name}, in {u})?"),
+        _ => match f.and_then(|f| f.unit.as_ref()) {
+            Some(u) => {
+                let u = unit_for_people(&s.schema, name, run_currency(s).as_deref())
+                    .unwrap_or_else(|| u.clone());
+                format!("What is the {what} ({name}, in {u})?")
+            }
             None => format!("What is the {what} ({name}), as a number?"),
         },
     }
+}
+
+/// The run's currency: the `currency` field's text, once it has one.
+fn run_currency(s: &FieldState) -> Option<String> {
+    s.values.get("currency").and_then(|a| match &a.value {
+        FieldValue::Text(c) if !c.trim().is_empty() => Some(c.trim().to_string()),
+        _ => None,
+    })
 }
 
 /// The figure found for a field that waits for the person (none once the field has a value).
