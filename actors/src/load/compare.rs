@@ -116,16 +116,23 @@ fn at(v: &Value, path: &str) -> Option<f64> {
     path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
 }
 
+/// What a report measured, in one line; a run stopped by Ctrl-C says so, since its figures cover
+/// only the time until then.
 fn label(v: &Value) -> String {
     let kind = v["scenario"]["kind"].as_str().unwrap_or("closed");
     format!(
-        "{} ({kind}), {} conversations, {:.1} s",
+        "{} ({kind}), {} conversations, {:.1} s{}",
         v["graph"].as_str().unwrap_or("?"),
         v["started"]
             .as_u64()
             .or(v["conversations"].as_u64())
             .unwrap_or(0),
-        v["wall_ms"].as_f64().unwrap_or(0.0) / 1000.0
+        v["wall_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+        if v["interrupted"] == true {
+            ", INTERRUPTED (Ctrl-C)"
+        } else {
+            ""
+        }
     )
 }
 
@@ -245,6 +252,19 @@ fn row(figure: String, b: f64, c: f64, lower_better: bool, floor: f64, pct: f64)
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_interrupted_report_is_labelled_so() {
+        let base = json!({"graph": "research", "started": 50, "wall_ms": 800.0});
+        let mut cur = base.clone();
+        cur["interrupted"] = json!(true);
+        let c = compare(&base, &cur, 10.0);
+        assert_eq!(c.baseline, "research (closed), 50 conversations, 0.8 s");
+        assert_eq!(
+            c.current,
+            "research (closed), 50 conversations, 0.8 s, INTERRUPTED (Ctrl-C)"
+        );
+    }
 
     #[test]
     fn significant_changes_are_marked_by_direction() {
