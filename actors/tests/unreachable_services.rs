@@ -73,7 +73,7 @@ fn an_unreachable_postgresql_is_said_at_once_with_how_long_it_is_retried() {
 
 #[test]
 fn an_unreachable_model_server_is_said_at_once_with_its_cause() {
-    let (mut child, _stderr, line) = first_stderr_line(
+    let (mut child, mut stderr, line) = first_stderr_line(
         &[
             "research",
             "--model",
@@ -98,5 +98,19 @@ fn an_unreachable_model_server_is_said_at_once_with_its_cause() {
     assert!(
         line.contains("retrying 4 times over at most 7.5s"),
         "{line}"
+    );
+    // The model's retries are the only ones: the node does not call it again (each call would
+    // start the model's retries anew, warn again, and outlast the wait announced).
+    let status = child.0.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(
+        status.success() || status.code() == Some(1),
+        "{status:?}: {rest}"
+    );
+    assert_eq!(
+        rest.matches("retrying").count(),
+        0,
+        "one warning for the run, not one per node attempt: {rest}"
     );
 }

@@ -171,6 +171,14 @@ pub trait ChatModel: Send + Sync {
         false
     }
 
+    /// Whether this model retries transient errors itself, with its own backoff, before it
+    /// returns one. Then an error it returns has had its retries: a policy reports it as failed,
+    /// and the node does not call again (the attempts would multiply, and so would the wait the
+    /// model's first warning announced). Default: no, the node's retry policy owns retries.
+    fn retries_transient_errors(&self) -> bool {
+        false
+    }
+
     /// One chat completion whose answer is handed to `on_chunk` piece by piece as it arrives
     /// (for a node to stream with `NodeContext::stream_chunk`); the reply is the whole answer.
     /// The default sends the whole answer as one chunk after [`ChatModel::chat`]; the

@@ -251,6 +251,12 @@ impl ChatModel for OpenAiModel {
         &self.name
     }
 
+    /// Yes, unless configured with no retries: timeouts, rate limits, 5xx and transport errors
+    /// are retried here (`max_retries`, exponential backoff honouring `Retry-After`).
+    fn retries_transient_errors(&self) -> bool {
+        self.cfg.max_retries > 0
+    }
+
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         let _permit =
             self.limit.acquire().await.map_err(|_| {

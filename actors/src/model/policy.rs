@@ -81,8 +81,9 @@ impl PolicyClient {
 
 /// Asks `model` for a policy answer: `req` goes as the request's JSON `input` and in the user
 /// message after `instruction`; the answer must match `schema`. Transient model errors (timeouts,
-/// rate limits, 5xx) become [`PolicyError::Transient`], which a node's retry policy retries; the
-/// rest are [`PolicyError::Failed`].
+/// rate limits, 5xx) become [`PolicyError::Transient`], which a node's retry policy retries,
+/// unless the model has retried them itself ([`ChatModel::retries_transient_errors`]: one layer
+/// owns retries); the rest are [`PolicyError::Failed`].
 pub async fn ask_policy<Q: Serialize + Clone + Send + Sync + 'static, T: DeserializeOwned>(
     model: &dyn ChatModel,
     system: &str,
@@ -115,7 +116,9 @@ pub async fn ask_policy<Q: Serialize + Clone + Send + Sync + 'static, T: Deseria
                 completion_tokens: usage.completion_tokens,
             }),
         }),
-        Err(e) if e.is_transient() => Err(PolicyError::Transient(format!("{call}: {e}"))),
+        Err(e) if e.is_transient() && !model.retries_transient_errors() => {
+            Err(PolicyError::Transient(format!("{call}: {e}")))
+        }
         Err(e) => Err(PolicyError::Failed(format!("{call}: {e}"))),
     }
 }
@@ -222,5 +225,49 @@ impl Memo {
         if self.answers.insert(input.into(), answer.into()).is_none() {
             self.bytes += bytes;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ChatReply, ChatRequest};
+
+    /// A model whose every call fails with a refused connection.
+    struct Unreachable {
+        retries_itself: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl ChatModel for Unreachable {
+        fn name(&self) -> &str {
+            "unreachable"
+        }
+        fn retries_transient_errors(&self) -> bool {
+            self.retries_itself
+        }
+        async fn chat(&self, _: &ChatRequest) -> Result<ChatReply, ModelError> {
+            Err(ModelError::Transport("connection refused".into()))
+        }
+    }
+
+    async fn ask_unreachable(retries_itself: bool) -> PolicyError {
+        let model = Unreachable { retries_itself };
+        let schema = Arc::new(serde_json::json!({"type": "object"}));
+        ask_policy::<_, Value>(&model, "system", "plan", "Plan.", &"goal", schema)
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn one_layer_retries_a_transient_error() {
+        // The node retries what the model did not.
+        assert!(
+            matches!(ask_unreachable(false).await, PolicyError::Transient(m) if m.contains("refused"))
+        );
+        // What the model retried itself is final for the node.
+        assert!(
+            matches!(ask_unreachable(true).await, PolicyError::Failed(m) if m.contains("plan: transport error: connection refused"))
+        );
     }
 }

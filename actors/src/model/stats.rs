@@ -93,6 +93,10 @@ impl super::ChatModel for CountedModel {
         self.inner.takes_typed_input()
     }
 
+    fn retries_transient_errors(&self) -> bool {
+        self.inner.retries_transient_errors()
+    }
+
     async fn chat(&self, req: &super::ChatRequest) -> Result<super::ChatReply, ModelError> {
         let r = self.inner.chat(req).await;
         self.stats
