@@ -16,7 +16,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use planwright::graph::{Route, Send, StateGraph, END, START};
 use planwright::reducer::MergeCtx;
-use planwright::runtime::superstep;
+use planwright::runtime::machine::superstep;
 use planwright::state::State;
 use planwright::{CompiledGraph, Engine, NodeContext, NodeError, RunOptions, ThreadId};
 use std::hint::black_box;

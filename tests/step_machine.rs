@@ -7,8 +7,8 @@
 
 use planwright::events::Interrupt;
 use planwright::ids::{InterruptId, NodeId, TaskId};
-use planwright::runtime::step::{Effect, End, Outcome, Slot, Step};
-use planwright::runtime::superstep::TaskSpec;
+use planwright::runtime::machine::step::{Effect, End, Outcome, Slot, Step};
+use planwright::runtime::machine::superstep::TaskSpec;
 use proptest::prelude::*;
 use std::sync::Arc;
 

@@ -111,7 +111,7 @@ async fn large_bodies_are_stored_compressed_beside_plain_small_ones_and_read_bac
         let rec = cp.get(&t, CheckpointId(id)).await.unwrap();
         if rec.body.starts_with(&ZSTD) {
             packed += 1;
-            let json = planwright::runtime::body_codec::decode(&rec.body).unwrap();
+            let json = planwright::checkpoint::body_codec::decode(&rec.body).unwrap();
             assert!(
                 json.len() > rec.body.len() * 2,
                 "checkpoint {id} compresses"
@@ -204,11 +204,11 @@ fn a_retired_dictionary_is_registered_when_the_graph_compiles() {
         .compress(br#"[{"count":3,"trace":["retired step 3: looked at the notes"]}]"#)
         .unwrap();
     assert!(
-        planwright::runtime::body_codec::decode(&frame).is_err(),
+        planwright::checkpoint::body_codec::decode(&frame).is_err(),
         "not registered before"
     );
     dict_graph(trained("current"), Some(old)).compile().unwrap();
-    let json = planwright::runtime::body_codec::decode(&frame).unwrap();
+    let json = planwright::checkpoint::body_codec::decode(&frame).unwrap();
     assert!(json.starts_with(br#"[{"count":3"#));
     assert!(matches!(
         dict_graph(trained("current"), Some(b"not a dictionary")).compile(),

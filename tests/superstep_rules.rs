@@ -1,7 +1,7 @@
 //! The scheduling rules of the pure superstep machine, tested without actors.
 
 use planwright::graph::{Dag, DagTask, Route, Send, StateGraph, END, START};
-use planwright::runtime::superstep::{self, TaskSpec};
+use planwright::runtime::machine::superstep::{self, TaskSpec};
 use planwright::{CompiledGraph, NodeContext, NodeError, RunError};
 use proptest::prelude::*;
 use serde_json::json;
@@ -203,10 +203,15 @@ fn dag_tasks_carry_dependencies_and_batch_limit() {
     assert_eq!(tasks[1].after, [0]);
     assert_eq!(tasks[1].batch_limit, Some(2));
     // The superstep machine starts the second only once the first is done.
-    let mut step: planwright::runtime::step::Step<u8> = planwright::runtime::step::Step::new(2);
+    let mut step: planwright::runtime::machine::step::Step<u8> =
+        planwright::runtime::machine::step::Step::new(2);
     assert_eq!(step.ready(&tasks), [0]);
     let a = step.dispatch(0);
-    step.complete(0, a, planwright::runtime::step::Outcome::Updated(0));
+    step.complete(
+        0,
+        a,
+        planwright::runtime::machine::step::Outcome::Updated(0),
+    );
     assert_eq!(step.ready(&tasks), [1]);
 }
 

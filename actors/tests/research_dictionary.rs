@@ -4,7 +4,7 @@
 //! plain zstd makes of them — a dictionary gone stale (the state's shape changed, say) fails
 //! here before it costs bytes in production.
 
-use planwright::runtime::body_codec::{self, dictionary, encode, encode_with};
+use planwright::checkpoint::body_codec::{self, dictionary, encode, encode_with};
 use planwright_actors::load::load_goals;
 use planwright_actors::research::dictionary::{sample_records, DICTIONARY};
 use planwright_actors::research::ResearchInput;

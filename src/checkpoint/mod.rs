@@ -17,6 +17,7 @@
 //! - [`Checkpointer::prune`] rebases and deletes in one transaction: no reader ever sees a chain
 //!   whose oldest delta has lost its snapshot.
 
+pub mod body_codec;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
 pub mod integrity;

@@ -22,7 +22,7 @@ pub(crate) struct NodeDecl<S: State> {
     pub name: String,
     pub body: NodeBody<S>,
     pub options: NodeOptions,
-    pub subgraph: Option<Arc<dyn crate::runtime::subgraph::SubgraphHandle>>,
+    pub subgraph: Option<super::SubgraphPart>,
 }
 
 pub(crate) struct ConditionalDecl<S: State> {
@@ -170,27 +170,19 @@ impl<S: State> StateGraph<S> {
         self
     }
 
-    /// Adds a compiled graph over state `C` as node `name` (a **subgraph**): `input` maps the
-    /// parent's state to the child's input, `output` the child's final state to the parent's
-    /// update. The child runs on its own engine (built with this graph's engine, sharing its
-    /// checkpointer and store) in a child thread under the parent thread; its interrupts pause the
-    /// parent and the parent's resume answers them; its events stream as
-    /// `RunEvent::Subgraph`; `Engine::subgraph_states` shows it. See `docs/graph-api.md`.
-    pub fn add_subgraph<C: State>(
+    /// Adds node `name` with `body` and the runtime's side of a subgraph (`add_subgraph`, which
+    /// the runtime defines: it knows how a subgraph runs).
+    pub(crate) fn push_subgraph(
         mut self,
         name: &str,
-        graph: CompiledGraph<C>,
-        input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
-        output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
+        body: NodeBody<S>,
+        part: super::SubgraphPart,
     ) -> Self {
-        let node = Arc::new(crate::runtime::subgraph::SubgraphNode::new(
-            graph, input, output,
-        ));
         self.nodes.push(NodeDecl {
             name: name.to_string(),
-            body: NodeBody::Async(node.clone()),
+            body,
             options: NodeOptions::default(),
-            subgraph: Some(node),
+            subgraph: Some(part),
         });
         self
     }
@@ -268,7 +260,7 @@ impl<S: State> StateGraph<S> {
     /// a zstd dictionary (with an id) trained on its own checkpoints: small records, which plain
     /// zstd cannot shrink, then take a fraction of their JSON. Frames name the dictionary's id;
     /// it is registered for the process when the graph compiles, so every record written with it
-    /// reads back (see `runtime::body_codec`). Changing the dictionary later is safe only while
+    /// reads back (see `checkpoint::body_codec`). Changing the dictionary later is safe only while
     /// the old one stays registered ([`retired_dictionary`](Self::retired_dictionary)) for the records
     /// written with it.
     pub fn compression_dictionary(mut self, dictionary: &'static [u8]) -> Self {

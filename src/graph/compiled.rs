@@ -37,6 +37,11 @@ impl<S: State> CompiledRouter<S> {
     }
 }
 
+/// A subgraph node's runtime side, which a graph carries without looking inside: the engine that
+/// runs the graph builds and drives it (`runtime::subgraph`), and only the runtime knows its type.
+/// Keeping it opaque keeps `graph/` below the runtime.
+pub(crate) type SubgraphPart = Arc<dyn std::any::Any + Send + Sync>;
+
 /// One node of a compiled graph.
 pub struct CompiledNode<S: State> {
     /// Its name.
@@ -52,7 +57,7 @@ pub struct CompiledNode<S: State> {
     /// For a command node, the targets its `goto` may name (label = the target's name).
     pub command: Option<Vec<(String, Target)>>,
     /// For a subgraph node, the parent engine's handle on it.
-    pub(crate) subgraph: Option<Arc<dyn crate::runtime::subgraph::SubgraphHandle>>,
+    pub(crate) subgraph: Option<SubgraphPart>,
     /// Pause before it runs.
     pub interrupt_before: bool,
     /// Pause after it runs.
@@ -75,7 +80,7 @@ pub(crate) struct GraphInner<S: State> {
     /// Whether any node is a command node (the supervisor keeps goto slots only then).
     pub has_command_nodes: bool,
     /// The zstd dictionary its checkpoints are compressed against, if it names one.
-    pub dictionary: Option<&'static crate::runtime::body_codec::Dictionary>,
+    pub dictionary: Option<&'static crate::checkpoint::body_codec::Dictionary>,
 }
 
 /// A validated graph, cheap to clone and share between engines and threads.
@@ -146,7 +151,7 @@ impl<S: State> CompiledGraph<S> {
 
     /// The zstd dictionary this graph's checkpoints are compressed against
     /// ([`StateGraph::compression_dictionary`](crate::graph::StateGraph::compression_dictionary)).
-    pub fn body_dictionary(&self) -> Option<&'static crate::runtime::body_codec::Dictionary> {
+    pub fn body_dictionary(&self) -> Option<&'static crate::checkpoint::body_codec::Dictionary> {
         self.inner.dictionary
     }
 }
@@ -161,10 +166,10 @@ pub(crate) fn compile<S: State>(mut g: StateGraph<S>) -> Result<CompiledGraph<S>
     }
     let dictionary = match g.dictionary {
         None => None,
-        Some(bytes) => Some(crate::runtime::body_codec::dictionary(bytes)?),
+        Some(bytes) => Some(crate::checkpoint::body_codec::dictionary(bytes)?),
     };
     for bytes in &g.retired_dictionaries {
-        crate::runtime::body_codec::dictionary(bytes)?;
+        crate::checkpoint::body_codec::dictionary(bytes)?;
     }
     let mut by_name = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {

@@ -69,5 +69,5 @@ pub enum GraphError {
     CachedCommand(String),
     /// The compression dictionary cannot be used.
     #[error("compression dictionary: {0}")]
-    Dictionary(#[from] crate::runtime::body_codec::DictionaryError),
+    Dictionary(#[from] crate::checkpoint::body_codec::DictionaryError),
 }

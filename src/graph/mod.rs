@@ -9,6 +9,7 @@ mod route;
 
 pub use builder::{IntoTarget, Router, StateGraph, END, START};
 pub use command::Command;
+pub(crate) use compiled::SubgraphPart;
 pub use compiled::{CompiledGraph, CompiledNode, CompiledRouter, Target};
 pub use error::GraphError;
 pub use route::{Dag, DagTask, Route, Send};

@@ -18,8 +18,8 @@ use super::input::{initial_update, ResearchInput};
 use super::state::ResearchState;
 use super::GraphOptions;
 use crate::kit;
+use planwright::checkpoint::body_codec;
 use planwright::checkpoint::{Checkpointer, MemoryCheckpointer};
-use planwright::runtime::body_codec;
 use planwright::{Engine, Resume, RunOptions, RunStatus, ThreadId};
 use std::sync::Arc;
 

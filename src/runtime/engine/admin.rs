@@ -24,15 +24,15 @@ impl<S: State> Engine<S> {
     pub async fn subgraph_states(
         &self,
         thread: &ThreadId,
-    ) -> Result<Vec<crate::runtime::subgraph::SubgraphState>, RunError> {
+    ) -> Result<Vec<subgraph::SubgraphState>, RunError> {
         let Some(saved) = self.load(thread).await? else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for t in &saved.tasks {
-            if let Some(sub) = &self.sh.graph.node(t.node_id).subgraph {
-                let child =
-                    crate::runtime::subgraph::child_thread(thread, &t.node, saved.head, t.id.index);
+            let node = self.sh.graph.node(t.node_id);
+            if let Some(sub) = node.subgraph.as_ref().and_then(subgraph::handle) {
+                let child = subgraph::child_thread(thread, &t.node, saved.head, t.id.index);
                 if let Some(st) = sub.state(&t.node, &child).await? {
                     out.push(st);
                 }
@@ -97,7 +97,7 @@ impl<S: State> Engine<S> {
             let mut ctx = MergeCtx::new();
             ctx.set_writer(as_node);
             Arc::make_mut(&mut saved.state).apply(update, &mut ctx)?;
-            let as_task = crate::runtime::superstep::TaskSpec {
+            let as_task = crate::runtime::machine::superstep::TaskSpec {
                 id: crate::ids::TaskId {
                     step: saved.step,
                     index: 0,
@@ -110,7 +110,7 @@ impl<S: State> Engine<S> {
                 batch_limit: None,
                 deferred: false,
             };
-            let next = crate::runtime::superstep::next_tasks(
+            let next = crate::runtime::machine::superstep::next_tasks(
                 &self.sh.graph,
                 &saved.state,
                 &[as_task],
@@ -118,14 +118,18 @@ impl<S: State> Engine<S> {
             )?;
             // Deferred tasks the thread was holding keep waiting behind the edit's next tasks.
             let waiting = std::mem::take(&mut saved.deferred);
-            (saved.tasks, saved.deferred) =
-                crate::runtime::superstep::schedule(&self.sh.graph, next, waiting, saved.step);
+            (saved.tasks, saved.deferred) = crate::runtime::machine::superstep::schedule(
+                &self.sh.graph,
+                next,
+                waiting,
+                saved.step,
+            );
             saved.writes = vec![None; saved.tasks.len()];
             saved.gotos = Vec::new();
             // Nodes that pause before running pause after an edit too, as they would after a
             // superstep: the edit is what the approver reviews (the graph's own pauses: no run's
             // options apply to an edit).
-            let pauses = crate::runtime::per_run::PerRun::default()
+            let pauses = crate::runtime::machine::per_run::PerRun::default()
                 .pauses_before(&self.sh.graph, &saved.tasks);
             saved.paused_before = !pauses.is_empty();
             saved.pause_at = crate::checkpoint::PauseAt::Before;
@@ -301,7 +305,7 @@ impl<S: State> Engine<S> {
         let loaded = persist::load(&**cp, &self.sh.graph, thread, Some(*oldest))
             .await?
             .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
-        let snapshot = super::super::body_codec::encode_with(
+        let snapshot = crate::checkpoint::body_codec::encode_with(
             crate::json::to_vec(&*loaded.saved.state)?,
             self.sh.graph.body_dictionary(),
         );

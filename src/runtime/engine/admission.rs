@@ -83,7 +83,7 @@ impl<S: State> Engine<S> {
                 });
                 let sup = Supervisor::spawn_with_mailbox(args, mailbox::unbounded());
                 if let Some(mut run) = self.sh.registry.get_mut(&thread) {
-                    run.supervisor = Some(sup.clone());
+                    run.supervisor = Some(Box::new(sup.clone()));
                 }
                 let _ = sup.tell(Kick).try_send();
                 Ok(RunHandle {

@@ -4,19 +4,20 @@
 //! panic), keeps a registry of active runs by thread (so a thread never has two runs at once),
 //! loads and saves threads through the checkpointer, and spawns a supervisor actor per run.
 
+use super::actors::node_actor::{NodeActor, NodeActorArgs};
+use super::actors::shared::{ActiveRun, Shared};
+use super::actors::stats::{NodeStats, NodeStatsSnapshot};
+use super::actors::supervisor::{Kick, Supervisor, SupervisorArgs};
 use super::error::{Refusal, RunError};
-use super::node_actor::{NodeActor, NodeActorArgs};
-use super::per_run::PerRun;
-use super::persist::{self, Durability};
-use super::saved::SavedThread;
-use super::shared::{
-    ActiveRun, BusyPolicy, MigrationHook, RunHandle, RunOptions, RunOutcome, Shared,
+use super::machine::per_run::PerRun;
+use super::run::{
+    BusyPolicy, CheckpointInfo, MigrationHook, Resume, RunHandle, RunOptions, RunOutcome,
+    ThreadState,
 };
-use super::stats::{NodeStats, NodeStatsSnapshot};
-use super::supervisor::{Cancel, Drain, Kick, Supervisor, SupervisorArgs};
-use super::writer::AsyncWriter;
-use crate::checkpoint::{CheckpointMetadata, CheckpointSource, Checkpointer};
-use crate::events::{EventSink, Interrupt};
+use super::storage::{self, persist, AsyncWriter, Durability, SavedThread};
+use super::subgraph;
+use crate::checkpoint::{CheckpointSource, Checkpointer};
+use crate::events::EventSink;
 use crate::graph::CompiledGraph;
 use crate::ids::{CheckpointId, RunId, ThreadId};
 use crate::reducer::MergeCtx;
@@ -26,7 +27,6 @@ use dashmap::DashMap;
 use kameo::actor::{Actor, ActorRef, Spawn};
 use kameo::mailbox;
 use kameo::supervision::RestartPolicy;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,41 +37,7 @@ mod admin;
 mod admission;
 mod resume_plan;
 mod start;
-
-/// A resume value: one value for the single pending interrupt, or one per interrupt id.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Resume {
-    /// The value for the only pending interrupt (or for every pending pause before/after a node).
-    Value(serde_json::Value),
-    /// Values by interrupt id; every pending interrupt needs one.
-    ById(BTreeMap<String, serde_json::Value>),
-}
-
-/// A thread's state as seen from outside.
-#[derive(Clone, Debug)]
-pub struct ThreadState<S: State> {
-    /// The state at the head checkpoint.
-    pub values: Arc<S>,
-    /// The head checkpoint (`None` for an ephemeral engine's thread).
-    pub checkpoint: Option<CheckpointId>,
-    /// Nodes of the pending superstep (empty: idle).
-    pub next: Vec<String>,
-    /// Pending interrupts.
-    pub interrupts: Vec<Interrupt>,
-    /// Supersteps run on the thread.
-    pub step: u64,
-}
-
-/// One entry of a thread's history.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CheckpointInfo {
-    /// The checkpoint.
-    pub id: CheckpointId,
-    /// Its parent.
-    pub parent: Option<CheckpointId>,
-    /// Its metadata.
-    pub metadata: CheckpointMetadata,
-}
+mod subgraph_node;
 
 /// Root actor supervising the node actors.
 struct Root;
@@ -178,8 +144,8 @@ impl<S: State> EngineBuilder<S> {
             AsyncWriter::spawn(cp, window)
         });
         for n in self.graph.nodes() {
-            if let Some(sub) = &n.subgraph {
-                sub.attach(crate::runtime::subgraph::Services {
+            if let Some(sub) = n.subgraph.as_ref().and_then(subgraph::handle) {
+                sub.attach(subgraph::Services {
                     checkpointer: self.checkpointer.clone(),
                     store: self.store.clone(),
                     durability: self.durability,
@@ -197,7 +163,7 @@ impl<S: State> EngineBuilder<S> {
                 writer,
                 registry: DashMap::new(),
                 ephemeral: DashMap::new(),
-                paused: crate::runtime::paused::PausedThreads::holding(self.keep_paused),
+                paused: storage::PausedThreads::holding(self.keep_paused),
                 counters: Default::default(),
                 migration: self.migration,
                 shutting_down: AtomicBool::new(false),
@@ -340,7 +306,7 @@ impl<S: State> Engine<S> {
             Some(run) => {
                 run.cancel.cancel();
                 if let Some(s) = &run.supervisor {
-                    let _ = s.tell(Cancel).try_send();
+                    s.cancel();
                 }
                 true
             }
@@ -416,7 +382,7 @@ impl<S: State> Engine<S> {
         let mut waits = Vec::new();
         for run in self.sh.registry.iter() {
             if let Some(s) = &run.supervisor {
-                let _ = s.tell(Drain).try_send();
+                s.drain();
             }
             waits.push(run.ended.subscribe());
         }
@@ -424,7 +390,7 @@ impl<S: State> Engine<S> {
             let _ = w.wait_for(|e| *e).await;
         }
         for n in self.sh.graph.nodes() {
-            if let Some(sub) = &n.subgraph {
+            if let Some(sub) = n.subgraph.as_ref().and_then(subgraph::handle) {
                 sub.shutdown().await;
             }
         }

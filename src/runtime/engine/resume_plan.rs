@@ -2,11 +2,11 @@
 //! why it is refused, with nothing changed. The engine performs the plan (storing the answers, or
 //! the checkpoint that marks a pause consumed).
 
-use super::Resume;
 use crate::events::Interrupt;
 use crate::ids::ThreadId;
-use crate::runtime::saved::{SavedThread, SavedWrite};
-use crate::runtime::RunError;
+use crate::runtime::error::RunError;
+use crate::runtime::run::Resume;
+use crate::runtime::storage::{SavedThread, SavedWrite};
 use crate::state::State;
 
 /// What a valid resume does.

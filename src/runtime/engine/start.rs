@@ -39,12 +39,12 @@ impl<S: State> Engine<S> {
                 let mut ctx = MergeCtx::new();
                 ctx.set_writer("__input__");
                 Arc::make_mut(&mut saved.state).apply(input, &mut ctx)?;
-                let first = crate::runtime::superstep::start_tasks(
+                let first = crate::runtime::machine::superstep::start_tasks(
                     &self.sh.graph,
                     &saved.state,
                     saved.step,
                 )?;
-                (saved.tasks, saved.deferred) = crate::runtime::superstep::schedule(
+                (saved.tasks, saved.deferred) = crate::runtime::machine::superstep::schedule(
                     &self.sh.graph,
                     first,
                     Vec::new(),

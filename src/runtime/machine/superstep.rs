@@ -1,7 +1,9 @@
-//! The superstep as a pure state machine.
+//! The graph's rules between supersteps: how a finished superstep's updates merge into the state,
+//! and which tasks run next.
 //!
 //! Given the compiled graph, the state, and the tasks of a superstep with their updates, these
-//! functions say how the state changes and what runs next. Nothing here spawns, awaits or stores:
+//! functions say how the state changes and what runs next; the superstep machine
+//! ([`step`](super::step)) owns the rules inside one superstep. Nothing here spawns, awaits or stores:
 //! the supervisor actor drives these functions and does the I/O, so every scheduling rule is tested
 //! without actors (see `tests/superstep_rules.rs`).
 //!
@@ -15,11 +17,11 @@
 //!   dependencies finish; a task sees the superstep's state plus its transitive dependencies'
 //!   updates, applied in task order.
 
-use super::error::RunError;
 use crate::events::Interrupt;
 use crate::graph::{CompiledGraph, CompiledRouter, Route, Target};
 use crate::ids::{InterruptId, NodeId, TaskId};
 use crate::reducer::MergeCtx;
+use crate::runtime::error::RunError;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;

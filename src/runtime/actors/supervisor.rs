@@ -1,7 +1,7 @@
 //! The supervisor actor: one per running conversation.
 //!
 //! It owns the conversation's state, dispatches each superstep's tasks to the node actors, collects
-//! their results, and drives the pure functions of [`superstep`](super::superstep) to merge updates
+//! their results, and drives the pure functions of the step machine (`machine`) to merge updates
 //! and pick what runs next. It is the only place a run does I/O (checkpoints, events).
 //!
 //! Deadlock freedom: the supervisor waits on exactly one thing, space in a node actor's bounded
@@ -9,19 +9,19 @@
 //! mailbox, which holds at most one message per task it dispatched plus control messages), and a
 //! node actor drains its mailbox independently of every supervisor. So no cycle of waits exists.
 
-use super::error::RunError;
 use super::node_actor::{RunTask, TaskDone, TaskReply};
-use super::per_run::PerRun;
-use super::persist::{self, Durability};
-use super::saved::{SavedThread, SavedWrite};
-use super::shared::{RunOutcome, Shared};
-use super::step::{Effect, End, Outcome, Step};
-use super::superstep::{self, TaskSpec};
-use super::writer::WriterMsg;
+use super::shared::{RunControl, Shared};
 use crate::checkpoint::CheckpointSource;
 use crate::events::{EventSink, Interrupt, RunEvent, RunStatus};
 use crate::ids::{CheckpointId, InterruptId, RunId, ThreadId};
 use crate::node::{Memos, NodeContext, NodeError};
+use crate::runtime::error::RunError;
+use crate::runtime::machine::per_run::PerRun;
+use crate::runtime::machine::step::{Effect, End, Outcome, Step};
+use crate::runtime::machine::superstep::{self, TaskSpec};
+use crate::runtime::run::RunOutcome;
+use crate::runtime::storage::{self, persist, Durability, SavedThread, SavedWrite, WriterMsg};
+use crate::runtime::subgraph;
 use crate::state::State;
 use kameo::actor::{Actor, ActorRef};
 use kameo::message::{Context, Message};
@@ -38,9 +38,9 @@ pub(crate) struct Kick;
 /// Re-dispatches task `0` after its backoff.
 pub(crate) struct Retry(pub u32);
 /// Cancels the run.
-pub(crate) struct Cancel;
+struct Cancel;
 /// Stops the run at the next superstep boundary (engine shutdown).
-pub(crate) struct Drain;
+struct Drain;
 
 pub(crate) struct SupervisorArgs<S: State> {
     pub shared: Arc<Shared<S>>,
@@ -91,9 +91,9 @@ pub(crate) struct Run<S: State> {
     /// runs), joined into the superstep's delta instead of serialising the updates again.
     update_json: Vec<Option<Vec<u8>>>,
     /// Answers for this superstep's task updates sent to the checkpoint writer without waiting
-    /// ([`Shared::updates_behind`](super::shared::Shared::updates_behind)), read once the
+    /// ([`Shared::updates_behind`]), read once the
     /// superstep's checkpoint is stored or the run ends.
-    pending_updates: Vec<super::writer::Receipt>,
+    pending_updates: Vec<storage::Receipt>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -231,12 +231,7 @@ impl<S: State> Run<S> {
         let graph_node = self.sh.graph.node(spec.node_id);
         let special = (graph_node.command.is_some() || graph_node.subgraph.is_some()).then(|| {
             let child_thread = graph_node.subgraph.is_some().then(|| {
-                super::subgraph::child_thread(
-                    &self.thread,
-                    &spec.node,
-                    self.saved.head,
-                    spec.id.index,
-                )
+                subgraph::child_thread(&self.thread, &spec.node, self.saved.head, spec.id.index)
             });
             let special = Arc::new(crate::node::SpecialTask {
                 goto: Default::default(),
@@ -689,7 +684,7 @@ impl<S: State> Run<S> {
         } else {
             // A paused thread's state stays in memory for its resume; any other end makes what
             // was kept for the thread stale.
-            match (&result, super::paused::Kept::of(&self.saved)) {
+            match (&result, storage::Kept::of(&self.saved)) {
                 (Ok(RunStatus::Interrupted), Some(kept)) => self.sh.paused.keep(&self.thread, kept),
                 _ => self.sh.paused.forget(&self.thread),
             }
@@ -885,6 +880,16 @@ impl<S: State> Message<Cancel> for Supervisor<S> {
     async fn handle(&mut self, _: Cancel, ctx: &mut Context<Self, ()>) {
         self.finish(Err(RunError::Cancelled)).await;
         ctx.stop();
+    }
+}
+
+impl<S: State> RunControl for ActorRef<Supervisor<S>> {
+    fn cancel(&self) {
+        let _ = self.tell(Cancel).try_send();
+    }
+
+    fn drain(&self) {
+        let _ = self.tell(Drain).try_send();
     }
 }
 

@@ -5,13 +5,13 @@
 //! Per-run pauses add to the graph's (a node pauses if either asks); the per-run step limit
 //! replaces the graph's for that run.
 
-use super::error::{Refusal, RunError};
-use super::shared::RunOptions;
 use super::superstep::TaskSpec;
 use crate::context::RunContext;
 use crate::events::Interrupt;
 use crate::graph::CompiledGraph;
 use crate::ids::NodeId;
+use crate::runtime::error::{Refusal, RunError};
+use crate::runtime::run::RunOptions;
 use crate::state::State;
 
 /// A run's resolved settings.

@@ -1,24 +1,16 @@
-//! What every supervisor of an engine shares: the graph, the node actors, storage, the registry
-//! of active runs, and counters. Also the public types runs are described with.
+//! The public types a caller starts, follows and resumes runs with: a run's options, how it
+//! resumes, its handle and its outcome, and a thread's state and history as the engine shows them.
+//! They are plain data, apart from the engine that acts on them.
 
 use super::error::RunError;
-use super::node_actor::NodeActor;
-use super::persist::Durability;
-use super::saved::SavedThread;
-use super::stats::NodeStats;
-use super::writer::{AsyncWriter, WriterMsg};
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::CheckpointMetadata;
 use crate::context::RunContext;
 use crate::events::{Interrupt, RunEvent, RunStatus};
-use crate::graph::CompiledGraph;
-use crate::ids::{RunId, ThreadId};
+use crate::ids::{CheckpointId, RunId, ThreadId};
 use crate::state::State;
-use dashmap::DashMap;
-use kameo::actor::ActorRef;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{mpsc, oneshot};
 
 /// What to do when a run is started on a thread that already has one running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -29,6 +21,19 @@ pub enum BusyPolicy {
     Reject,
     /// Wait until the running one ends, then start.
     Enqueue,
+}
+
+/// When checkpoints are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Each superstep's checkpoint is stored before the next superstep starts.
+    #[default]
+    Sync,
+    /// Checkpoints are stored in the background, in order; the run waits for them when it ends.
+    Async,
+    /// Only the final (or paused) checkpoint is stored, when the run ends or pauses.
+    Exit,
 }
 
 /// Per-run options.
@@ -192,126 +197,41 @@ impl<S: State> RunHandle<S> {
     }
 }
 
-/// Counters of checkpoint traffic.
-#[derive(Debug, Default)]
-pub struct CheckpointCounters {
-    /// Checkpoint records stored.
-    pub records: AtomicU64,
-    /// Bytes of those records.
-    pub bytes: AtomicU64,
-    /// Task-write batches stored.
-    pub writes: AtomicU64,
-}
-
-impl CheckpointCounters {
-    pub(crate) fn record(&self, bytes: usize) {
-        self.records.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-}
-
-pub(crate) struct ActiveRun<S: State> {
-    pub run_id: RunId,
-    pub cancel: CancellationToken,
-    pub supervisor: Option<ActorRef<super::supervisor::Supervisor<S>>>,
-    pub ended: watch::Sender<bool>,
-}
-
 /// A migration hook: given the state stored by a graph with another fingerprint (and that
 /// fingerprint), returns the state to start a fresh run from, or refuses with a reason.
 pub type MigrationHook<S> = Arc<dyn Fn(S, &str) -> Result<S, String> + Send + Sync>;
 
-pub(crate) struct Shared<S: State> {
-    pub graph: CompiledGraph<S>,
-    pub nodes: Vec<ActorRef<NodeActor<S>>>,
-    pub stats: Vec<Arc<NodeStats>>,
-    pub checkpointer: Option<Arc<dyn Checkpointer>>,
-    pub durability: Durability,
-    pub writer: Option<AsyncWriter>,
-    pub registry: DashMap<ThreadId, ActiveRun<S>>,
-    pub ephemeral: DashMap<ThreadId, SavedThread<S>>,
-    /// Paused threads' states kept for their resume ([`super::paused`]).
-    pub paused: super::paused::PausedThreads<S>,
-    pub counters: CheckpointCounters,
-    pub migration: Option<MigrationHook<S>>,
-    pub shutting_down: AtomicBool,
-    pub total_node_executions: AtomicU64,
-    pub store: Option<Arc<dyn crate::store::Store>>,
+/// A resume value: one value for the single pending interrupt, or one per interrupt id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resume {
+    /// The value for the only pending interrupt (or for every pending pause before/after a node).
+    Value(serde_json::Value),
+    /// Values by interrupt id; every pending interrupt needs one.
+    ById(BTreeMap<String, serde_json::Value>),
 }
 
-impl<S: State> Shared<S> {
-    /// Whether a write the caller waits for joins the writer's next transaction (group commit)
-    /// rather than going straight to storage: when the backend gains from it and other runs are
-    /// going; alone, the hop to the writer's thread would only add latency.
-    fn group_commit(&self, cp: &dyn Checkpointer) -> bool {
-        cp.prefers_group_commit() && self.registry.len() > 1
-    }
+/// A thread's state as seen from outside.
+#[derive(Clone, Debug)]
+pub struct ThreadState<S: State> {
+    /// The state at the head checkpoint.
+    pub values: Arc<S>,
+    /// The head checkpoint (`None` for an ephemeral engine's thread).
+    pub checkpoint: Option<CheckpointId>,
+    /// Nodes of the pending superstep (empty: idle).
+    pub next: Vec<String>,
+    /// Pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// Supersteps run on the thread.
+    pub step: u64,
+}
 
-    /// Stores `record` and waits for its commit (counting it is the caller's).
-    pub async fn put_and_wait(
-        &self,
-        record: crate::checkpoint::CheckpointRecord,
-    ) -> Result<(), RunError> {
-        match (&self.checkpointer, &self.writer) {
-            (Some(cp), Some(w)) if self.group_commit(&**cp) => w.put_and_wait(record).await,
-            (Some(cp), _) => Ok(cp.put(record).await?),
-            (None, _) => Ok(()),
-        }
-    }
-
-    /// Stores task writes at `head` and waits for their commit.
-    pub async fn writes_and_wait(
-        &self,
-        thread: &ThreadId,
-        head: crate::ids::CheckpointId,
-        writes: Vec<crate::checkpoint::TaskWrite>,
-    ) -> Result<(), RunError> {
-        match (&self.checkpointer, &self.writer) {
-            (Some(cp), Some(w)) if self.group_commit(&**cp) => {
-                w.writes_and_wait(thread.clone(), head, writes).await
-            }
-            (Some(cp), _) => Ok(cp.put_writes(thread, head, writes).await?),
-            (None, _) => Ok(()),
-        }
-    }
-
-    /// Saves parallel tasks' updates at `head` (their `Update` payloads still JSON) without making
-    /// the run wait for their commit, where group commit applies: they join the writer's queue,
-    /// ahead of the superstep's checkpoint, and the returned receiver answers for them (a batch
-    /// that holds that checkpoint as well stores the checkpoint alone: [`super::superseded`]).
-    /// Alone, they go straight to storage and are waited for, as other writes are.
-    pub async fn updates_behind(
-        &self,
-        thread: &ThreadId,
-        head: crate::ids::CheckpointId,
-        mut writes: Vec<crate::checkpoint::TaskWrite>,
-    ) -> Result<Option<super::writer::Receipt>, RunError> {
-        let dict = self.graph.body_dictionary();
-        match (&self.checkpointer, &self.writer) {
-            (Some(cp), Some(w)) if self.group_commit(&**cp) => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                w.send(WriterMsg::Updates(
-                    thread.clone(),
-                    head,
-                    writes,
-                    dict,
-                    Some(tx),
-                ))?;
-                Ok(Some(rx))
-            }
-            (Some(cp), _) => {
-                super::persist::encode_updates(&mut writes, dict);
-                cp.put_writes(thread, head, writes).await?;
-                Ok(None)
-            }
-            (None, _) => Ok(None),
-        }
-    }
-
-    /// Removes a run from the registry and wakes whoever queued behind it.
-    pub fn release(&self, thread: &ThreadId, run_id: RunId) {
-        if let Some((_, run)) = self.registry.remove_if(thread, |_, r| r.run_id == run_id) {
-            let _ = run.ended.send(true);
-        }
-    }
+/// One entry of a thread's history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointInfo {
+    /// The checkpoint.
+    pub id: CheckpointId,
+    /// Its parent.
+    pub parent: Option<CheckpointId>,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
 }

@@ -10,57 +10,22 @@
 //! body, next tasks, step, creation time and graph fingerprint). Ids alone would not do: ids count
 //! up per thread, and a rewind (another process's rollback) deletes checkpoints and reuses their
 //! ids. Everything else of the position — pending tasks, the writes saved at the head, pause data —
-//! is read from storage as a full load reads it ([`super::persist::position_at`]), so another
+//! is read from storage as a full load reads it ([`persist::position_at`](super::persist::position_at)), so another
 //! process's resume answers or rewound writes are never missed.
 //!
 //! At most [`DEFAULT_KEEP_PAUSED`] threads are kept (`EngineBuilder::keep_paused`), the oldest
 //! dropped first; a kept state is shared with the run's outcome (an `Arc`), so keeping it costs no
 //! copy, but it holds the state until the thread is resumed, changed or deleted.
 
-use super::saved::SavedThread;
-use crate::checkpoint::{BodyKind, CheckpointRecord};
-use crate::ids::{CheckpointId, ThreadId};
+use super::saved::{HeadIdentity, SavedThread};
+use crate::ids::ThreadId;
 use crate::state::State;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Paused threads an engine keeps by default (`EngineBuilder::keep_paused`).
 pub const DEFAULT_KEEP_PAUSED: usize = 1024;
-
-/// What identifies a stored checkpoint's contents: its id and a digest of everything it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HeadIdentity {
-    pub id: CheckpointId,
-    digest: u64,
-}
-
-impl HeadIdentity {
-    /// The identity of `rec` as stored (the same for the record written and the record read back).
-    pub fn of(rec: &CheckpointRecord) -> Self {
-        let mut h = foldhash::fast::FixedState::with_seed(0x706c_616e_7772_6974).build_hasher();
-        h.write_u64(rec.parent.map_or(u64::MAX, |p| p.0));
-        h.write_u8(match rec.kind {
-            BodyKind::Snapshot => 0,
-            BodyKind::Delta => 1,
-        });
-        for part in [
-            &rec.body[..],
-            &rec.next_tasks[..],
-            rec.graph_fingerprint.as_bytes(),
-        ] {
-            h.write_usize(part.len());
-            h.write(part);
-        }
-        h.write_u64(rec.metadata.step);
-        h.write_u64(rec.metadata.created_at_ms);
-        Self {
-            id: rec.id,
-            digest: h.finish(),
-        }
-    }
-}
 
 /// The state of a paused thread at its head, and what the snapshot policy had counted.
 #[derive(Clone, Debug)]

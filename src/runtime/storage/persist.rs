@@ -6,11 +6,9 @@
 //! spaces snapshots geometrically, so the total is a small multiple of the final state's size,
 //! where a full copy per step (LangGraph's savers) grows quadratically.
 
-use super::body_codec;
-use super::error::RunError;
-use super::paused::{HeadIdentity, Kept};
-use super::saved::{SavedThread, SavedWrite};
-use super::superstep::TaskSpec;
+use super::paused::Kept;
+use super::saved::{HeadIdentity, SavedThread, SavedWrite};
+use crate::checkpoint::body_codec;
 use crate::checkpoint::{
     BodyKind, CheckpointMetadata, CheckpointRecord, CheckpointSource, Checkpointer, TaskWrite,
     WriteKind,
@@ -19,21 +17,10 @@ use crate::events::Interrupt;
 use crate::graph::CompiledGraph;
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use crate::reducer::MergeCtx;
+use crate::runtime::error::RunError;
+use crate::runtime::machine::superstep::{self, TaskSpec};
 use crate::state::State;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// When checkpoints are written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// Each superstep's checkpoint is stored before the next superstep starts.
-    #[default]
-    Sync,
-    /// Checkpoints are stored in the background, in order; the run waits for them when it ends.
-    Async,
-    /// Only the final (or paused) checkpoint is stored, when the run ends or pauses.
-    Exit,
-}
 
 /// Most deltas between two snapshots, whatever their size (bounds the replay on load).
 pub(crate) const MAX_DELTAS: u64 = 256;
@@ -422,7 +409,7 @@ pub(crate) async fn position_at<S: State>(
                 )
             })?;
         }
-        let (tasks, deferred) = super::superstep::split_stored(tasks);
+        let (tasks, deferred) = superstep::split_stored(tasks);
         saved.writes = vec![None; tasks.len()];
         let mut answers: Vec<std::collections::BTreeMap<usize, serde_json::Value>> =
             vec![Default::default(); tasks.len()];

@@ -23,11 +23,11 @@
 //! ([`CommitWindow`](super::CommitWindow), a group-commit window like PostgreSQL's
 //! `commit_delay`); a conversation running alone is never delayed.
 
-use super::body_codec::Dictionary;
 use super::commit_window::CommitWindow;
-use super::error::RunError;
+use crate::checkpoint::body_codec::Dictionary;
 use crate::checkpoint::{BatchItem, CheckpointError, CheckpointRecord, Checkpointer, TaskWrite};
 use crate::ids::{CheckpointId, ThreadId};
+use crate::runtime::error::RunError;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -668,7 +668,7 @@ mod tests {
             kept[0].payload.len() < long.len(),
             "compressed by the writer"
         );
-        let json = crate::runtime::body_codec::decode(&kept[0].payload).unwrap();
+        let json = crate::checkpoint::body_codec::decode(&kept[0].payload).unwrap();
         assert_eq!(&*json, long.as_bytes());
 
         // The checkpoint refused (its parent is not the head): the superseded update's run hears so.

@@ -4,10 +4,12 @@
 //! in memory when no checkpointer is configured) produce a [`SavedThread`], so the supervisor has
 //! one way to start, continue and resume runs.
 
-use super::superstep::TaskSpec;
+use crate::checkpoint::{BodyKind, CheckpointRecord};
 use crate::events::Interrupt;
 use crate::ids::CheckpointId;
+use crate::runtime::machine::superstep::{self, TaskSpec};
 use crate::state::State;
+use std::hash::{BuildHasher, Hasher};
 
 /// What a pending task of the current superstep already produced.
 #[derive(Clone, Debug)]
@@ -16,6 +18,39 @@ pub(crate) enum SavedWrite<S: State> {
     Done(Box<S::Update>),
     /// It paused with this interrupt.
     Interrupted(Interrupt),
+}
+
+/// What identifies a stored checkpoint's contents: its id and a digest of everything it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeadIdentity {
+    pub id: CheckpointId,
+    digest: u64,
+}
+
+impl HeadIdentity {
+    /// The identity of `rec` as stored (the same for the record written and the record read back).
+    pub fn of(rec: &CheckpointRecord) -> Self {
+        let mut h = foldhash::fast::FixedState::with_seed(0x706c_616e_7772_6974).build_hasher();
+        h.write_u64(rec.parent.map_or(u64::MAX, |p| p.0));
+        h.write_u8(match rec.kind {
+            BodyKind::Snapshot => 0,
+            BodyKind::Delta => 1,
+        });
+        for part in [
+            &rec.body[..],
+            &rec.next_tasks[..],
+            rec.graph_fingerprint.as_bytes(),
+        ] {
+            h.write_usize(part.len());
+            h.write(part);
+        }
+        h.write_u64(rec.metadata.step);
+        h.write_u64(rec.metadata.created_at_ms);
+        Self {
+            id: rec.id,
+            digest: h.finish(),
+        }
+    }
 }
 
 /// A thread's resumable position.
@@ -30,7 +65,7 @@ pub(crate) struct SavedThread<S: State> {
     /// What the head checkpoint holds, as stored (set where the record was made or read): lets a
     /// paused thread's state kept in memory be used again only while storage has that very record
     /// ([`super::paused`]).
-    pub head_identity: Option<super::paused::HeadIdentity>,
+    pub head_identity: Option<HeadIdentity>,
     /// Tasks of the next superstep (empty: the thread is idle).
     pub tasks: Vec<TaskSpec>,
     /// Tasks of deferred nodes waiting for every other task of the run to finish
@@ -63,7 +98,7 @@ impl<S: State> SavedThread<S> {
     /// The pending tasks as a checkpoint stores them: the runnable ones, then the waiting
     /// deferred ones.
     pub fn stored_tasks(&self) -> Vec<TaskSpec> {
-        super::superstep::stored_next(&self.tasks, &self.deferred)
+        superstep::stored_next(&self.tasks, &self.deferred)
     }
 
     /// Forgets the pending superstep: its tasks, the waiting deferred ones and their writes.
