@@ -1,8 +1,6 @@
 //! The graph builder: declare nodes and edges, then `compile()` validates everything once.
 
 use super::command::Command;
-use super::compiled::{self, CompiledGraph};
-use super::error::GraphError;
 use super::route::Route;
 use crate::node::{FnNode, Node, NodeBody, NodeContext, NodeError};
 use crate::policy::NodeOptions;
@@ -18,11 +16,16 @@ pub const END: &str = "__end__";
 /// A router: a pure function from the state to a [`Route`].
 pub type Router<S> = Arc<dyn Fn(&S) -> Route + Send + Sync>;
 
+/// A subgraph node's runtime side, which a graph carries without looking inside: the engine that
+/// runs the graph builds and drives it (`runtime::subgraph`), and only the runtime knows its type.
+/// Keeping it opaque keeps `graph/` below the runtime.
+pub(crate) type SubgraphPart = Arc<dyn std::any::Any + Send + Sync>;
+
 pub(crate) struct NodeDecl<S: State> {
     pub name: String,
     pub body: NodeBody<S>,
     pub options: NodeOptions,
-    pub subgraph: Option<super::SubgraphPart>,
+    pub subgraph: Option<SubgraphPart>,
 }
 
 pub(crate) struct ConditionalDecl<S: State> {
@@ -176,7 +179,7 @@ impl<S: State> StateGraph<S> {
         mut self,
         name: &str,
         body: NodeBody<S>,
-        part: super::SubgraphPart,
+        part: SubgraphPart,
     ) -> Self {
         self.nodes.push(NodeDecl {
             name: name.to_string(),
@@ -274,10 +277,5 @@ impl<S: State> StateGraph<S> {
     pub fn retired_dictionary(mut self, dictionary: &'static [u8]) -> Self {
         self.retired_dictionaries.push(dictionary);
         self
-    }
-
-    /// Validates the graph and freezes it.
-    pub fn compile(self) -> Result<CompiledGraph<S>, GraphError> {
-        compiled::compile(self)
     }
 }

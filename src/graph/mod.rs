@@ -2,14 +2,15 @@
 
 mod builder;
 mod command;
+mod compile;
 mod compiled;
 mod error;
 mod mermaid;
 mod route;
 
+pub(crate) use builder::SubgraphPart;
 pub use builder::{IntoTarget, Router, StateGraph, END, START};
 pub use command::Command;
-pub(crate) use compiled::SubgraphPart;
 pub use compiled::{CompiledGraph, CompiledNode, CompiledRouter, Target};
 pub use error::GraphError;
 pub use route::{Dag, DagTask, Route, Send};

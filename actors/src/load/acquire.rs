@@ -12,7 +12,7 @@ use super::LoadError;
 use crate::field::input::{initial_update, parse_answers, parse_corpus};
 use crate::field::schema::{Schema, ValueType};
 use crate::field::stages::user::answer_text;
-use crate::field::state::FieldState;
+use crate::field::FieldState;
 use crate::tools::bm25::Document;
 use planwright::runtime::Resume;
 use serde_json::{json, Value};

@@ -43,9 +43,7 @@ use crate::bench::loop_shape;
 use crate::field;
 use crate::kit;
 use crate::model::{ModelError, ModelSpec, ModelStats};
-use crate::research::policy::ResearchPolicy;
-use crate::research::tools::ToolLatency;
-use crate::research::{self, GraphOptions, ResearchInput};
+use crate::research::{self, GraphOptions, ResearchInput, ResearchPolicy, ToolLatency};
 use config::MixEntry;
 use planwright::checkpoint::Checkpointer;
 use planwright::runtime::Resume;
@@ -419,7 +417,7 @@ pub fn research_workload(
     on_done: Arc<dyn Fn() + Send + Sync>,
 ) -> Result<Workload<research::ResearchState>, LoadError> {
     let notes =
-        research::notes::bundled().map_err(|e| LoadError::Usage(format!("bundled notes: {e}")))?;
+        research::bundled_notes().map_err(|e| LoadError::Usage(format!("bundled notes: {e}")))?;
     let mut plain = Vec::new();
     let mut approving = Vec::new();
     for g in &goals {

@@ -4,7 +4,7 @@
 //! `only=search+compare+summarize` names them.
 
 use super::dist::Lognormal;
-use crate::research::tools::ToolLatency;
+use crate::research::ToolLatency;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::sync::Mutex;

@@ -41,9 +41,11 @@ pub use constraints::Constraints;
 pub use graph::GraphOptions;
 pub use input::{initial_state, initial_update, InputError, ResearchInput};
 pub use nodes::review::{parse_review, ReviewDecision, ReviewError};
+pub use notes::bundled as bundled_notes;
 pub use output::output_json;
 pub use policy::{OfflineResearchPolicy, ResearchPolicy};
 pub use state::{ResearchState, ResearchUpdate};
+pub use tools::ToolLatency;
 
 use planwright::{CompiledGraph, GraphError};
 use std::sync::Arc;
