@@ -6,6 +6,7 @@
 mod backends;
 mod support;
 
+use backends::on_every_backend;
 use planwright::graph::{GraphError, Route, Send, StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{
@@ -216,7 +217,7 @@ fn route_and_ask(route_runs: Arc<AtomicU32>) -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_command_tasks_goto_survives_a_restart() {
-    for (cp, p) in backends::every("command").await {
+    on_every_backend("command", |cp, p| async move {
         let runs = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/command"));
         {
@@ -250,5 +251,6 @@ async fn a_finished_command_tasks_goto_survives_a_restart() {
             "{p}: the restored goto still routes to tech"
         );
         assert_eq!(runs.load(Ordering::SeqCst), 1, "{p}: route ran once");
-    }
+    })
+    .await;
 }

@@ -6,6 +6,7 @@
 mod backends;
 mod support;
 
+use backends::on_every_backend;
 use planwright::graph::{StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{Engine, NodeContext, RunOptions, RunStatus, ThreadId};
@@ -77,7 +78,7 @@ async fn a_deferred_join_runs_once_after_the_longest_branch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_deferred_task_survives_a_pause_and_a_restart() {
-    for (cp, p) in backends::every("deferred").await {
+    on_every_backend("deferred", |cp, p| async move {
         let graph = || {
             branches(true)
                 .interrupt_before(["long3"])
@@ -116,5 +117,6 @@ async fn a_waiting_deferred_task_survives_a_pause_and_a_restart() {
             "{p}"
         );
         assert!(e.get_state(&t).await.unwrap().unwrap().next.is_empty());
-    }
+    })
+    .await;
 }

@@ -6,7 +6,7 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::Checkpointer;
+use backends::{engine, on_every_backend};
 use planwright::graph::{Route, Send, StateGraph, END, START};
 use planwright::runtime::{Durability, Resume};
 use planwright::{Engine, NodeContext, RunError, RunOptions, RunStatus, ThreadId};
@@ -15,27 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use support::*;
 
-/// Runs `check` against every backend, each with a unique thread prefix.
-async fn on_every_backend<F, Fut>(check: F)
-where
-    F: Fn(Arc<dyn Checkpointer>, String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for (cp, prefix) in backends::every("durable").await {
-        check(cp, prefix).await;
-    }
-}
-
-async fn engine(graph: StateGraph<Walk>, cp: &Arc<dyn Checkpointer>) -> Engine<Walk> {
-    Engine::builder(graph.compile().unwrap())
-        .checkpointer(cp.clone())
-        .build()
-        .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_lists_every_superstep_and_any_state_can_be_read() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(counter_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/hist"));
         let out = e
@@ -99,7 +81,7 @@ fn half_paused_graph(work_runs: Arc<AtomicU32>) -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_survives_a_restart_and_finished_siblings_are_not_rerun() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let runs = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/ask"));
         {
@@ -180,7 +162,7 @@ fn fan_out_graph() -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_that_completes_a_superstep_saves_no_write_of_its_own() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(fan_out_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/fan-out"));
         let out = e
@@ -212,7 +194,7 @@ async fn the_task_that_completes_a_superstep_saves_no_write_of_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_before_a_node_pauses_for_approval() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let graph = counter_graph().interrupt_before(["done"]);
         let e = engine(graph, &cp).await;
         let t = ThreadId::new(format!("{p}/approve"));
@@ -243,7 +225,7 @@ async fn interrupt_before_a_node_pauses_for_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_state_fork_prune_and_delete() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(counter_graph().interrupt_before(["done"]), &cp).await;
         let t = ThreadId::new(format!("{p}/edit"));
         e.run(
@@ -317,7 +299,7 @@ async fn update_state_fork_prune_and_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_topology_calls_the_migration_hook() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let t = ThreadId::new(format!("{p}/migrate"));
         let e = engine(counter_graph().interrupt_before(["done"]), &cp).await;
         e.run(
@@ -381,7 +363,7 @@ planwright::state! {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_fields_with_defaults_load_old_checkpoints() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let t = ThreadId::new(format!("{p}/old"));
         let old = StateGraph::<OldWalk>::new("counter")
             .add_sync_node("inc", |s: &OldWalk, _: &NodeContext| {
@@ -426,7 +408,7 @@ async fn new_fields_with_defaults_load_old_checkpoints() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durability_modes_store_what_they_promise() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         for (mode, name) in [
             (Durability::Sync, "sync"),
             (Durability::Async, "async"),
@@ -464,7 +446,7 @@ async fn durability_modes_store_what_they_promise() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_writer_per_thread_in_one_process() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(
             StateGraph::<Walk>::new("slow")
                 .add_node("slow", sleeper("slow", 50))
@@ -532,7 +514,7 @@ fn memo_graph(model_calls: Arc<AtomicU32>) -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memoised_work_before_an_interrupt_is_not_redone_on_resume() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let calls = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/memo"));
         {
@@ -617,7 +599,7 @@ async fn memoised_work_survives_interrupts_and_retries_without_storage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_after_a_node_pauses_once_it_ran() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(counter_graph().interrupt_after(["inc"]), &cp).await;
         let t = ThreadId::namespaced(&format!("{p}/after"), "planner:v2");
         assert_eq!(t.namespace(), Some("planner:v2"));
@@ -672,7 +654,7 @@ fn two_questions() -> StateGraph<Walk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_missing_a_value_changes_nothing() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("durable", |cp, p| async move {
         let e = engine(two_questions(), &cp).await;
         let t = ThreadId::new(format!("{p}/two"));
         let out = e

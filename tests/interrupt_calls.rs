@@ -101,11 +101,8 @@ async fn a_second_interrupt_pauses_after_the_first_is_answered_in_memory() {
 }
 
 #[tokio::test]
-async fn answers_survive_a_restart_on_sqlite_and_postgres() {
-    ask_twice_then_answer(Some(backends::sqlite("ask").await), true).await;
-    if let Some(pg) = backends::postgres().await {
-        ask_twice_then_answer(Some(pg), true).await;
-    }
+async fn answers_survive_a_restart_on_every_backend() {
+    backends::on_every_backend("ask", |cp, _| ask_twice_then_answer(Some(cp), true)).await;
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 mod backends;
 mod support;
 
+use backends::on_every_backend;
 use planwright::checkpoint::{BodyKind, Checkpointer};
 use planwright::runtime::Resume;
 use planwright::{Engine, RunOptions, RunStatus, ThreadId};
@@ -48,19 +49,11 @@ async fn paused(e: &Engine<Walk>, name: &str, target: u64) -> ThreadId {
     t
 }
 
-/// The storage backends this runs on: memory and a SQLite file.
-async fn backends() -> Vec<Arc<dyn Checkpointer>> {
-    vec![
-        Arc::new(planwright::checkpoint::MemoryCheckpointer::new()),
-        backends::sqlite("paused").await,
-    ]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_does() {
-    for cp in backends().await {
+    on_every_backend("paused", |cp, p| async move {
         let e = engine(cp.clone()).await;
-        let t = paused(&e, "kept", 3).await;
+        let t = paused(&e, &format!("{p}/kept"), 3).await;
         // The run's start looked the new thread up in storage; its pause kept it.
         assert_eq!(e.thread_loads().from_storage, 1);
         assert_eq!(e.thread_loads().kept, 1);
@@ -90,15 +83,16 @@ async fn a_resume_in_the_same_engine_reads_no_chain_and_ends_where_a_full_load_d
             Some(stored.checkpoint),
             Some(e.get_state(&t).await.unwrap().unwrap().checkpoint)
         );
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
-    for cp in backends().await {
+    on_every_backend("paused", |cp, p| async move {
         let here = engine(cp.clone()).await;
         let elsewhere = engine(cp.clone()).await;
-        let t = paused(&here, "moved", 2).await;
+        let t = paused(&here, &format!("{p}/moved"), 2).await;
         // Another engine resumes and finishes it: the head here is no longer the kept one.
         let theirs = elsewhere
             .resume(t.clone(), Resume::Value(json!("ok")), RunOptions::default())
@@ -120,14 +114,15 @@ async fn a_thread_changed_elsewhere_is_loaded_from_storage() {
             .await,
             Err(planwright::RunError::Refused(_))
         ));
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
-    for cp in backends().await {
+    on_every_backend("paused", |cp, p| async move {
         let here = engine(cp.clone()).await;
-        let t = paused(&here, "rewound", 2).await;
+        let t = paused(&here, &format!("{p}/rewound"), 2).await;
         // Elsewhere: the head is rewound away and a checkpoint with the same id, the same parent
         // and the same pending tasks is written in its place, holding another state.
         let head = cp.head(&t).await.unwrap().unwrap();
@@ -154,7 +149,8 @@ async fn a_head_rewritten_under_the_same_id_is_not_taken_for_the_kept_one() {
             .await
             .unwrap();
         assert_eq!(done.state.trace, ["elsewhere", "done"]);
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

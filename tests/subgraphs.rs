@@ -7,6 +7,7 @@
 mod backends;
 mod support;
 
+use backends::on_every_backend;
 use planwright::graph::{StateGraph, END, START};
 use planwright::runtime::Resume;
 use planwright::{CompiledGraph, Engine, NodeContext, RunEvent, RunOptions, RunStatus, ThreadId};
@@ -148,7 +149,7 @@ async fn a_subgraphs_events_stream_under_its_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupts_inside_a_subgraph_pause_the_parent_and_resume_into_it_across_restarts() {
-    for (cp, p) in backends::every("subgraph").await {
+    on_every_backend("subgraph", |cp, p| async move {
         let drafts = Arc::new(AtomicU32::new(0));
         let t = ThreadId::new(format!("{p}/sub"));
         let engine = || async {
@@ -221,5 +222,6 @@ async fn interrupts_inside_a_subgraph_pause_the_parent_and_resume_into_it_across
             cp.list_threads(&children, 10, 0).await.unwrap().is_empty(),
             "{p}"
         );
-    }
+    })
+    .await;
 }

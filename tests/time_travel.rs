@@ -6,34 +6,16 @@
 mod backends;
 mod support;
 
-use planwright::checkpoint::{CheckpointSource, Checkpointer};
-use planwright::graph::StateGraph;
+use backends::{engine, on_every_backend};
+use planwright::checkpoint::CheckpointSource;
 use planwright::runtime::Resume;
 use planwright::{CheckpointId, Engine, RunError, RunOptions, RunStatus, ThreadId};
 use serde_json::json;
-use std::sync::Arc;
 use support::*;
-
-async fn on_every_backend<F, Fut>(check: F)
-where
-    F: Fn(Arc<dyn Checkpointer>, String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for (cp, prefix) in backends::every("travel").await {
-        check(cp, prefix).await;
-    }
-}
-
-async fn engine(graph: StateGraph<Walk>, cp: &Arc<dyn Checkpointer>) -> Engine<Walk> {
-    Engine::builder(graph.compile().unwrap())
-        .checkpointer(cp.clone())
-        .build()
-        .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaying_from_a_past_checkpoint_branches_the_same_thread() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("travel", |cp, p| async move {
         let e = engine(counter_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/replay"));
         let first = e
@@ -83,7 +65,7 @@ async fn replaying_from_a_past_checkpoint_branches_the_same_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_the_past_then_continuing_takes_another_path() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("travel", |cp, p| async move {
         let e = engine(counter_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/edit-past"));
         e.run(
@@ -114,7 +96,7 @@ async fn editing_the_past_then_continuing_takes_another_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_to_a_paused_checkpoint_is_paused_again() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("travel", |cp, p| async move {
         let e = engine(counter_graph().interrupt_before(["done"]), &cp).await;
         let t = ThreadId::new(format!("{p}/paused"));
         let out = e
@@ -151,7 +133,7 @@ async fn a_branch_to_a_paused_checkpoint_is_paused_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn branching_refuses_what_it_cannot_do() {
-    on_every_backend(|cp, p| async move {
+    on_every_backend("travel", |cp, p| async move {
         let e = engine(counter_graph(), &cp).await;
         let t = ThreadId::new(format!("{p}/refuse"));
         let err = e.branch(&t, CheckpointId(1)).await.unwrap_err();

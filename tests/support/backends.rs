@@ -77,3 +77,29 @@ pub async fn every(name: &str) -> Vec<(Arc<dyn Checkpointer>, String)> {
     }
     all
 }
+
+/// Runs a durable test on every backend in turn — memory, a fresh SQLite file named after `name`,
+/// and PostgreSQL where it answers — handing it the checkpointer and a thread prefix of its own
+/// (PostgreSQL's database outlives the test, so each run names its threads apart). The test's
+/// assertions name the prefix (`mem-…`, `sqlite-…`, `pg-…`), so a failure says which backend.
+pub async fn on_every_backend<F, Fut>(name: &str, mut test: F)
+where
+    F: FnMut(Arc<dyn Checkpointer>, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for (cp, prefix) in every(name).await {
+        test(cp, prefix).await;
+    }
+}
+
+/// An engine for `graph` storing in `cp` (a durable test's usual engine; a restart is another
+/// call with the same checkpointer).
+pub async fn engine<S: planwright::State>(
+    graph: planwright::StateGraph<S>,
+    cp: &Arc<dyn Checkpointer>,
+) -> planwright::Engine<S> {
+    planwright::Engine::builder(graph.compile().expect("the test's graph compiles"))
+        .checkpointer(cp.clone())
+        .build()
+        .await
+}
