@@ -1,8 +1,10 @@
 //! The supervisor actor: one per running conversation.
 //!
 //! It owns the conversation's state, dispatches each superstep's tasks to the node actors, collects
-//! their results, and drives the pure functions of the step machine (`machine`) to merge updates
-//! and pick what runs next. It is the only place a run does I/O (checkpoints, events).
+//! their results, and carries out what the step machine (`runtime::machine`) decides: `Step`
+//! says which task runs and how a superstep ends, `superstep` merges and picks what runs next,
+//! `boundary` decides a pause, the step limit, a drain and a retry's backoff. Its own work is
+//! the I/O: dispatching, storing (through `storage`) and emitting events.
 //!
 //! Deadlock freedom: the supervisor waits on exactly one thing, space in a node actor's bounded
 //! mailbox. Node actors never wait on supervisors (results go into the supervisor's unbounded
@@ -16,9 +18,10 @@ use crate::events::{EventSink, Interrupt, RunEvent, RunStatus};
 use crate::ids::{CheckpointId, InterruptId, RunId, ThreadId};
 use crate::node::{Memos, NodeContext, NodeError};
 use crate::runtime::error::RunError;
+use crate::runtime::machine::boundary::{self, AtBoundary, OnFailure, StepEnd};
 use crate::runtime::machine::per_run::PerRun;
 use crate::runtime::machine::step::{Effect, End, Outcome, Step};
-use crate::runtime::machine::superstep::{self, TaskSpec};
+use crate::runtime::machine::superstep;
 use crate::runtime::run::RunOutcome;
 use crate::runtime::storage::{self, persist, Durability, SavedThread, SavedWrite, WriterMsg};
 use crate::runtime::subgraph;
@@ -29,6 +32,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -370,14 +374,17 @@ impl<S: State> Run<S> {
             Err(NodeError::Cancelled) => return Err(RunError::Cancelled),
             Err(e) => {
                 let policy = &self.sh.graph.node(spec.node_id).options.retry;
-                let retry = policy.should_retry(&e, done.attempt);
-                let wait = policy.backoff(done.attempt, self.rng.random::<f64>());
-                (Outcome::Failed { retry }, Some((e, wait)))
+                let then = boundary::on_failure(policy, &e, done.attempt, self.rng.random::<f64>());
+                let retry = then.retries();
+                (Outcome::Failed { retry }, Some((e, then)))
             }
         };
         match self.step.complete(i, done.attempt, outcome) {
             Effect::Retry => {
-                let wait = failure.map(|(_, w)| w).unwrap_or_default();
+                let wait = match failure {
+                    Some((_, OnFailure::Retry { after })) => after,
+                    _ => Duration::ZERO,
+                };
                 let me = self.me.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(wait).await;
@@ -570,29 +577,14 @@ impl<S: State> Run<S> {
         )?;
         let waiting = std::mem::take(&mut self.saved.deferred);
         let (next, waiting) = superstep::schedule(&self.sh.graph, next, waiting, self.saved.step);
-        let graph = &self.sh.graph;
-        let pause_after: Vec<&TaskSpec> = tasks
-            .iter()
-            .filter(|t| self.per_run.pauses_after(graph, t.node_id))
-            .collect();
-        let pauses: Vec<Interrupt> = if !next.is_empty() && !pause_after.is_empty() {
-            pause_after
-                .iter()
-                .map(|t| t.static_pause("after"))
-                .collect()
-        } else {
-            self.per_run.pauses_before(graph, &next)
-        };
-        let pause_at = if !next.is_empty() && !pause_after.is_empty() {
-            crate::checkpoint::PauseAt::After
-        } else {
-            crate::checkpoint::PauseAt::Before
-        };
+        let (graph, per_run) = (&self.sh.graph, &self.per_run);
+        let pause = boundary::pause(
+            &tasks,
+            &next,
+            |n| per_run.pauses_after(graph, n),
+            |n| per_run.pauses_before(graph, n),
+        );
         if self.durable() {
-            let pause = (!pauses.is_empty()).then(|| crate::checkpoint::Pause {
-                at: pause_at,
-                interrupts: pauses.clone(),
-            });
             let nodes = tasks.iter().map(|t| t.node_name()).collect();
             let rec = persist::step_record(
                 &self.sh.graph,
@@ -603,7 +595,7 @@ impl<S: State> Run<S> {
                 delta,
                 &superstep::stored_next(&next, &waiting),
                 serde_json::Value::Null,
-                pause,
+                pause.clone(),
             )?;
             self.put_record(rec).await?;
             self.settle_updates().await?;
@@ -616,28 +608,31 @@ impl<S: State> Run<S> {
         self.saved.memos = Vec::new();
         self.saved.answers = Vec::new();
         self.reset_step();
-        if self.saved.tasks.is_empty() {
-            self.finish(Ok(RunStatus::Finished)).await;
-            return Ok(false);
-        }
         let limit = self.per_run.step_limit(&self.sh.graph);
-        if self.steps_run >= limit {
-            return Err(RunError::StepLimit {
-                limit,
-                last_nodes: self.recent.iter().map(|n| n.to_string()).collect(),
-            });
+        let at = AtBoundary {
+            tasks_left: !self.saved.tasks.is_empty(),
+            steps_run: self.steps_run,
+            step_limit: limit,
+            pause,
+            draining: self.draining,
+        };
+        match boundary::step_end(at) {
+            StepEnd::Finish => self.finish(Ok(RunStatus::Finished)).await,
+            StepEnd::StepLimit => {
+                return Err(RunError::StepLimit {
+                    limit,
+                    last_nodes: self.recent.iter().map(|n| n.to_string()).collect(),
+                })
+            }
+            StepEnd::Pause(pause) => {
+                self.saved.paused_before = true;
+                self.saved.pause_at = pause.at;
+                self.pause(pause.interrupts).await?;
+            }
+            StepEnd::Suspend => self.finish(Ok(RunStatus::Suspended)).await,
+            StepEnd::Next => return Ok(true),
         }
-        if !pauses.is_empty() {
-            self.saved.paused_before = true;
-            self.saved.pause_at = pause_at;
-            self.pause(pauses).await?;
-            return Ok(false);
-        }
-        if self.draining {
-            self.finish(Ok(RunStatus::Suspended)).await;
-            return Ok(false);
-        }
-        Ok(true)
+        Ok(false)
     }
 
     async fn pause(&mut self, interrupts: Vec<Interrupt>) -> Result<(), RunError> {

@@ -130,7 +130,7 @@ impl<S: State> Engine<S> {
             // superstep: the edit is what the approver reviews (the graph's own pauses: no run's
             // options apply to an edit).
             let pauses = crate::runtime::machine::per_run::PerRun::default()
-                .pauses_before(&self.sh.graph, &saved.tasks);
+                .pauses_ahead_of(&self.sh.graph, &saved.tasks);
             saved.paused_before = !pauses.is_empty();
             saved.pause_at = crate::checkpoint::PauseAt::Before;
             saved.pauses = pauses;

@@ -54,7 +54,7 @@ impl<S: State> Engine<S> {
                 saved.gotos = Vec::new();
                 saved.answers = Vec::new();
                 // `interrupt_before` a first node pauses before anything runs.
-                let pauses = per_run.pauses_before(&self.sh.graph, &saved.tasks);
+                let pauses = per_run.pauses_ahead_of(&self.sh.graph, &saved.tasks);
                 if !pauses.is_empty() {
                     saved.paused_before = true;
                     saved.pause_at = crate::checkpoint::PauseAt::Before;

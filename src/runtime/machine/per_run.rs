@@ -59,18 +59,20 @@ impl PerRun {
     }
 
     /// The pauses the run (and the graph) ask for ahead of `next`: one per task whose node pauses.
-    pub fn pauses_before<S: State>(
+    pub fn pauses_ahead_of<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         next: &[TaskSpec],
     ) -> Vec<Interrupt> {
         next.iter()
-            .filter(|t| {
-                graph.node(t.node_id).interrupt_before
-                    || self.before.get(t.node_id.index()).copied().unwrap_or(false)
-            })
+            .filter(|t| self.pauses_before(graph, t.node_id))
             .map(|t| t.static_pause("before"))
             .collect()
+    }
+
+    /// True when the run (or the graph) pauses before `node`.
+    pub fn pauses_before<S: State>(&self, graph: &CompiledGraph<S>, node: NodeId) -> bool {
+        graph.node(node).interrupt_before || self.before.get(node.index()).copied().unwrap_or(false)
     }
 
     /// The run's step limit: its own, or the graph's.
