@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// Shared text (`Arc<str>`): a run copies its thread's id into every record, task write, event
 /// and map it keeps, and a copy is a reference count, not an allocation that the checkpoint
-/// writer's thread then frees (docs/PERFORMANCE.md).
+/// writer's thread then frees.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ThreadId(std::sync::Arc<str>);

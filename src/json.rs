@@ -2,8 +2,8 @@
 //!
 //! serde_json escapes strings a byte at a time, and a research load writes tens of kilobytes of
 //! JSON per conversation, most of it strings (state updates, then each model call's input): its
-//! escaping was 6.7 % of the load's instructions (docs/PERFORMANCE.md). sonic-rs writes the same text with SIMD scans for
-//! the bytes that need escaping. The text is byte for byte what `serde_json::to_vec` writes —
+//! escaping would be 6.7 % of the load's instructions. sonic-rs writes the same text with SIMD
+//! scans for the bytes that need escaping. The text is byte for byte what `serde_json::to_vec` writes —
 //! a property test holds both to that over strings, numbers and nested values — so stored
 //! records, trained dictionaries and digests do not depend on which of the two wrote them.
 //! Reading stays with serde_json.
@@ -25,8 +25,9 @@ pub(crate) const SCRATCH_KEEP: usize = 1 << 20;
 /// the cause.
 ///
 /// The text is written into a per-thread buffer and copied out once at its final size: written
-/// straight into a new vector it grew by doubling from 128 bytes, one allocation and one copy per
-/// doubling (a research delta of a few kilobytes took five), and kept up to twice its size. A
+/// straight into a new vector it would grow by doubling from 128 bytes, one allocation and one
+/// copy per doubling (five for a research delta of a few kilobytes), and keep up to twice its
+/// size. A
 /// nested call (a `Serialize` impl that writes JSON itself) writes into a vector of its own.
 pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
     let scratch = SCRATCH.try_with(|cell| {

@@ -25,7 +25,7 @@ pub enum NodeError {
     /// The node paused the run, asking for input; the payload is shown to whoever resumes it.
     /// Displayed without its payload, which the run's interrupt carries: a node-finished event
     /// or a log line would otherwise hold a whole review payload (a research plan, ~1 KB of
-    /// JSON formatted on every pause: 0.3 % of a research load, docs/PERFORMANCE.md).
+    /// JSON formatted on every pause).
     #[error("interrupted (its payload is the run's interrupt)")]
     Interrupt(serde_json::Value),
     /// A failure worth retrying (a transient I/O or model error).

@@ -7,9 +7,9 @@ use planwright_actors::{bench, field, load, research, serve};
 use std::process::ExitCode;
 
 /// mimalloc instead of glibc's allocator: under load every tokio worker, the checkpoint writer and
-/// the blocking pool allocate at once, and glibc's arenas made a quarter of the process's CPU
-/// malloc/free plus futex waits on its arena locks (perf, 10,000 research conversations; see
-/// docs/PERFORMANCE.md). mimalloc's per-thread heaps take no lock on the fast path. The
+/// the blocking pool allocate at once, and with glibc's arenas a quarter of the process's CPU is
+/// malloc/free plus futex waits on its arena locks (perf, 10,000 research conversations).
+/// mimalloc's per-thread heaps take no lock on the fast path. The
 /// `system-allocator` feature leaves it out, for heap profilers that watch `malloc` (valgrind's
 /// DHAT, heaptrack).
 #[cfg(not(feature = "system-allocator"))]

@@ -28,8 +28,8 @@ use std::sync::{Mutex, OnceLock};
 pub const COMPRESS_FROM: usize = 256;
 /// With a dictionary, bodies from this size are compressed (kept only when smaller). A frame
 /// costs ~1.4 µs of CPU whatever its size, and below 64 bytes it saves at most a few dozen: the
-/// research planner's next tasks (mostly 30–45 bytes) were 7.5 of its 22 frames per conversation
-/// and saved 68 bytes of its 3,379 (docs/PERFORMANCE.md).
+/// research planner's next tasks (mostly 30–45 bytes) would be 7.5 of its 22 frames per
+/// conversation and save 68 bytes of its 3,379.
 pub const COMPRESS_WITH_DICTIONARY_FROM: usize = 64;
 /// zstd's level: the fastest regular one, and most of the gain for JSON (against the research
 /// dictionary 3.7 % more bytes than level 3, for ~30 % less compression time).

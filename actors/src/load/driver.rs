@@ -4,7 +4,7 @@
 //! model-calling nodes, and, when the workload names its plan steps, the execute phase's step
 //! times for the makespan/critical-path analysis.
 //!
-//! [`run`] is the closed loop of earlier versions (N conversations, C at a time); for the other
+//! [`run`] is the closed loop (N conversations, C at a time); for the other
 //! scenarios, and mixes of graphs, wrap workloads in [`EngineConversations`] and call
 //! [`super::run_scenario`].
 

@@ -147,10 +147,9 @@ pub const REMEMBERED_BYTES: usize = 512 * 1024;
 /// It remembers answers by `input` (those seen at least twice, up to [`REMEMBERED_BYTES`] of
 /// inputs and answers), the JSON the request value serialises to: equal inputs are equal
 /// requests, and an answer function is pure, so a repeated request gets the same text without
-/// computing it again. A simulated model stands for one that
-/// computes elsewhere, and a load's conversations ask the same few questions: computing the
-/// offline answers was ~3.5 % of a research load's CPU, none of it the planner's
-/// (docs/PERFORMANCE.md). Failed answers are not remembered. The bound is in bytes: the research
+/// computing it again. A simulated model stands for one that computes elsewhere, and a load's
+/// conversations ask the same few questions: computing the offline answers each time would be
+/// ~3.5 % of a research load's CPU, none of it the planner's. Failed answers are not remembered. The bound is in bytes: the research
 /// planner's `replan` requests carry a conversation's findings and rarely repeat.
 pub fn responder<Q: DeserializeOwned + 'static, A: Serialize + 'static>(
     f: impl Fn(&Q) -> Result<A, String> + Send + Sync + 'static,

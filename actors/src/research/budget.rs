@@ -1,8 +1,8 @@
 //! What a model call carries: only the notes its call needs, within a token budget.
 //!
-//! Every plan, repair and replan request used to carry every note (~3,000 prompt tokens for the
-//! bundled corpus), so most of a research conversation's CPU went into serialising and parsing
-//! notes the call did not use. A call now gets the notes ranked best for its own query (the goal
+//! A plan, repair or replan request that carried every note (~3,000 prompt tokens for the
+//! bundled corpus) would spend most of a research conversation's CPU serialising and parsing
+//! notes the call does not use. A call gets the notes ranked best for its own query (the goal
 //! and its sections for a plan; the open gaps for a replan), at most [`MAX_NOTES`], while their
 //! estimated tokens fit the constraint `note_tokens` (a note that does not fit whole is cut to its
 //! first sentence).

@@ -2,8 +2,8 @@
 //! tokenised, a sorted word list per note for "does it mention this term" by binary search, and
 //! the BM25 index.
 //!
-//! Searching used to tokenise every note again for every term it checked — a quarter of a
-//! research conversation's CPU — and rebuild the BM25 index for every call. A [`Corpus`] is built
+//! Tokenising every note again for every term a search checks, and rebuilding the BM25 index for
+//! every call, would be a quarter of a research conversation's CPU. A [`Corpus`] is built
 //! once per note set: once per process for the bundled corpus, once per loaded thread for a
 //! caller's notes (see `note_set`).
 

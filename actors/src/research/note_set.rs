@@ -1,7 +1,7 @@
 //! The notes of a conversation, kept out of the per-superstep state when they can be.
 //!
-//! The state used to hold every note (13 KB for the bundled corpus), so every snapshot of every
-//! conversation carried them, and every model request serialised them. A [`NoteSet`] is either
+//! Held in the state, every note (13 KB for the bundled corpus) would be in every snapshot of
+//! every conversation and serialised into every model request. A [`NoteSet`] is either
 //! the **bundled** corpus — a name, since every process has it compiled in — or the caller's notes
 //! **inline**. Nodes read the notes through [`NoteSet::notes`], shared (`Arc`) between the state's
 //! copies; nothing in a checkpoint grows with the bundled corpus.

@@ -147,8 +147,8 @@ impl<S: State> Engine<S> {
     }
 
     /// Stores `rec` and waits for its commit: with other runs going, in the writer's next
-    /// transaction with theirs (a start used to commit its input checkpoint alone), as the
-    /// supervisors' checkpoints do.
+    /// transaction with theirs, as the supervisors' checkpoints do (a start's input checkpoint
+    /// committed alone would cost a commit per conversation).
     pub(super) async fn put(
         &self,
         rec: crate::checkpoint::CheckpointRecord,

@@ -9,7 +9,7 @@
 //! arrive in one batch of the writer, they would be committed in one transaction, so no reader
 //! could ever see the writes without the checkpoint: storing them only costs their compression,
 //! their rows and their pages of the log. Under the research load, three of a conversation's
-//! fourteen rows were such writes (docs/PERFORMANCE.md).
+//! fourteen rows would be such writes.
 //!
 //! Only items the writer was told are task updates qualify (the supervisor's `Updates`), never
 //! interrupts, memos or answers, which a paused thread's resume reads at its head.

@@ -14,8 +14,8 @@
 //! committed — `sync` still means what it says, with one commit (one `fsync`) per batch instead
 //! of one per superstep. Task writes (the updates of a superstep's parallel tasks, saved as each
 //! finishes) take the same path ([`AsyncWriter::writes_and_wait`]) and the same batches: a
-//! batch was once cut wherever a task write or a flush came between records, which left the
-//! research load at ~2 items per commit. Backends that serve several writers at once
+//! batch cut wherever a task write or a flush came between records would leave the research
+//! load at ~2 items per commit. Backends that serve several writers at once
 //! (`Checkpointer::max_concurrent_batches`: PostgreSQL) get several batches in flight, on
 //! disjoint threads.
 //!
@@ -218,8 +218,8 @@ async fn run(
 
 /// Waits out `window.window`, then takes what arrived meanwhile, up to `window.max_items` queued;
 /// batches in flight that finish meanwhile are settled. The writer sleeps through the window
-/// rather than waking for each arrival: a version that woke per message gained far less (its
-/// system CPU did not drop; docs/PERFORMANCE.md).
+/// rather than waking for each arrival: a wake-up per item is the cost the window is there to
+/// save.
 async fn gather(
     w: &mut Committer,
     rx: &mut mpsc::UnboundedReceiver<WriterMsg>,

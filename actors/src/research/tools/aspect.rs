@@ -1,7 +1,7 @@
 //! Aspect-aware ranking for `search` steps that serve a section of the brief.
 //!
-//! A step's query used to be the goal's words plus the aspect, so the goal's words (present in
-//! every note of the corpus) swamped the aspect and one general note turned up under every
+//! With the goal's words plus the aspect as a step's query, the goal's words (present in every
+//! note of the corpus) would swamp the aspect and one general note would turn up under every
 //! section. Here the aspect decides and the goal only breaks ties:
 //!
 //! - **Aspect filter.** A note qualifies only if its title, its tags or one of its sentences names
@@ -200,8 +200,8 @@ fn matcher_of(aspect: &str) -> Arc<Matcher> {
     made
 }
 
-/// Matchers of every aspect the lexicon knows, built once: the lexicon is fixed, and every
-/// search used to split and stem all of its words again.
+/// Matchers of every aspect the lexicon knows, built once: the lexicon is fixed, so no search
+/// splits and stems its words again.
 fn lexicon_matchers() -> &'static [Matcher] {
     static MATCHERS: OnceLock<Vec<Matcher>> = OnceLock::new();
     MATCHERS.get_or_init(|| lexicon::aspect_keys().map(Matcher::new).collect())
@@ -211,7 +211,7 @@ fn lexicon_matchers() -> &'static [Matcher] {
 const _: () = assert!(lexicon::SYNONYMS.len() <= 64);
 
 /// Per sentence of `note`, the lexicon's aspects it names (bit `i`: `lexicon_matchers()[i]`), made
-/// once per note: a sentence on the searched aspect used to ask every lexicon aspect again on
+/// once per note, so a sentence on the searched aspect does not ask every lexicon aspect again on
 /// every search.
 fn lexicon_aspects(note: &Prepared) -> &[u64] {
     note.lexicon_aspects.get_or_init(|| {
