@@ -24,7 +24,7 @@
 //! ids.
 //!
 //! **Events** of the child run are forwarded to the parent's stream as
-//! [`RunEvent::Subgraph`] with the child thread's namespace. **State:** `Engine::subgraph_states`
+//! [`RunEvent::Subgraph`](crate::RunEvent::Subgraph) with the child thread's namespace. **State:** `Engine::subgraph_states`
 //! shows the child threads of a thread's pending subgraph tasks. Cancelling the parent run
 //! cancels the child run.
 
