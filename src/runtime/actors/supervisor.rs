@@ -23,7 +23,7 @@ use crate::runtime::machine::per_run::PerRun;
 use crate::runtime::machine::step::{Effect, End, Outcome, Step};
 use crate::runtime::machine::superstep;
 use crate::runtime::run::RunOutcome;
-use crate::runtime::storage::{self, persist, Durability, SavedThread, SavedWrite, WriterMsg};
+use crate::runtime::storage::{self, persist, Durability, RunStorage, SavedThread, SavedWrite};
 use crate::runtime::subgraph;
 use crate::state::State;
 use kameo::actor::{Actor, ActorRef};
@@ -82,8 +82,8 @@ pub(crate) struct Run<S: State> {
     thread: ThreadId,
     run_id: RunId,
     saved: SavedThread<S>,
-    persisted_head: Option<CheckpointId>,
-    durability: Durability,
+    /// Where the run's writes go, under its durability.
+    store: RunStorage,
     per_run: PerRun,
     /// The current superstep's rules and bookkeeping (pure; this actor performs its effects).
     step: Step<Box<S::Update>>,
@@ -94,10 +94,6 @@ pub(crate) struct Run<S: State> {
     /// Per task, the JSON of its update as its write was saved (parallel supersteps of durable
     /// runs), joined into the superstep's delta instead of serialising the updates again.
     update_json: Vec<Option<Vec<u8>>>,
-    /// Answers for this superstep's task updates sent to the checkpoint writer without waiting
-    /// ([`Shared::updates_behind`]), read once the
-    /// superstep's checkpoint is stored or the run ends.
-    pending_updates: Vec<storage::Receipt>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -129,13 +125,11 @@ impl<S: State> Actor for Supervisor<S> {
             thread: a.thread,
             run_id: a.run_id,
             saved: a.saved,
-            persisted_head: a.persisted_head,
-            durability: a.durability,
+            store: RunStorage::new(a.durability, a.persisted_head),
             per_run: a.per_run,
             step: Step::new(0),
             ready: Vec::new(),
             update_json: Vec::new(),
-            pending_updates: Vec::new(),
             memo_stores: Vec::new(),
             goto_slots: Vec::new(),
             events: a.events,
@@ -192,8 +186,9 @@ impl<S: State> Run<S> {
         }
     }
 
+    /// Whether each superstep is stored.
     fn durable(&self) -> bool {
-        self.sh.checkpointer.is_some() && self.durability != Durability::Exit
+        self.store.stores_each_step(&self.sh.storage)
     }
 
     /// Dispatches every task the superstep machine says is ready.
@@ -338,7 +333,18 @@ impl<S: State> Run<S> {
                         if let Some(g) = &goto {
                             writes.push(persist::goto_write(&spec, g)?);
                         }
-                        self.save_updates(writes).await?;
+                        let dict = self.sh.graph.body_dictionary();
+                        let (sh, head) = (&self.sh, self.saved.head);
+                        self.store
+                            .save_updates(
+                                &sh.storage,
+                                sh.others_running(),
+                                &self.thread,
+                                head,
+                                writes,
+                                dict,
+                            )
+                            .await?;
                     }
                     if self.update_json.len() < self.saved.tasks.len() {
                         self.update_json.resize(self.saved.tasks.len(), None);
@@ -362,12 +368,15 @@ impl<S: State> Run<S> {
                     value,
                     index,
                 };
-                if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
+                if self.durable() {
                     // What the task memoised before it paused is saved with the pause, so a
                     // resume (in this process or another) does not redo it.
                     let mut writes = persist::memo_writes(&spec, &fresh_memos)?;
                     writes.push(persist::interrupt_write(&spec, &int)?);
-                    self.save_writes(writes).await?;
+                    let (sh, head) = (&self.sh, self.saved.head);
+                    self.store
+                        .save_writes(&sh.storage, sh.others_running(), &self.thread, head, writes)
+                        .await?;
                 }
                 (Outcome::Interrupted(int), None)
             }
@@ -427,95 +436,6 @@ impl<S: State> Run<S> {
         }
     }
 
-    /// The checkpoint task writes go to (the head), counting the writes, when there is storage.
-    fn write_head(&self) -> Option<CheckpointId> {
-        let head = self.saved.head.filter(|_| self.sh.checkpointer.is_some())?;
-        self.sh
-            .counters
-            .writes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(head)
-    }
-
-    async fn save_writes(
-        &mut self,
-        writes: Vec<crate::checkpoint::TaskWrite>,
-    ) -> Result<(), RunError> {
-        let Some(head) = self.write_head() else {
-            return Ok(());
-        };
-        match (&self.sh.writer, self.durability) {
-            (Some(w), Durability::Async) => {
-                w.send(WriterMsg::Writes(self.thread.clone(), head, writes, None))
-            }
-            // Group commit, as for records: with other runs going, these writes join theirs.
-            _ => self.sh.writes_and_wait(&self.thread, head, writes).await,
-        }
-    }
-
-    /// Saves a finished task's update (its payload still JSON) at the head. Under group commit the
-    /// run does not wait: the update is queued ahead of the superstep's checkpoint, which holds
-    /// it too, so waiting would only hold the superstep back by a commit per task; its answer is
-    /// read in [`Run::settle_updates`].
-    async fn save_updates(
-        &mut self,
-        writes: Vec<crate::checkpoint::TaskWrite>,
-    ) -> Result<(), RunError> {
-        let Some(head) = self.write_head() else {
-            return Ok(());
-        };
-        match (&self.sh.writer, self.durability) {
-            (Some(w), Durability::Async) => w.send(WriterMsg::Updates(
-                self.thread.clone(),
-                head,
-                writes,
-                self.sh.graph.body_dictionary(),
-                None,
-            )),
-            _ => {
-                if let Some(receipt) = self.sh.updates_behind(&self.thread, head, writes).await? {
-                    self.pending_updates.push(receipt);
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Reads the answers for the task updates sent without waiting: the first failure, if any.
-    /// Called once the superstep's checkpoint is stored (by then the writer, which stores each
-    /// thread's items in order, has answered them) and when the run ends, so a run never reports
-    /// an end or a pause before what its tasks saved is stored.
-    async fn settle_updates(&mut self) -> Result<(), RunError> {
-        let mut first = Ok(());
-        for receipt in self.pending_updates.drain(..) {
-            let r = match receipt.await {
-                Ok(r) => r.map_err(RunError::from),
-                Err(_) => Err(RunError::Internal("checkpoint writer stopped".into())),
-            };
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    }
-
-    async fn put_record(
-        &mut self,
-        record: crate::checkpoint::CheckpointRecord,
-    ) -> Result<(), RunError> {
-        if self.sh.checkpointer.is_none() {
-            return Ok(());
-        }
-        self.sh.counters.record(record.stored_bytes());
-        self.persisted_head = Some(record.id);
-        match (&self.sh.writer, self.durability) {
-            (Some(w), Durability::Async) => w.send(WriterMsg::Put(record)),
-            // Group commit: with other runs going, this record joins theirs in one transaction;
-            // the run still goes on only once it is committed. Alone, it goes straight to storage.
-            _ => self.sh.put_and_wait(record).await,
-        }
-    }
-
     /// Merges the finished superstep and sets up the next. Returns true if a next superstep began
     /// (so the caller pumps again), false if the run ended.
     async fn end_step(&mut self, updates: Vec<Box<S::Update>>) -> Result<bool, RunError> {
@@ -525,7 +445,7 @@ impl<S: State> Run<S> {
                 "superstep ended with a task that produced no update".into(),
             ));
         }
-        let delta = if self.sh.checkpointer.is_some() && self.durability != Durability::Exit {
+        let delta = if self.durable() {
             Some(persist::delta_json(
                 &updates,
                 &std::mem::take(&mut self.update_json),
@@ -597,8 +517,9 @@ impl<S: State> Run<S> {
                 serde_json::Value::Null,
                 pause.clone(),
             )?;
-            self.put_record(rec).await?;
-            self.settle_updates().await?;
+            let others = self.sh.others_running();
+            self.store.put_record(&self.sh.storage, others, rec).await?;
+            self.store.settle().await?;
         } else {
             self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));
         }
@@ -650,7 +571,7 @@ impl<S: State> Run<S> {
             return;
         };
         self.cancel.cancel();
-        let settled = self.settle_updates().await;
+        let settled = self.store.settle().await;
         let result = match (result, settled) {
             (Ok(status), Ok(())) => self.persist_end(status).await.map(|_| status),
             (Ok(_), Err(e)) => Err(e),
@@ -672,7 +593,7 @@ impl<S: State> Run<S> {
                 _ => None,
             })
             .collect();
-        if self.sh.checkpointer.is_none() {
+        if self.sh.storage.checkpointer.is_none() {
             self.sh
                 .ephemeral
                 .insert(self.thread.clone(), self.saved.clone());
@@ -725,19 +646,17 @@ impl<S: State> Run<S> {
         let _ = outcome_tx.send(outcome);
     }
 
+    /// What the run's durability leaves for its end: waiting for the queued writes (`async`), or
+    /// storing the run's position and a pause's writes (`exit`).
     async fn persist_end(&mut self, status: RunStatus) -> Result<(), RunError> {
-        let Some(cp) = self.sh.checkpointer.clone() else {
+        let Some(cp) = self.sh.storage.checkpointer.clone() else {
             return Ok(());
         };
-        match self.durability {
-            Durability::Async => {
-                if let Some(w) = &self.sh.writer {
-                    w.flush(&self.thread).await?;
-                }
-            }
+        match self.store.durability() {
+            Durability::Async => self.store.flush(&self.sh.storage, &self.thread).await?,
             Durability::Exit => {
-                if self.persisted_head != self.saved.head {
-                    self.saved.head = self.persisted_head;
+                if self.store.persisted_head() != self.saved.head {
+                    self.saved.head = self.store.persisted_head();
                     // The pause goes with the only checkpoint this run stores, or a reload would
                     // find the thread paused with nothing pending.
                     let pause = self.saved.paused_before.then(|| crate::checkpoint::Pause {
@@ -761,9 +680,7 @@ impl<S: State> Run<S> {
                         serde_json::Value::Null,
                         pause,
                     )?;
-                    self.sh.counters.record(rec.stored_bytes());
-                    self.persisted_head = Some(rec.id);
-                    cp.put(rec).await?;
+                    self.store.put_final(&self.sh.storage, rec).await?;
                 }
                 if status == RunStatus::Interrupted {
                     let mut writes = Vec::new();

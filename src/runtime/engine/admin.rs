@@ -8,7 +8,7 @@ impl<S: State> Engine<S> {
         Ok(self.load(thread).await?.map(|s| ThreadState {
             next: s.stored_tasks().iter().map(|t| t.node_name()).collect(),
             interrupts: s.interrupts(),
-            checkpoint: if self.sh.checkpointer.is_some() {
+            checkpoint: if self.sh.storage.checkpointer.is_some() {
                 s.head
             } else {
                 None
@@ -43,6 +43,7 @@ impl<S: State> Engine<S> {
 
     pub(super) fn storage(&self) -> Result<&Arc<dyn Checkpointer>, RunError> {
         self.sh
+            .storage
             .checkpointer
             .as_ref()
             .ok_or_else(|| Refusal::NoCheckpointer("thread history").into())
@@ -276,7 +277,7 @@ impl<S: State> Engine<S> {
         }
         self.sh.ephemeral.remove(thread);
         self.sh.paused.forget(thread);
-        if let Some(cp) = &self.sh.checkpointer {
+        if let Some(cp) = &self.sh.storage.checkpointer {
             cp.delete_thread(thread).await?;
             // Subgraphs' child threads live in the thread's namespace: they go with it.
             if self.sh.graph.nodes().iter().any(|n| n.subgraph.is_some()) {

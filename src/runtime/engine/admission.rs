@@ -47,7 +47,7 @@ impl<S: State> Engine<S> {
         // Only where the run waits for its first checkpoint: a refused one stops it there.
         let unseen = opts.new_thread
             && durability == Durability::Sync
-            && self.sh.checkpointer.is_some()
+            && self.sh.storage.checkpointer.is_some()
             && matches!(mode, StartMode::Input(_));
         match self.prepare(&thread, mode, &per_run, unseen).await {
             Ok((saved, persisted_head)) => {

@@ -14,7 +14,7 @@ use super::run::{
     BusyPolicy, CheckpointInfo, MigrationHook, Resume, RunHandle, RunOptions, RunOutcome,
     ThreadState,
 };
-use super::storage::{self, persist, AsyncWriter, Durability, SavedThread};
+use super::storage::{self, persist, AsyncWriter, Durability, SavedThread, Storage};
 use super::subgraph;
 use crate::checkpoint::{CheckpointSource, Checkpointer};
 use crate::events::EventSink;
@@ -158,13 +158,15 @@ impl<S: State> EngineBuilder<S> {
                 graph: self.graph,
                 nodes,
                 stats,
-                checkpointer: self.checkpointer,
+                storage: Storage {
+                    checkpointer: self.checkpointer,
+                    writer,
+                    counters: Default::default(),
+                },
                 durability: self.durability,
-                writer,
                 registry: DashMap::new(),
                 ephemeral: DashMap::new(),
                 paused: storage::PausedThreads::holding(self.keep_paused),
-                counters: Default::default(),
                 migration: self.migration,
                 shutting_down: AtomicBool::new(false),
                 total_node_executions: Default::default(),
@@ -224,7 +226,7 @@ impl<S: State> Engine<S> {
 
     /// The checkpointer, if any.
     pub fn checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
-        self.sh.checkpointer.as_ref()
+        self.sh.storage.checkpointer.as_ref()
     }
 
     /// Starts a run on `thread` with `input` merged into its state, and waits for it to end.
@@ -355,7 +357,7 @@ impl<S: State> Engine<S> {
 
     /// Checkpoint records and bytes written by this engine.
     pub fn checkpoint_counters(&self) -> (u64, u64, u64) {
-        let c = &self.sh.counters;
+        let c = &self.sh.storage.counters;
         (
             c.records.load(Ordering::Relaxed),
             c.bytes.load(Ordering::Relaxed),

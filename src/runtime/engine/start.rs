@@ -60,7 +60,7 @@ impl<S: State> Engine<S> {
                     saved.pause_at = crate::checkpoint::PauseAt::Before;
                     saved.pauses = pauses;
                 }
-                if self.sh.checkpointer.is_some() {
+                if self.sh.storage.checkpointer.is_some() {
                     let tasks = saved.stored_tasks();
                     let pause = saved.pause();
                     let rec = persist::step_record(
@@ -111,7 +111,7 @@ impl<S: State> Engine<S> {
             super::resume_plan::ResumePlan::ConsumePause => {
                 saved.paused_before = false;
                 saved.pauses.clear();
-                if self.sh.checkpointer.is_some() {
+                if self.sh.storage.checkpointer.is_some() {
                     // Mark the pause consumed so a crash now does not pause again.
                     let tasks = saved.stored_tasks();
                     let rec = persist::step_record(
@@ -139,7 +139,10 @@ impl<S: State> Engine<S> {
                     saved.answers[i].push(v);
                 }
                 if let Some(head) = saved.head {
-                    self.sh.writes_and_wait(thread, head, writes).await?;
+                    self.sh
+                        .storage
+                        .writes_and_wait(thread, head, writes, self.sh.others_running())
+                        .await?;
                 }
             }
         }
@@ -153,15 +156,18 @@ impl<S: State> Engine<S> {
         &self,
         rec: crate::checkpoint::CheckpointRecord,
     ) -> Result<(), RunError> {
-        if self.sh.checkpointer.is_some() {
-            self.sh.counters.record(rec.stored_bytes());
+        if self.sh.storage.checkpointer.is_some() {
+            self.sh.storage.counters.record(rec.stored_bytes());
         }
-        self.sh.put_and_wait(rec).await
+        self.sh
+            .storage
+            .put_and_wait(rec, self.sh.others_running())
+            .await
     }
 
     /// Loads a thread's resumable position, applying the migration hook when the graph changed.
     pub(super) async fn load(&self, thread: &ThreadId) -> Result<Option<SavedThread<S>>, RunError> {
-        let Some(cp) = &self.sh.checkpointer else {
+        let Some(cp) = &self.sh.storage.checkpointer else {
             return Ok(self.sh.ephemeral.get(thread).map(|s| s.clone()));
         };
         // A paused thread's state kept in memory, if storage still has its head checkpoint.
