@@ -338,7 +338,7 @@ impl<S: State> Run<S> {
                         self.store
                             .save_updates(
                                 &sh.storage,
-                                sh.others_running(),
+                                || sh.others_running(),
                                 &self.thread,
                                 head,
                                 writes,
@@ -375,7 +375,13 @@ impl<S: State> Run<S> {
                     writes.push(persist::interrupt_write(&spec, &int)?);
                     let (sh, head) = (&self.sh, self.saved.head);
                     self.store
-                        .save_writes(&sh.storage, sh.others_running(), &self.thread, head, writes)
+                        .save_writes(
+                            &sh.storage,
+                            || sh.others_running(),
+                            &self.thread,
+                            head,
+                            writes,
+                        )
                         .await?;
                 }
                 (Outcome::Interrupted(int), None)
@@ -517,8 +523,10 @@ impl<S: State> Run<S> {
                 serde_json::Value::Null,
                 pause.clone(),
             )?;
-            let others = self.sh.others_running();
-            self.store.put_record(&self.sh.storage, others, rec).await?;
+            let sh = &self.sh;
+            self.store
+                .put_record(&sh.storage, || sh.others_running(), rec)
+                .await?;
             self.store.settle().await?;
         } else {
             self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));

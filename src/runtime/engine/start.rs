@@ -141,7 +141,7 @@ impl<S: State> Engine<S> {
                 if let Some(head) = saved.head {
                     self.sh
                         .storage
-                        .writes_and_wait(thread, head, writes, self.sh.others_running())
+                        .writes_and_wait(thread, head, writes, || self.sh.others_running())
                         .await?;
                 }
             }
@@ -161,7 +161,7 @@ impl<S: State> Engine<S> {
         }
         self.sh
             .storage
-            .put_and_wait(rec, self.sh.others_running())
+            .put_and_wait(rec, || self.sh.others_running())
             .await
     }
 

@@ -34,15 +34,17 @@ impl Storage {
     /// Whether a write the caller waits for joins the writer's next transaction (group commit)
     /// rather than going straight to storage: when the backend gains from it and other runs are
     /// going; alone, the hop to the writer's thread would only add latency.
-    fn group_commit(cp: &dyn Checkpointer, others_running: bool) -> bool {
-        others_running && cp.prefers_group_commit()
+    /// `others_running` is asked only for a backend that gains from group commit (counting the
+    /// runs going is not free).
+    fn group_commit(cp: &dyn Checkpointer, others_running: impl FnOnce() -> bool) -> bool {
+        cp.prefers_group_commit() && others_running()
     }
 
     /// Stores `record` and waits for its commit (counting it is the caller's).
     pub async fn put_and_wait(
         &self,
         record: CheckpointRecord,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
     ) -> Result<(), RunError> {
         match (&self.checkpointer, &self.writer) {
             (Some(cp), Some(w)) if Self::group_commit(&**cp, others_running) => {
@@ -59,7 +61,7 @@ impl Storage {
         thread: &ThreadId,
         head: CheckpointId,
         writes: Vec<TaskWrite>,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
     ) -> Result<(), RunError> {
         match (&self.checkpointer, &self.writer) {
             (Some(cp), Some(w)) if Self::group_commit(&**cp, others_running) => {
@@ -81,7 +83,7 @@ impl Storage {
         head: CheckpointId,
         mut writes: Vec<TaskWrite>,
         dict: Option<&'static Dictionary>,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
     ) -> Result<Option<Receipt>, RunError> {
         match (&self.checkpointer, &self.writer) {
             (Some(cp), Some(w)) if Self::group_commit(&**cp, others_running) => {
@@ -150,7 +152,7 @@ impl RunStorage {
     pub async fn save_writes(
         &mut self,
         st: &Storage,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
         thread: &ThreadId,
         head: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
@@ -176,7 +178,7 @@ impl RunStorage {
     pub async fn save_updates(
         &mut self,
         st: &Storage,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
         thread: &ThreadId,
         head: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
@@ -204,7 +206,7 @@ impl RunStorage {
     pub async fn put_record(
         &mut self,
         st: &Storage,
-        others_running: bool,
+        others_running: impl FnOnce() -> bool,
         record: CheckpointRecord,
     ) -> Result<(), RunError> {
         if st.checkpointer.is_none() {
