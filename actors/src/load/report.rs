@@ -2,12 +2,26 @@
 //! in `load::html`). Latencies are HDR-histogram percentiles in milliseconds.
 
 use super::scenario::Scenario;
+pub use super::series::Memory;
 use super::series::Sample;
-use super::thresholds::ThresholdResult;
 use crate::model::ModelStatsSnapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// A threshold judged against a run (see [`thresholds`](super::thresholds)).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ThresholdResult {
+    /// As written.
+    pub threshold: String,
+    /// The metric's value (ms for durations, a percentage for shares); `None` when the run did
+    /// not measure it (a node that never ran: the threshold fails).
+    pub value: Option<f64>,
+    /// The bound in the same unit as `value`.
+    pub bound: f64,
+    /// Whether it held.
+    pub passed: bool,
+}
 
 /// Percentiles of a set of samples (milliseconds).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -111,32 +125,6 @@ pub struct StepsReport {
     pub sum_over_makespan_p50: f64,
     /// Median of waves / makespan (what dependency-driven steps buy over superstep barriers).
     pub waves_over_makespan_p50: f64,
-}
-
-/// Memory over the run: the slope of RSS against time, fitted by least squares over the samples
-/// after the first fifth (warm-up).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Memory {
-    /// This process's RSS slope, KiB per minute.
-    pub slope_kib_per_min: f64,
-    /// The server's RSS slope (from `--server-pid` or its `/metrics`), KiB per minute.
-    pub server_slope_kib_per_min: Option<f64>,
-    /// The limit (`--memory-slope-limit`), KiB per minute.
-    pub limit_kib_per_min: f64,
-    /// A slope above the limit.
-    pub flagged: bool,
-    /// Too few samples, or too short a span, for the slope to mean anything (see
-    /// `series::MIN_SLOPE_SAMPLES` and `series::MIN_SLOPE_SPAN_S`): it is printed as "too short
-    /// to judge", never flagged, and `load compare` does not compare it.
-    pub too_short: bool,
-    /// Samples the fit used.
-    pub samples: usize,
-    /// Seconds between the first and the last sample the fit used.
-    pub span_s: f64,
-    /// RSS at the first and last sample used, KiB (this process; the server's when measured).
-    pub rss_first_last_kb: (u64, u64),
-    /// The server's RSS at the first and last sample used, KiB.
-    pub server_rss_first_last_kb: Option<(u64, u64)>,
 }
 
 /// How an engine loaded threads during a run (`Engine::thread_loads`): a paused thread resumed

@@ -2,9 +2,34 @@
 //! conversations that ended in it, errors, in-flight conversations, mailbox depths, the process's
 //! RSS and CPU, and the server's when there is one), and the memory slope fitted to them.
 
-use super::report::Memory;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// Memory over the run: the slope of RSS against time, fitted by least squares over the samples
+/// after the first fifth (warm-up).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Memory {
+    /// This process's RSS slope, KiB per minute.
+    pub slope_kib_per_min: f64,
+    /// The server's RSS slope (from `--server-pid` or its `/metrics`), KiB per minute.
+    pub server_slope_kib_per_min: Option<f64>,
+    /// The limit (`--memory-slope-limit`), KiB per minute.
+    pub limit_kib_per_min: f64,
+    /// A slope above the limit.
+    pub flagged: bool,
+    /// Too few samples, or too short a span, for the slope to mean anything (see
+    /// `series::MIN_SLOPE_SAMPLES` and `series::MIN_SLOPE_SPAN_S`): it is printed as "too short
+    /// to judge", never flagged, and `load compare` does not compare it.
+    pub too_short: bool,
+    /// Samples the fit used.
+    pub samples: usize,
+    /// Seconds between the first and the last sample the fit used.
+    pub span_s: f64,
+    /// RSS at the first and last sample used, KiB (this process; the server's when measured).
+    pub rss_first_last_kb: (u64, u64),
+    /// The server's RSS at the first and last sample used, KiB.
+    pub server_rss_first_last_kb: Option<(u64, u64)>,
+}
 
 /// One second of the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -12,6 +12,7 @@
 
 use super::dist::parse_duration;
 use super::report::LoadReport;
+pub use super::report::ThresholdResult;
 use serde::Serialize;
 
 /// A comparison.
@@ -54,20 +55,6 @@ pub struct Threshold {
     /// The bound is a share of conversations (`%`).
     pub share: bool,
     unit: Unit,
-}
-
-/// A threshold judged against a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ThresholdResult {
-    /// As written.
-    pub threshold: String,
-    /// The metric's value (ms for durations, a percentage for shares); `None` when the run did
-    /// not measure it (a node that never ran: the threshold fails).
-    pub value: Option<f64>,
-    /// The bound in the same unit as `value`.
-    pub bound: f64,
-    /// Whether it held.
-    pub passed: bool,
 }
 
 fn unit_of(metric: &str) -> Option<Unit> {

@@ -1,8 +1,8 @@
-//! The research state's `plan` field: the steps in order, and the two ways a node writes them.
+//! The research state's `plan` field: its steps in order, and the two ways a node writes them.
 //!
 //! The planning nodes (`create_plan`, `repair_plan`, `replan`, a reviewer's edit) write a whole
 //! plan. `assess_progress` only marks the statuses of the steps it assessed, and it runs after
-//! every batch of steps: written as a whole plan, its checkpoint carried every step's
+//! every batch of steps: written as a whole plan, its checkpoint would carry every step's
 //! description, parameters and criteria again (~1.7 KB of JSON per assessment, the largest part
 //! of a research conversation's stored deltas, and of what was compressed per conversation). A
 //! [`Plan::Statuses`] write carries only `{"statuses": {"s1": "complete", ...}}`, and the reducer
@@ -12,7 +12,6 @@
 //! snapshot, the API's state and an interrupt's payload show the plan as the array of steps it
 //! always was; only a delta (and the `updates` stream) shows a status write as it was made.
 
-use super::state::{PlanStep, StepStatus};
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -20,6 +19,100 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+
+/// Where a plan step stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not run yet (or waiting to run again).
+    #[default]
+    Pending,
+    /// Ran and met its acceptance criteria.
+    Complete,
+    /// Ran and did not meet its acceptance criteria (or its tool failed).
+    Failed,
+    /// An optional step that failed; the rest of the plan goes on without it.
+    Skipped,
+    /// Superseded by a replan: its result stays in `step_results` for the record.
+    Replaced,
+}
+
+/// A deterministic acceptance criterion of a step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// The step used at least this many distinct notes.
+    MinSources(u32),
+    /// Every term is mentioned (as a word or word prefix) by at least one note the step used.
+    Covers(Vec<String>),
+}
+
+/// Tool parameters of a step. Which ones a tool needs is checked by validation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepParams {
+    /// `search`: the section (aspect) of the brief the step gathers notes for. A found note must
+    /// be about it; the brief puts the step's findings under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aspect: Option<String>,
+    /// `search`: the ranking query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// `search`: a note is used only if it mentions at least one of these terms (keeps a
+    /// broadened query on the goal's topic). Empty: no filter.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub require_any: Vec<String>,
+    /// `search`: how many notes at most (default 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// `compare`: the dimensions to compare findings along.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<String>,
+    /// `summarize`: how many sentences at most (default 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sentences: Option<u32>,
+}
+
+/// One step of a plan. Its parameters and criteria are shared (`Arc`, the same JSON): a plan is
+/// copied whenever a node marks a step's status (`assess_progress` copies every step of it), and
+/// copying them would be most of what copying a step costs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanStep {
+    /// Unique id within the plan.
+    pub id: String,
+    /// What the step does, for people.
+    pub description: String,
+    /// Ids of the steps that must complete first.
+    pub depends_on: Vec<String>,
+    /// The local tool it runs (see `tools::CATALOG`).
+    pub tool: String,
+    /// The tool's parameters (`Arc::make_mut` to change one).
+    pub params: Arc<StepParams>,
+    /// Deterministic checks of the step's result (`Arc::make_mut` to change them).
+    pub acceptance_criteria: Arc<Vec<Criterion>>,
+    /// An optional step may fail without blocking the brief (its gap is still reported).
+    pub optional: bool,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+impl PlanStep {
+    /// The section a search step serves: its `aspect` parameter, else the first term of its
+    /// `Covers` criterion (plans written before steps named their aspect).
+    pub fn aspect(&self) -> Option<&str> {
+        if self.tool != "search" {
+            return None;
+        }
+        if let Some(a) = self.params.aspect.as_deref() {
+            return Some(a);
+        }
+        self.acceptance_criteria.iter().find_map(|c| match c {
+            Criterion::Covers(terms) => terms.first().map(String::as_str),
+            Criterion::MinSources(_) => None,
+        })
+    }
+}
 
 /// The plan, or a write that marks some of its steps' statuses.
 #[derive(Clone, Debug, PartialEq, Eq)]

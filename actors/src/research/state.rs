@@ -7,104 +7,11 @@
 use super::constraints::Constraints;
 use super::note_set::NoteSet;
 use super::plan::Plan;
+pub use super::plan::{Criterion, PlanStep, StepParams, StepStatus};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Where a plan step stands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    /// Not run yet (or waiting to run again).
-    #[default]
-    Pending,
-    /// Ran and met its acceptance criteria.
-    Complete,
-    /// Ran and did not meet its acceptance criteria (or its tool failed).
-    Failed,
-    /// An optional step that failed; the rest of the plan goes on without it.
-    Skipped,
-    /// Superseded by a replan: its result stays in `step_results` for the record.
-    Replaced,
-}
-
-/// A deterministic acceptance criterion of a step.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Criterion {
-    /// The step used at least this many distinct notes.
-    MinSources(u32),
-    /// Every term is mentioned (as a word or word prefix) by at least one note the step used.
-    Covers(Vec<String>),
-}
-
-/// Tool parameters of a step. Which ones a tool needs is checked by validation.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StepParams {
-    /// `search`: the section (aspect) of the brief the step gathers notes for. A found note must
-    /// be about it; the brief puts the step's findings under it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub aspect: Option<String>,
-    /// `search`: the ranking query.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
-    /// `search`: a note is used only if it mentions at least one of these terms (keeps a
-    /// broadened query on the goal's topic). Empty: no filter.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub require_any: Vec<String>,
-    /// `search`: how many notes at most (default 3).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
-    /// `compare`: the dimensions to compare findings along.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub dimensions: Vec<String>,
-    /// `summarize`: how many sentences at most (default 4).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_sentences: Option<u32>,
-}
-
-/// One step of a plan. Its parameters and criteria are shared (`Arc`, the same JSON): a plan is
-/// copied whenever a node marks a step's status (`assess_progress` copies every step of it), and
-/// copying them was most of what copying a step cost.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct PlanStep {
-    /// Unique id within the plan.
-    pub id: String,
-    /// What the step does, for people.
-    pub description: String,
-    /// Ids of the steps that must complete first.
-    pub depends_on: Vec<String>,
-    /// The local tool it runs (see `tools::CATALOG`).
-    pub tool: String,
-    /// The tool's parameters (`Arc::make_mut` to change one).
-    pub params: Arc<StepParams>,
-    /// Deterministic checks of the step's result (`Arc::make_mut` to change them).
-    pub acceptance_criteria: Arc<Vec<Criterion>>,
-    /// An optional step may fail without blocking the brief (its gap is still reported).
-    pub optional: bool,
-    /// Where it stands.
-    pub status: StepStatus,
-}
-
-impl PlanStep {
-    /// The section a search step serves: its `aspect` parameter, else the first term of its
-    /// `Covers` criterion (plans written before steps named their aspect).
-    pub fn aspect(&self) -> Option<&str> {
-        if self.tool != "search" {
-            return None;
-        }
-        if let Some(a) = self.params.aspect.as_deref() {
-            return Some(a);
-        }
-        self.acceptance_criteria.iter().find_map(|c| match c {
-            Criterion::Covers(terms) => terms.first().map(String::as_str),
-            Criterion::MinSources(_) => None,
-        })
-    }
-}
 
 /// What a step produced.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
