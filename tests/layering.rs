@@ -142,7 +142,6 @@ const KNOWN_LOOPS: &[(&str, &[&str])] = &[
         "actors/src/research/policy",
         &["offline", "offline_repair", "offline_replan"],
     ),
-    ("actors/src/research/tools", &["aspect", "search"]),
 ];
 
 // ------------------------------------------------------------------------------------------------

@@ -299,7 +299,7 @@ pub fn search_aspect(
         .into_iter()
         .filter(|t| !is_own(t))
         .collect();
-    let weights = super::search::weigh_terms(&salient, corpus);
+    let weights = super::ranking::weigh_terms(&salient, corpus);
     let salient_total: f64 = weights.iter().map(|(_, w)| w).sum();
     // Which notes name the topic, and each salient term: looked up in the corpus's word index
     // (and remembered there) instead of asked of each note.
@@ -312,7 +312,7 @@ pub fn search_aspect(
         .map(|(t, w)| (corpus.mentioning_text(t), *w))
         .collect();
     let tags = topical_tags(corpus, &mention_topic);
-    let limit = params.limit.unwrap_or(super::search::DEFAULT_LIMIT).max(1) as usize;
+    let limit = params.limit.unwrap_or(super::ranking::DEFAULT_LIMIT).max(1) as usize;
     let view = matcher.view(corpus);
     let mut scored: Vec<Scored> = Vec::new();
     for (i, (note, prepared)) in corpus.iter().enumerate() {

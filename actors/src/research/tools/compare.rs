@@ -9,7 +9,7 @@
 //! note tagged `rag` that says "cost fell from 4.10 EUR to 0.90 EUR with retrieval-augmented
 //! generation" gives a figure on `rag`, though no sentence says "rag").
 
-use super::search::best_sentence;
+use super::ranking::best_sentence;
 use super::{ToolInput, ToolOutcome};
 use crate::research::corpus::Term;
 use crate::research::figures::Figure;

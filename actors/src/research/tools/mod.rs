@@ -7,12 +7,14 @@
 mod aspect;
 mod compare;
 mod latency;
+mod ranking;
 mod search;
 mod summarize;
 
 pub use compare::compare;
 pub use latency::ToolLatency;
-pub use search::{search, DEFAULT_LIMIT as SEARCH_DEFAULT_LIMIT};
+pub use ranking::DEFAULT_LIMIT as SEARCH_DEFAULT_LIMIT;
+pub use search::search;
 pub use summarize::summarize;
 
 use super::corpus::Corpus;
