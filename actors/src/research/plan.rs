@@ -114,6 +114,29 @@ impl PlanStep {
     }
 }
 
+/// Puts back every complete or replaced step of `old` that `new` dropped or changed; returns the
+/// ids restored.
+pub fn preserve_completed(old: &[PlanStep], new: &mut Vec<PlanStep>) -> Vec<String> {
+    let mut restored = Vec::new();
+    for (i, kept) in old.iter().enumerate() {
+        if !matches!(kept.status, StepStatus::Complete | StepStatus::Replaced) {
+            continue;
+        }
+        match new.iter().position(|s| s.id == kept.id) {
+            Some(j) if new[j] == *kept => {}
+            Some(j) => {
+                new[j] = kept.clone();
+                restored.push(kept.id.clone());
+            }
+            None => {
+                new.insert(i.min(new.len()), kept.clone());
+                restored.push(kept.id.clone());
+            }
+        }
+    }
+    restored
+}
+
 /// The plan, or a write that marks some of its steps' statuses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {

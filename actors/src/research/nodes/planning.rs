@@ -5,6 +5,7 @@ use super::{emit_usage, policy_failure, Env};
 use crate::research::budget;
 use crate::research::nodes::assess::progress_score;
 use crate::research::nodes::review::needs_approval;
+use crate::research::plan::preserve_completed;
 use crate::research::policy::{PlanRequest, RepairRequest, ReplanRequest};
 use crate::research::state::{
     status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepStatus,
@@ -40,29 +41,6 @@ fn normalize_statuses(plan: &mut [PlanStep]) {
             s.status = StepStatus::Pending;
         }
     }
-}
-
-/// Puts back every complete or replaced step of `old` that `new` dropped or changed; returns the
-/// ids restored.
-pub fn preserve_completed(old: &[PlanStep], new: &mut Vec<PlanStep>) -> Vec<String> {
-    let mut restored = Vec::new();
-    for (i, kept) in old.iter().enumerate() {
-        if !matches!(kept.status, StepStatus::Complete | StepStatus::Replaced) {
-            continue;
-        }
-        match new.iter().position(|s| s.id == kept.id) {
-            Some(j) if new[j] == *kept => {}
-            Some(j) => {
-                new[j] = kept.clone();
-                restored.push(kept.id.clone());
-            }
-            None => {
-                new.insert(i.min(new.len()), kept.clone());
-                restored.push(kept.id.clone());
-            }
-        }
-    }
-    restored
 }
 
 /// The notes a plan (or its repair) carries: the best for the goal and its sections.

@@ -7,7 +7,7 @@
 //! `error` naming the three, so the thread stays paused until a valid answer arrives.
 
 use crate::research::constraints::Constraints;
-use crate::research::nodes::planning::preserve_completed;
+use crate::research::plan::preserve_completed;
 use crate::research::state::{
     status, HistoryEntry, PlanStep, ResearchState, ResearchUpdate, StepStatus,
 };
