@@ -137,10 +137,6 @@ const KNOWN_LOOPS: &[(&str, &[&str])] = &[
     // Left for a follow-up of issue 41: each is two or three files sharing types both ways.
     ("actors/src/research", &["citations", "corpus"]),
     ("actors/src/research", &["dictionary", "graph"]),
-    (
-        "actors/src/research/policy",
-        &["offline", "offline_repair", "offline_replan"],
-    ),
 ];
 
 // ------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 
 mod chat;
 pub mod offline;
+mod offline_draft;
 mod offline_repair;
 mod offline_replan;
 pub mod offline_report;

@@ -8,7 +8,7 @@
 //! pending summarize and then a pending compare are dropped. A problem it cannot fix (a `search`
 //! step when search is not allowed) is left for validation to report again.
 
-use super::offline::{draft_plan, goal_topic};
+use super::offline_draft::{draft_plan, goal_topic};
 use super::{PlanRequest, RepairRequest};
 use crate::research::state::{Criterion, PlanStep, StepStatus};
 use crate::research::validate::{allowed_tools, find_cycle};

@@ -7,7 +7,7 @@
 //! gets an extra search for the dimensions it missed. When the widened search still finds
 //! nothing, the next assessment sees no progress and stops the run for review.
 
-use super::offline::{goal_topic, search_step};
+use super::offline_draft::{goal_topic, search_step};
 use super::ReplanRequest;
 use crate::research::lexicon::synonyms;
 use crate::research::state::{Criterion, PlanStep, StepStatus};
