@@ -2,7 +2,8 @@
 //! `docs/architecture.md`, as rules over the `use` lines and `crate::`/`super::` paths of every
 //! source file.
 //!
-//! A file's imports are read from its text (comments and string literals left out) and resolved to
+//! A file's imports are read from its text (comments, string literals and `#[cfg(test)]` modules
+//! left out: a unit test may use anything of its crate) and resolved to
 //! module paths of its crate, through the re-exports of `mod.rs` files (`crate::RunError` is
 //! `runtime::error::RunError`). Paths are resolved by name only: an item named like a sibling
 //! module (`research::graph`, a function beside `research/graph.rs`) counts as that module. The
@@ -252,6 +253,9 @@ fn the_reader_resolves_what_a_file_names() {
         names_in("pub use crate::x::Y; use crate::z;", true),
         ["crate::z"]
     );
+    // A unit test may use anything of its crate.
+    let with_tests = "use crate::a::B;\n#[cfg(test)]\nmod tests { use crate::c::D; fn t() {} }";
+    assert_eq!(names_in(with_tests, false), ["crate::a::B"]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -529,10 +533,45 @@ fn strip(src: &str) -> String {
     out
 }
 
+/// Code without its `#[cfg(test)]` modules: a unit test may use anything of its crate.
+fn without_test_modules(code: &str) -> String {
+    const TEST: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(TEST) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let is_mod = after[TEST.len()..].trim_start().starts_with("mod ");
+        let Some(open) = after.find('{').filter(|_| is_mod) else {
+            out.push_str(TEST);
+            rest = &after[TEST.len()..];
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The paths a file names: its `use` trees, expanded, and the `crate::`/`super::`/`self::` paths
 /// in its code. A `mod.rs` file's `pub use` lines are its room's front door, not imports.
 fn names_in(src: &str, is_mod: bool) -> Vec<String> {
-    let code = strip(src);
+    let code = without_test_modules(&strip(src));
     let mut out = Vec::new();
     let mut rest = String::new();
     let mut from = 0;
