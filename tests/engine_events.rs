@@ -98,9 +98,13 @@ async fn with_values_each_state_update_carries_the_state_its_superstep_left() {
     assert_eq!(*values[1], serde_json::to_value(&*state).unwrap());
     // Without it, the events carry none.
     let (plain, _, _) = two_step_events(RunOptions::streaming()).await;
-    assert!(plain
-        .iter()
-        .all(|e| !matches!(e, RunEvent::StateUpdated { values: Some(_), .. })));
+    assert!(plain.iter().all(|e| !matches!(
+        e,
+        RunEvent::StateUpdated {
+            values: Some(_),
+            ..
+        }
+    )));
 }
 
 #[tokio::test]

@@ -3,8 +3,8 @@
 //! source file.
 //!
 //! A file's imports are read from its text (comments, string literals and `#[cfg(test)]` modules
-//! left out: a unit test may use anything of its crate) and resolved to
-//! module paths of its crate, through the re-exports of `mod.rs` files (`crate::RunError` is
+//! left out: a unit test may use anything of its crate) and resolved to module paths of its
+//! crate, through the re-exports of `mod.rs` files (`crate::RunError` is
 //! `runtime::error::RunError`). Paths are resolved by name only: an item named like a sibling
 //! module (`research::graph`, a function beside `research/graph.rs`) counts as that module. The
 //! rules are tables below: read them as the map.

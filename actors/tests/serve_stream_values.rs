@@ -19,8 +19,10 @@ async fn stream_a_run(checkpoint: &str) -> (Vec<SseEvent>, Value) {
     let mut stream = SseReader::open(
         reqwest::Client::new()
             .post(format!("{base}/threads/{t}/runs/stream"))
-            .json(&json!({"assistant_id": "research", "input": {"input": GOAL},
-                          "stream_mode": ["updates", "values"]})),
+            .json(
+                &json!({"assistant_id": "research", "input": {"input": GOAL},
+                          "stream_mode": ["updates", "values"]}),
+            ),
     )
     .await;
     let events = stream.rest().await;
