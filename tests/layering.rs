@@ -43,6 +43,12 @@ const NEVER: &[Never] = &[
     },
     Never {
         krate: "src",
+        room: "runtime",
+        never: &["runs"],
+        why: "the runtime runs graphs; the server's run records sit beside it, not below",
+    },
+    Never {
+        krate: "src",
         room: "runs",
         never: &["runtime", "graph"],
         why: "the run store keeps a server's runs; it does not run them",
