@@ -153,8 +153,10 @@ fn the_readme_shows_the_brief_the_planner_writes() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
+    // The README shows the brief up to its sources (the plan and progress before it, and the
+    // source list after it, are left out there).
     let from = text.find("# Research brief").unwrap();
-    let to = text.find("## Unresolved questions").unwrap();
+    let to = text.find("## Sources").unwrap();
     assert_eq!(
         shown.trim(),
         text[from..to].trim(),
