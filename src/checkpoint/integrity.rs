@@ -50,7 +50,7 @@ pub enum ChecksumScheme {
     Sha256,
     /// XXH3-128, 32 hex digits: SQLite's rows from schema version 5. Where the processor has no
     /// SHA instructions, SHA-256 was 3.4 % of the research load's CPU samples and XXH3 is 0.1 %
-    /// (docs/PERFORMANCE.md); it is as good at its job here:
+    /// (docs/performance-history.md); it is as good at its job here:
     /// finding damage and hand edits that did not recompute the checksum (whoever can write the
     /// table can recompute either; neither is a signature).
     Xxh3,

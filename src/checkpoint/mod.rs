@@ -641,7 +641,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// Whether `sync` runs going together should commit their checkpoints in shared batches
     /// (`put_many`) rather than each on its own. True where one batch costs less than its records
     /// one by one: SQLite (one writer at a time, one `fsync` per commit) and PostgreSQL (a batch of
-    /// distinct threads is one multi-row statement; measured: docs/PERFORMANCE.md).
+    /// distinct threads is one multi-row statement; measured: docs/performance-history.md).
     fn prefers_group_commit(&self) -> bool {
         false
     }

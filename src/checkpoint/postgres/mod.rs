@@ -282,7 +282,7 @@ impl Checkpointer for PostgresCheckpointer {
     }
 
     /// Yes: a batch of distinct threads is one multi-row statement (`batch`), one commit for
-    /// many supersteps (measured: docs/PERFORMANCE.md).
+    /// many supersteps (measured: docs/performance-history.md).
     fn prefers_group_commit(&self) -> bool {
         true
     }

@@ -3,29 +3,29 @@
 //! of them and of the heads the batch writer committed.
 //!
 //! Looking a thread's number up is one statement per stored item, ~2.5 % of a research load's
-//! instructions (docs/PERFORMANCE.md). A number does not change while its thread exists, so the
-//! batch writer remembers the numbers it has seen committed. Two things can make one stale: this
-//! process deleting the thread (it forgets the thread itself, [`ThreadNumbers::forget`]), and
+//! instructions (docs/performance-history.md). A number does not change while its thread exists, so
+//! the batch writer remembers the numbers it has seen committed. Two things can make one stale:
+//! this process deleting the thread (it forgets the thread itself, [`ThreadNumbers::forget`]), and
 //! another connection — another process sharing the file — deleting it, after which a new first
-//! write numbers the thread afresh. For the second, every batch transaction first reads
-//! `PRAGMA data_version`, which changes exactly when another connection has committed since the
-//! last read, and forgets everything when it has ([`ThreadNumbers::sync`]); it reads it holding
-//! the write lock, so no other commit can land until this transaction ends.
+//! write numbers the thread afresh. For the second, every batch transaction first reads `PRAGMA
+//! data_version`, which changes exactly when another connection has committed since the last read,
+//! and forgets everything when it has ([`ThreadNumbers::sync`]); it reads it holding the write
+//! lock, so no other commit can land until this transaction ends.
 //!
 //! A number learned inside a transaction ([`Numbering`]) is remembered only once the transaction
 //! commits, and not at all when the item (or the savepoint) that learned it failed: a first write
 //! that rolled back must not leave a number the table does not hold.
 //!
-//! **Heads.** Every record the batch writer stores is checked against its thread's head (its
-//! newest checkpoint) first: one indexed statement per record, ~1.3 % of a research load's
-//! samples (perf, docs/PERFORMANCE.md). The writer remembers the head each record it committed
-//! made, and asks the table only for threads it does not know. Besides another connection's
-//! commits (`PRAGMA data_version`), this connection's own other writes can move a head — a single
-//! `put`, `rewind`, `prune`, a deleted thread — and none of them goes through the memory, so
-//! [`ThreadNumbers::sync`] also compares the connection's `total_changes()` (rows it inserted,
-//! updated or deleted since it opened) with its value at the end of the last batch, and forgets
-//! every head when anything else wrote in between. A head learned by a record that failed, or in
-//! a transaction that did not commit, is never remembered.
+//! **Heads.** Every record the batch writer stores is checked against its thread's head (its newest
+//! checkpoint) first: one indexed statement per record, ~1.3 % of a research load's samples (perf,
+//! docs/performance-history.md). The writer remembers the head each record it committed made, and
+//! asks the table only for threads it does not know. Besides another connection's commits (`PRAGMA
+//! data_version`), this connection's own other writes can move a head — a single `put`, `rewind`,
+//! `prune`, a deleted thread — and none of them goes through the memory, so [`ThreadNumbers::sync`]
+//! also compares the connection's `total_changes()` (rows it inserted, updated or deleted since it
+//! opened) with its value at the end of the last batch, and forgets every head when anything else
+//! wrote in between. A head learned by a record that failed, or in a transaction that did not
+//! commit, is never remembered.
 
 use super::be;
 use crate::checkpoint::CheckpointError;
