@@ -7,7 +7,10 @@
 
 #[path = "support/backends.rs"]
 mod backends;
+#[path = "support/pg_database.rs"]
+mod pg_database;
 
+use pg_database::{admin, open_under};
 use planwright::checkpoint::{connect, connect_in, CheckpointError, PgPools};
 use planwright::runs::{RunRecord, RunStore};
 use planwright::store::PutOptions;
@@ -15,33 +18,11 @@ use planwright::ThreadId;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A client on the test database, for counting and setting up roles.
-async fn admin() -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(&backends::pg_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
-
 /// `pg_url()` with `options` added.
 fn url_with(options: &str) -> String {
     let base = backends::pg_url();
     let sep = if base.contains('?') { '&' } else { '?' };
     format!("{base}{sep}{options}")
-}
-
-/// Connections open under `app`, and how many of them are `LISTEN`ing.
-async fn open_under(admin: &tokio_postgres::Client, app: &str) -> (i64, i64) {
-    let row = admin
-        .query_one(
-            "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%')
-             FROM pg_stat_activity WHERE application_name = $1",
-            &[&app],
-        )
-        .await
-        .unwrap();
-    (row.get(0), row.get(1))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,14 +181,9 @@ async fn drop_role(admin: &tokio_postgres::Client, role: &str) {
 /// `pg_url()` as `role`.
 fn url_as(role: &str, options: &str) -> String {
     let cfg: tokio_postgres::Config = backends::pg_url().parse().unwrap();
-    let host = match &cfg.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        #[allow(unreachable_patterns)]
-        _ => "127.0.0.1".into(),
-    };
-    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let (addr, _) = pg_database::server();
     let db = cfg.get_dbname().unwrap_or("postgres");
-    format!("postgres://{role}@{host}:{port}/{db}?{options}")
+    format!("postgres://{role}@{addr}/{db}?{options}")
 }
 
 #[tokio::test]

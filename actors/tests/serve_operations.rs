@@ -22,20 +22,7 @@ use tcp_proxy::{Mode, TcpProxy};
 const GOAL: &str = "Should our support team adopt retrieval-augmented generation?";
 const QUICK: &str = "sim:p50=2ms,p99=5ms";
 
-use pg_database::{admin, server, FreshDatabase};
-
-/// Connections open under `app`, and how many of them `LISTEN`.
-async fn open_under(admin: &tokio_postgres::Client, app: &str) -> (i64, i64) {
-    let row = admin
-        .query_one(
-            "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%')
-             FROM pg_stat_activity WHERE application_name = $1",
-            &[&app],
-        )
-        .await
-        .unwrap();
-    (row.get(0), row.get(1))
-}
+use pg_database::{admin, open_under, server, FreshDatabase};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_holds_at_most_pool_size_connections_and_refuses_to_start_without_room() {

@@ -89,3 +89,16 @@ pub async fn admin() -> tokio_postgres::Client {
     tokio::spawn(conn);
     client
 }
+
+/// Connections open under `application_name` `app`, and how many of them are `LISTEN`ing.
+pub async fn open_under(admin: &tokio_postgres::Client, app: &str) -> (i64, i64) {
+    let row = admin
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%')
+             FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .expect("pg_stat_activity answers");
+    (row.get(0), row.get(1))
+}
