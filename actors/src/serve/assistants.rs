@@ -1,74 +1,102 @@
-//! The assistants a thread can run — `research` (the research planner) and `acquire` (the
-//! field-acquisition planner) — each on its own engine over the same storage. A thread belongs to
-//! the assistant of its first run: the binding is kept in the thread's record (`assistant_id`),
-//! and every later run, read, cancel and delete of the thread goes to that assistant's engine. A
-//! thread without a binding is read as a research thread (threads stored before `acquire` existed
-//! are research threads).
+//! The assistants a server runs, and which one a thread belongs to. A thread belongs to the
+//! assistant of its first run: the binding is kept in the thread's record (`assistant_id`), and
+//! every later run, read, cancel and delete of the thread goes to that assistant. A thread
+//! without a binding is read as the default assistant's (the first registered: for `serve`,
+//! `research`, so threads stored before bindings existed stay research threads).
 
+use super::assistant::Assistant;
 use super::errors::ApiError;
-use super::{acquire, AppState};
-use crate::field::FieldState;
-use crate::research::{self, output_json, ResearchState};
-use planwright::runtime::RunHandle;
-use planwright::{CheckpointId, Interrupt, RunError, RunEvent, RunId, RunOptions, RunStatus};
-use planwright::{EventSwitch, RunOutcome, ThreadId};
+use super::AppState;
+use planwright::ThreadId;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use std::sync::Arc;
 
-/// An assistant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Assistant {
-    /// The research planner.
-    Research,
-    /// The field-acquisition planner.
-    Acquire,
+/// An assistant as the server holds it.
+pub type AssistantRef = Arc<dyn Assistant>;
+
+/// Why a set of assistants cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// No assistant at all.
+    #[error("a server needs at least one assistant")]
+    Empty,
+    /// Two assistants under one id.
+    #[error("two assistants are registered as `{0}`")]
+    Duplicate(String),
+    /// An id a URL path cannot carry as one segment.
+    #[error("assistant id `{0}`: use letters, digits, `-`, `_` and `.` (1 to 64 characters)")]
+    BadId(String),
 }
 
-impl Assistant {
-    /// Every assistant.
-    pub const ALL: [Assistant; 2] = [Assistant::Research, Assistant::Acquire];
+/// The registered assistants, the first being the default of unbound threads.
+pub struct Assistants {
+    list: Vec<AssistantRef>,
+}
 
-    /// Its `assistant_id`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Assistant::Research => "research",
-            Assistant::Acquire => "acquire",
+impl Assistants {
+    /// Checks and keeps `list`.
+    pub fn new(list: Vec<AssistantRef>) -> Result<Self, RegistryError> {
+        if list.is_empty() {
+            return Err(RegistryError::Empty);
         }
-    }
-
-    /// The assistant an `assistant_id` names (404 for another).
-    pub fn parse(id: &str) -> Result<Self, ApiError> {
-        match id {
-            "research" => Ok(Assistant::Research),
-            "acquire" => Ok(Assistant::Acquire),
-            other => {
-                // Named as far as a reader needs: the id is the client's, of any length.
-                let shown: String = other.chars().take(40).collect();
-                let more = if other.chars().nth(40).is_some() {
-                    "…"
-                } else {
-                    ""
-                };
-                Err(ApiError::not_found(format!(
-                    "unknown assistant `{shown}{more}`: use `research` or `acquire`"
-                )))
+        for (i, a) in list.iter().enumerate() {
+            let id = a.id();
+            let ok = (1..=64).contains(&id.len())
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(RegistryError::BadId(id.to_string()));
+            }
+            if list[..i].iter().any(|b| b.id() == id) {
+                return Err(RegistryError::Duplicate(id.to_string()));
             }
         }
+        Ok(Self { list })
+    }
+
+    /// Every assistant, in registration order.
+    pub fn all(&self) -> &[AssistantRef] {
+        &self.list
+    }
+
+    /// The assistant of threads no run has bound.
+    pub fn default_one(&self) -> &AssistantRef {
+        &self.list[0]
+    }
+
+    /// The assistant an `assistant_id` names, if any.
+    pub fn find(&self, id: &str) -> Option<&AssistantRef> {
+        self.list.iter().find(|a| a.id() == id)
+    }
+
+    /// The assistant an `assistant_id` names (404 naming the ones there are).
+    pub fn get(&self, id: &str) -> Result<&AssistantRef, ApiError> {
+        self.find(id).ok_or_else(|| {
+            // Named as far as a reader needs: the id is the client's, of any length.
+            let shown: String = id.chars().take(40).collect();
+            let more = if id.chars().nth(40).is_some() { "…" } else { "" };
+            let ids: Vec<String> = self.list.iter().map(|a| format!("`{}`", a.id())).collect();
+            ApiError::not_found(format!(
+                "unknown assistant `{shown}{more}`: use {}",
+                ids.join(" or ")
+            ))
+        })
     }
 }
 
-/// The assistant a thread record names, if it is bound.
-fn recorded(rec: &Value) -> Option<Assistant> {
+/// The assistant a thread record names, if it is bound to one this server has.
+fn recorded(state: &AppState, rec: &Value) -> Option<AssistantRef> {
     rec.get("assistant_id")
         .and_then(Value::as_str)
-        .and_then(|a| Assistant::parse(a).ok())
+        .and_then(|a| state.assistants.find(a).cloned())
 }
 
-/// The assistant whose engine serves `thread` (record `rec`): the bound one, else research.
-pub fn of(state: &AppState, thread: &ThreadId, rec: &Value) -> Assistant {
-    recorded(rec)
-        .or_else(|| state.bindings.get(thread.as_str()).map(|a| *a))
-        .unwrap_or(Assistant::Research)
+/// The assistant that serves `thread` (record `rec`): the bound one, else the default.
+pub fn of(state: &AppState, thread: &ThreadId, rec: &Value) -> AssistantRef {
+    recorded(state, rec)
+        .or_else(|| state.bindings.get(thread.as_str()).map(|a| a.clone()))
+        .unwrap_or_else(|| state.assistants.default_one().clone())
 }
 
 /// Binds `thread` to `wanted` on its first run, or checks that it is bound to it (409 if not).
@@ -78,13 +106,13 @@ pub async fn bind(
     state: &AppState,
     thread: &ThreadId,
     rec: Value,
-    wanted: Assistant,
+    wanted: &AssistantRef,
     resume: bool,
 ) -> Result<(), ApiError> {
-    let bound = match recorded(&rec) {
+    let bound = match recorded(state, &rec) {
         Some(a) => a,
         None => {
-            let cached = state.bindings.get(thread.as_str()).map(|a| *a);
+            let cached = state.bindings.get(thread.as_str()).map(|a| a.clone());
             let candidate = match cached {
                 Some(a) => a,
                 // A thread with checkpoints but no binding was stored before bindings existed.
@@ -95,34 +123,35 @@ pub async fn bind(
                     .map_err(ApiError::internal)?
                     .is_empty() =>
                 {
-                    Assistant::Research
+                    state.assistants.default_one().clone()
                 }
                 None if resume => {
                     return Err(ApiError::bad(
                         planwright::Refusal::NotInterrupted(thread.clone()).to_string(),
                     ))
                 }
-                None => wanted,
+                None => wanted.clone(),
             };
             // The first of two concurrent first runs wins the thread.
-            let a = *state
+            let a = state
                 .bindings
                 .entry(thread.to_string())
-                .or_insert(candidate);
-            if a == wanted && rec.is_object() {
+                .or_insert(candidate)
+                .clone();
+            if a.id() == wanted.id() && rec.is_object() {
                 // Written only over the record read: a thread deleted meanwhile is not brought
                 // back, one created again under its id (by another user) keeps its owner, and a
                 // binding another replica wrote first stands.
                 let now = super::handlers::update_record(state, thread, &rec, |rec| {
-                    if recorded(rec).is_some() {
+                    if rec.get("assistant_id").and_then(Value::as_str).is_some() {
                         return false;
                     }
-                    rec["assistant_id"] = json!(wanted.as_str());
+                    rec["assistant_id"] = json!(wanted.id());
                     true
                 })
                 .await?;
                 match now {
-                    Some(now) => recorded(&now).unwrap_or(a),
+                    Some(now) => recorded(state, &now).unwrap_or(a),
                     None => {
                         state.bindings.remove(thread.as_str());
                         return Err(ApiError::not_found(format!(
@@ -135,13 +164,13 @@ pub async fn bind(
             }
         }
     };
-    if bound == wanted {
+    if bound.id() == wanted.id() {
         Ok(())
     } else {
         Err(ApiError::conflict(format!(
             "thread `{thread}` belongs to assistant `{}`; it cannot run `{}` (create another thread)",
-            bound.as_str(),
-            wanted.as_str()
+            bound.id(),
+            wanted.id()
         )))
     }
 }
@@ -149,253 +178,6 @@ pub async fn bind(
 /// Forgets a deleted thread's binding.
 pub fn unbind(state: &AppState, thread: &ThreadId) {
     state.bindings.remove(thread.as_str());
-}
-
-/// A started run of either assistant.
-pub enum AnyHandle {
-    /// A research run.
-    Research(RunHandle<ResearchState>),
-    /// An acquire run.
-    Acquire(RunHandle<FieldState>),
-}
-
-/// How a run ended: its status and its values (`__interrupt__` included when paused).
-pub struct Outcome {
-    /// Finished, interrupted, cancelled or suspended.
-    pub status: RunStatus,
-    /// The values.
-    pub values: Value,
-}
-
-impl AnyHandle {
-    /// The run.
-    pub fn run_id(&self) -> RunId {
-        match self {
-            AnyHandle::Research(h) => h.run_id,
-            AnyHandle::Acquire(h) => h.run_id,
-        }
-    }
-
-    /// The run's events, when it streams them (once).
-    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<RunEvent>> {
-        match self {
-            AnyHandle::Research(h) => h.events.take(),
-            AnyHandle::Acquire(h) => h.events.take(),
-        }
-    }
-
-    /// Waits for the run to end.
-    pub async fn wait(self) -> Result<Outcome, RunError> {
-        Ok(match self {
-            AnyHandle::Research(h) => {
-                let out = h.wait().await?;
-                Outcome {
-                    status: out.status,
-                    values: research_values(&out),
-                }
-            }
-            AnyHandle::Acquire(h) => {
-                let out = h.wait().await?;
-                Outcome {
-                    status: out.status,
-                    values: acquire::values(&out),
-                }
-            }
-        })
-    }
-}
-
-fn interrupts_json(list: &[Interrupt]) -> Value {
-    list.iter()
-        .map(|i| json!({"value": i.value, "id": i.id.0}))
-        .collect()
-}
-
-/// A research run's result as values (the `research --json` keys, plus `__interrupt__` when
-/// paused).
-pub fn research_values(out: &RunOutcome<ResearchState>) -> Value {
-    let status = if out.status == RunStatus::Interrupted {
-        "interrupted"
-    } else {
-        out.state.status.as_str()
-    };
-    let mut v = output_json(&out.state, status);
-    if out.status == RunStatus::Interrupted {
-        v["__interrupt__"] = interrupts_json(&out.interrupts);
-    }
-    v
-}
-
-/// A thread's current position, whichever assistant it belongs to.
-pub struct ThreadView {
-    /// The values (the assistant's JSON keys).
-    pub values: Value,
-    /// Nodes to run next.
-    pub next: Vec<String>,
-    /// Pending interrupts.
-    pub interrupts: Vec<Interrupt>,
-    /// The newest checkpoint.
-    pub checkpoint: Option<CheckpointId>,
-    /// Supersteps so far.
-    pub step: u64,
-    /// The planner failed (research `failed`, acquire `aborted`).
-    pub failed: bool,
-}
-
-/// The thread's position on its assistant's engine (`None`: nothing stored yet).
-pub async fn view(
-    state: &AppState,
-    a: Assistant,
-    thread: &ThreadId,
-) -> Result<Option<ThreadView>, RunError> {
-    Ok(match a {
-        Assistant::Research => state.research.get_state(thread).await?.map(|s| ThreadView {
-            values: output_json(&s.values, &s.values.status),
-            failed: s.values.status == "failed",
-            next: s.next,
-            interrupts: s.interrupts,
-            checkpoint: s.checkpoint,
-            step: s.step,
-        }),
-        Assistant::Acquire => state.acquire.get_state(thread).await?.map(|s| {
-            let pending = s.interrupts.first().map(|i| i.value.clone());
-            ThreadView {
-                values: acquire::thread_values(&s.values, pending.as_ref(), thread),
-                failed: acquire::failed(&s.values),
-                next: s.next,
-                interrupts: s.interrupts,
-                checkpoint: s.checkpoint,
-                step: s.step,
-            }
-        }),
-    })
-}
-
-/// The values of a state the engine streamed as JSON (a superstep's
-/// [`RunEvent::StateUpdated`] `values`), as [`view`] shows a thread mid-run.
-pub fn values_of(a: Assistant, thread: &ThreadId, state: Value) -> serde_json::Result<Value> {
-    Ok(match a {
-        Assistant::Research => {
-            let s: ResearchState = serde_json::from_value(state)?;
-            output_json(&s, &s.status)
-        }
-        Assistant::Acquire => {
-            let s: FieldState = serde_json::from_value(state)?;
-            acquire::thread_values(&s, None, thread)
-        }
-    })
-}
-
-/// The values at one checkpoint of the thread.
-pub async fn values_at(
-    state: &AppState,
-    a: Assistant,
-    thread: &ThreadId,
-    id: CheckpointId,
-) -> Result<Value, RunError> {
-    Ok(match a {
-        Assistant::Research => {
-            let s = state.research.state_at(thread, id).await?;
-            research::output_json(&s, &s.status)
-        }
-        Assistant::Acquire => {
-            let s = state.acquire.state_at(thread, id).await?;
-            acquire::thread_values(&s, None, thread)
-        }
-    })
-}
-
-/// The thread's checkpoints, newest first, older than `before` if given.
-pub async fn history(
-    state: &AppState,
-    _a: Assistant,
-    thread: &ThreadId,
-    before: Option<CheckpointId>,
-    limit: usize,
-) -> Result<Vec<planwright::runtime::CheckpointInfo>, RunError> {
-    let list = state.checkpointer.list(thread, before, limit).await?;
-    Ok(list
-        .into_iter()
-        .map(
-            |(id, parent, metadata)| planwright::runtime::CheckpointInfo {
-                id,
-                parent,
-                metadata,
-            },
-        )
-        .collect())
-}
-
-/// True while the thread has a run in progress.
-pub fn is_running(state: &AppState, a: Assistant, thread: &ThreadId) -> bool {
-    match a {
-        Assistant::Research => state.research.is_running(thread),
-        Assistant::Acquire => state.acquire.is_running(thread),
-    }
-}
-
-/// Waits until the thread has no run going on its assistant's engine.
-pub async fn wait_idle(state: &AppState, a: Assistant, thread: &ThreadId) {
-    match a {
-        Assistant::Research => state.research.wait_idle(thread).await,
-        Assistant::Acquire => state.acquire.wait_idle(thread).await,
-    }
-}
-
-/// Cancels the thread's run, if any.
-pub fn cancel(state: &AppState, a: Assistant, thread: &ThreadId) {
-    match a {
-        Assistant::Research => {
-            state.research.cancel(thread);
-        }
-        Assistant::Acquire => {
-            state.acquire.cancel(thread);
-        }
-    }
-}
-
-/// Takes the thread back to checkpoint `at` (time travel on the same thread).
-pub async fn branch(
-    state: &AppState,
-    a: Assistant,
-    thread: &ThreadId,
-    at: CheckpointId,
-) -> Result<CheckpointId, RunError> {
-    match a {
-        Assistant::Research => state.research.branch(thread, at).await,
-        Assistant::Acquire => state.acquire.branch(thread, at).await,
-    }
-}
-
-/// Deletes the thread and everything stored for it.
-pub async fn delete(state: &AppState, a: Assistant, thread: &ThreadId) -> Result<(), RunError> {
-    match a {
-        Assistant::Research => state.research.delete_thread(thread).await,
-        Assistant::Acquire => state.acquire.delete_thread(thread).await,
-    }?;
-    unbind(state, thread);
-    Ok(())
-}
-
-/// Continues the thread from its last checkpoint (a run a stopped server left mid-superstep);
-/// with `values`, its events carry the state after each superstep ([`RunOptions::with_values`]).
-pub async fn start_continue(
-    state: &AppState,
-    a: Assistant,
-    thread: ThreadId,
-    events: EventSwitch,
-    values: bool,
-) -> Result<AnyHandle, RunError> {
-    let mut opts = RunOptions::default().events_while(events);
-    if values {
-        opts = opts.with_values();
-    }
-    Ok(match a {
-        Assistant::Research => {
-            AnyHandle::Research(state.research.start_continue(thread, opts).await?)
-        }
-        Assistant::Acquire => AnyHandle::Acquire(state.acquire.start_continue(thread, opts).await?),
-    })
 }
 
 #[cfg(test)]
@@ -412,6 +194,14 @@ mod tests {
             ..ServeArgs::default()
         };
         state(&args).await.expect("a server on memory: starts")
+    }
+
+    fn research(st: &AppState) -> AssistantRef {
+        st.assistants.get("research").unwrap().clone()
+    }
+
+    fn acquire(st: &AppState) -> AssistantRef {
+        st.assistants.get("acquire").unwrap().clone()
     }
 
     #[tokio::test]
@@ -433,7 +223,7 @@ mod tests {
             .create_thread(&t, bob.clone())
             .await
             .unwrap());
-        let e = bind(&st, &t, ann.clone(), Assistant::Research, false)
+        let e = bind(&st, &t, ann.clone(), &research(&st), false)
             .await
             .unwrap_err();
         assert_eq!(e.0, StatusCode::NOT_FOUND, "{}", e.1);
@@ -444,7 +234,7 @@ mod tests {
         );
         // Deleted and not created again: the bind does not bring Ann's record back.
         st.checkpointer.delete_thread(&t).await.unwrap();
-        assert!(bind(&st, &t, ann, Assistant::Research, false)
+        assert!(bind(&st, &t, ann, &research(&st), false)
             .await
             .is_err());
         assert_eq!(st.checkpointer.thread_metadata(&t).await.unwrap(), None);
@@ -464,7 +254,7 @@ mod tests {
         super::super::handlers::mark_cancelled(&st, &t, Some("r-1"))
             .await
             .unwrap();
-        bind(&st, &t, ann, Assistant::Acquire, false).await.unwrap();
+        bind(&st, &t, ann, &acquire(&st), false).await.unwrap();
         assert_eq!(
             st.checkpointer.thread_metadata(&t).await.unwrap(),
             Some(json!({

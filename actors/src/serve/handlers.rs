@@ -1,16 +1,16 @@
 //! The endpoints. Threads are the planners' checkpointed threads; their record (metadata, creation
 //! time, the assistant they belong to) is the checkpointer's thread metadata.
 
-use super::acquire;
-use super::assistants::{self, AnyHandle, Assistant};
+use super::assistant::{AssistantRun, Start};
+use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
+use super::thread_shape;
 use super::AppState;
-use crate::research::{self, parse_review, ResearchInput};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use planwright::runtime::Resume;
+use planwright::checkpoint::CheckpointMetadata;
 use planwright::{CheckpointId, EventSwitch, Refusal, RunError, RunOptions, RunStatus, ThreadId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -180,17 +180,41 @@ pub async fn update_record(
     )))
 }
 
+/// Where checkpoint `at` of `thread` (its head when `None`) sits: its id, parent and metadata.
+pub(super) async fn placement(
+    state: &AppState,
+    thread: &ThreadId,
+    at: Option<CheckpointId>,
+) -> Result<Option<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, ApiError> {
+    let before = at.map(|c| CheckpointId(c.0.saturating_add(1)));
+    let list = state
+        .checkpointer
+        .list(thread, before, 1)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(list
+        .into_iter()
+        .next()
+        .filter(|(id, ..)| at.is_none_or(|a| a == *id)))
+}
+
 async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResult {
     let assistant = assistants::of(state, thread, &rec);
-    let st = assistants::view(state, assistant, thread)
+    let st = assistant
+        .view(thread)
         .await
         .map_err(ApiError::internal)?;
     let status = match &st {
-        _ if assistants::is_running(state, assistant, thread) => "busy",
+        _ if assistant.is_running(thread) => "busy",
         Some(s) if !s.interrupts.is_empty() => "interrupted",
         Some(s) if s.failed => "error",
         _ => "idle",
     };
+    let head = placement(state, thread, None).await?;
+    let created_at = super::time::stored(rec.get("created_at"));
+    let state_updated_at = head
+        .as_ref()
+        .map_or(created_at.clone(), |(_, _, m)| json!(super::time::rfc3339(m.created_at_ms)));
     let mut metadata = rec.get("metadata").cloned().unwrap_or(json!({}));
     // Like LangGraph, a thread's metadata names the assistant (and graph) it runs, once bound.
     if let (Some(a), Some(m)) = (rec.get("assistant_id"), metadata.as_object_mut()) {
@@ -199,10 +223,14 @@ async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResu
     }
     Ok(Json(json!({
         "thread_id": thread.as_str(),
-        "created_at": super::time::stored(rec.get("created_at")),
-        "updated_at": super::time::stored(rec.get("created_at")),
+        "created_at": created_at,
+        "updated_at": state_updated_at,
+        "state_updated_at": state_updated_at,
         "metadata": metadata,
         "status": status,
+        "interrupts": st.as_ref().map_or(json!({}), |s| thread_shape::interrupts_by_task(thread.as_str(), s)),
+        "config": {},
+        "error": null,
         "values": st.map(|s| s.values),
     })))
 }
@@ -287,7 +315,9 @@ pub async fn delete_thread(
 ) -> Result<StatusCode, ApiError> {
     let (thread, rec) = existing(&state, &id).await?;
     let assistant = assistants::of(&state, &thread, &rec);
-    match assistants::delete(&state, assistant, &thread).await {
+    let deleted = assistant.delete_thread(&thread).await;
+    assistants::unbind(&state, &thread);
+    match deleted {
         Ok(()) => {
             // Its runs go with it; a queued one finds its record gone and never starts.
             state
@@ -392,22 +422,23 @@ pub async fn search_threads(
 pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
     let (thread, rec) = existing(&state, &id).await?;
     let assistant = assistants::of(&state, &thread, &rec);
-    let st = assistants::view(&state, assistant, &thread)
+    let st = assistant
+        .view(&thread)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(match st {
-        None => {
-            json!({"values": {}, "next": [], "tasks": [], "interrupts": [], "checkpoint": null, "metadata": {}})
-        }
-        Some(s) => json!({
-            "values": s.values,
-            "next": s.next,
-            "tasks": [],
-            "interrupts": s.interrupts.iter().map(|i| json!({"value": i.value, "id": i.id.0})).collect::<Vec<_>>(),
-            "checkpoint": {"thread_id": thread.as_str(), "checkpoint_id": s.checkpoint.map(|c| c.0.to_string()), "checkpoint_ns": ""},
-            "metadata": {"step": s.step},
-        }),
-    }))
+    let head = match st.as_ref().and_then(|s| s.checkpoint) {
+        Some(cp) => placement(&state, &thread, Some(cp)).await?,
+        None => None,
+    };
+    let placed = head.as_ref().map(|(_, parent, metadata)| thread_shape::Placed {
+        parent: *parent,
+        metadata,
+    });
+    Ok(Json(thread_shape::state_json(
+        thread.as_str(),
+        st.as_ref(),
+        placed,
+    )))
 }
 
 /// A run request (kept whole in the run's record, so a queued run starts after a restart as it
@@ -424,9 +455,12 @@ pub struct RunBody {
     /// Free-form metadata of the run (a JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     metadata: Option<Value>,
-    /// For `runs/stream`: `values`, `updates`, `events`, `custom` (one or a list).
+    /// The stream modes (one or a list of [`super::stream::modes::MODES`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
+    /// Whether subgraphs' events are streamed too, under `mode|namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_subgraphs: Option<bool>,
     /// Whether the run's events are all kept in the run event log, so clients can follow it from
     /// any replica from its start and rejoin with `Last-Event-ID` (`GET …/runs/{run_id}/stream`).
     /// Always true for `runs/stream`. Without it a run's events are stored only from the moment a
@@ -509,12 +543,13 @@ impl RunBody {
     /// The checks a request passes before anything is recorded: a known assistant, stored fields
     /// within their cap ([`super::fields`]: everything the request keeps beside its `input` and
     /// `command`), a known strategy, metadata that is an object, a well-formed checkpoint.
-    pub fn check(&self) -> Result<(), ApiError> {
-        Assistant::parse(&self.assistant_id)?;
+    pub fn check(&self, state: &AppState) -> Result<(), ApiError> {
+        state.assistants.get(&self.assistant_id)?;
         super::fields::check_size("metadata", self.metadata.as_ref())?;
         super::fields::check_size("config", self.config.as_ref())?;
         super::fields::check_size("checkpoint", self.checkpoint.as_ref())?;
         super::fields::check_size("stream_mode", self.stream_mode.as_ref())?;
+        super::stream::modes::check(self.stream_mode.as_ref())?;
         self.checkpoint()?;
         self.cancel_on_disconnect()?;
         if !STRATEGIES.contains(&self.strategy()) {
@@ -534,19 +569,19 @@ impl RunBody {
     }
 }
 
-/// Checks a run request and starts (or resumes) the run on the assistant's engine, its events
-/// built while `events` is on. The thread's first run binds it to the run's assistant.
+/// Checks a run request and starts (or resumes) the run on the assistant, its events built while
+/// `events` is on. The thread's first run binds it to the run's assistant.
 pub async fn start_run(
     state: &AppState,
     id: &str,
     body: RunBody,
     events: EventSwitch,
-) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
-    let assistant = Assistant::parse(&body.assistant_id)?;
+) -> Result<(ThreadId, AssistantRef, Box<dyn AssistantRun>), ApiError> {
+    let assistant = state.assistants.get(&body.assistant_id)?.clone();
     let (thread, rec) = existing(state, id).await?;
     // A thread whose last run was cancelled takes new input in place of its unfinished superstep.
     let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
-    body.check()?;
+    body.check(state)?;
     // `interrupt` and `rollback` made room before the run got here (`lifecycle::make_room`).
     let mut opts = match body.strategy() {
         "enqueue" => RunOptions::default().enqueue(),
@@ -562,98 +597,48 @@ pub async fn start_run(
         if body_checkpoint.is_some() {
             // A replay: the thread must already belong to this assistant.
             let bound = assistants::of(state, &thread, &rec);
-            if bound != assistant {
+            if bound.id() != assistant.id() {
                 return Err(ApiError::conflict(format!(
                     "thread `{id}` belongs to assistant `{}`, not `{}`",
-                    bound.as_str(),
-                    assistant.as_str()
+                    bound.id(),
+                    assistant.id()
                 )));
             }
-            branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?;
+            branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
         }
         return continue_thread(state, id, thread, rec, assistant, opts).await;
     }
     // Everything the request says is checked before the thread is bound or anything runs.
-    let started = match assistant {
-        Assistant::Research => {
-            let start = match (resume, body.input) {
-                (Some(resume), _) => {
-                    parse_review(&resume).map_err(|e| ApiError::bad(e.to_string()))?;
-                    Err(resume)
-                }
-                (None, input) => {
-                    let input: ResearchInput = serde_json::from_value(input.unwrap_or_default())
-                        .map_err(|e| ApiError::bad(format!("malformed research input: {e}")))?;
-                    Ok(
-                        research::initial_update(input)
-                            .map_err(|e| ApiError::bad(e.to_string()))?,
-                    )
-                }
-            };
-            assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
-            let replace = branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?
-                || after_cancel;
-            match start {
-                Ok(update) if replace => {
-                    state
-                        .research
-                        .start_replacing(thread.clone(), update, opts)
-                        .await
-                }
-                Ok(update) => state.research.start(thread.clone(), update, opts).await,
-                Err(resume) => {
-                    state
-                        .research
-                        .start_resume(thread.clone(), Resume::Value(resume), opts)
-                        .await
-                }
-            }
-            .map(AnyHandle::Research)
-        }
-        Assistant::Acquire => {
-            let start = match (resume, body.input) {
-                (Some(resume), _) => {
-                    Err(acquire::answer(&resume).map_err(|e| ApiError::bad(e.to_string()))?)
-                }
-                (None, input) => Ok(acquire::initial(&thread, input.unwrap_or_default())
-                    .map_err(|e| ApiError::bad(e.to_string()))?),
-            };
-            assistants::bind(state, &thread, rec, assistant, start.is_err()).await?;
-            let replace = branch_if_asked(state, id, &body_checkpoint, assistant, &thread).await?
-                || after_cancel;
-            match start {
-                Ok(update) => {
-                    // A finished acquire thread keeps its result: new input needs a new thread.
-                    if let Some(v) = assistants::view(state, assistant, &thread)
-                        .await
-                        .map_err(ApiError::internal)?
-                        .filter(|v| v.next.is_empty() && v.interrupts.is_empty())
-                    {
-                        return Err(ApiError::conflict(format!(
-                            "thread `{id}` has finished its acquire run (status {}); start a new thread for new input",
-                            v.values["status"]
-                        )));
-                    }
-                    if replace {
-                        state
-                            .acquire
-                            .start_replacing(thread.clone(), update, opts)
-                            .await
-                    } else {
-                        state.acquire.start(thread.clone(), update, opts).await
-                    }
-                }
-                Err(answer) => {
-                    state
-                        .acquire
-                        .start_resume(thread.clone(), Resume::Value(answer), opts)
-                        .await
-                }
-            }
-            .map(AnyHandle::Acquire)
-        }
+    let is_resume = resume.is_some();
+    let start = match (resume, body.input) {
+        (Some(resume), _) => Start::Resume(resume),
+        (None, input) => Start::Input(input.unwrap_or_default()),
     };
-    match started {
+    let checked = assistant
+        .check(&thread, start)
+        .map_err(|e| ApiError::bad(e.to_string()))?;
+    assistants::bind(state, &thread, rec, &assistant, is_resume).await?;
+    let replace =
+        branch_if_asked(id, &body_checkpoint, &assistant, &thread).await? || after_cancel;
+    if !is_resume && !assistant.takes_input_when_finished() {
+        // A thread that keeps its result: new input needs a new thread.
+        if let Some(v) = assistant
+            .view(&thread)
+            .await
+            .map_err(ApiError::internal)?
+            .filter(|v| v.next.is_empty() && v.interrupts.is_empty())
+        {
+            return Err(ApiError::conflict(format!(
+                "thread `{id}` has finished its {} run (status {}); start a new thread for new input",
+                assistant.id(),
+                v.values["status"]
+            )));
+        }
+    }
+    match assistant
+        .start(thread.clone(), checked, replace, opts)
+        .await
+    {
         Ok(h) => {
             if after_cancel {
                 mark_cancelled(state, &thread, None).await?;
@@ -667,24 +652,19 @@ pub async fn start_run(
 /// Takes the thread back to the run's `checkpoint_id`, when it names one (time travel:
 /// `Engine::branch`). True when it did: new input then replaces the branch's pending superstep.
 async fn branch_if_asked(
-    state: &AppState,
     id: &str,
     at: &Option<CheckpointId>,
-    assistant: Assistant,
+    assistant: &AssistantRef,
     thread: &ThreadId,
 ) -> Result<bool, ApiError> {
     let Some(at) = *at else { return Ok(false) };
-    assistants::branch(state, assistant, thread, at)
-        .await
-        .map_err(|e| match e {
-            RunError::Checkpoint(planwright::checkpoint::CheckpointError::NotFound { .. }) => {
-                ApiError(
-                    StatusCode::NOT_FOUND,
-                    format!("thread `{id}` has no checkpoint {}", at.0),
-                )
-            }
-            e => run_error(id, e),
-        })?;
+    assistant.branch(thread, at).await.map_err(|e| match e {
+        RunError::Checkpoint(planwright::checkpoint::CheckpointError::NotFound { .. }) => ApiError(
+            StatusCode::NOT_FOUND,
+            format!("thread `{id}` has no checkpoint {}", at.0),
+        ),
+        e => run_error(id, e),
+    })?;
     Ok(true)
 }
 
@@ -695,12 +675,10 @@ async fn continue_thread(
     id: &str,
     thread: ThreadId,
     rec: Value,
-    assistant: Assistant,
+    assistant: AssistantRef,
     opts: RunOptions,
-) -> Result<(ThreadId, Assistant, AnyHandle), ApiError> {
-    let view = assistants::view(state, assistant, &thread)
-        .await
-        .map_err(ApiError::internal)?;
+) -> Result<(ThreadId, AssistantRef, Box<dyn AssistantRun>), ApiError> {
+    let view = assistant.view(&thread).await.map_err(ApiError::internal)?;
     match &view {
         Some(v) if !v.next.is_empty() && v.interrupts.is_empty() => {}
         Some(v) if !v.interrupts.is_empty() => {
@@ -714,20 +692,11 @@ async fn continue_thread(
             )))
         }
     }
-    assistants::bind(state, &thread, rec, assistant, true).await?;
-    let started = match assistant {
-        Assistant::Research => state
-            .research
-            .start_continue(thread.clone(), opts)
-            .await
-            .map(AnyHandle::Research),
-        Assistant::Acquire => state
-            .acquire
-            .start_continue(thread.clone(), opts)
-            .await
-            .map(AnyHandle::Acquire),
-    };
-    let h = started.map_err(|e| run_error(id, e))?;
+    assistants::bind(state, &thread, rec, &assistant, true).await?;
+    let h = assistant
+        .start_continue(thread.clone(), opts)
+        .await
+        .map_err(|e| run_error(id, e))?;
     mark_cancelled(state, &thread, None).await?;
     Ok((thread, assistant, h))
 }

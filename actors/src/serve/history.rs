@@ -1,13 +1,14 @@
 //! `POST /threads/{thread_id}/history`: a thread's checkpoints, newest first, paged with `before`.
 
 use super::assistants;
+use super::thread_shape;
 use super::errors::ApiError;
 use super::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use planwright::ThreadId;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// `POST /threads/{thread_id}/history`: the thread's checkpoints, newest first (`limit`, default 10).
@@ -68,32 +69,63 @@ pub async fn history(
             }
         },
     };
-    let list = assistants::history(&state, assistant, &thread, before, limit)
-        .await
-        .map_err(ApiError::internal)?;
-    let mut out = Vec::with_capacity(list.len());
-    for h in list {
-        let values = assistants::values_at(&state, assistant, &thread, h.id)
+    // `checkpoint`: only that checkpoint (LangGraph's `get_history(checkpoint=…)`).
+    let only = match body
+        .as_ref()
+        .and_then(|Json(b)| b.get("checkpoint"))
+        .and_then(|c| c.get("checkpoint_id"))
+    {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+        Some(v) => {
+            return Err(ApiError::bad(format!(
+                "checkpoint.checkpoint_id must be a string, not {v}"
+            )))
+        }
+    };
+    // `metadata`: only checkpoints whose metadata holds these keys with these values.
+    let wanted = match body.as_ref().and_then(|Json(b)| b.get("metadata")) {
+        None | Some(Value::Null) => None,
+        Some(m @ Value::Object(_)) => Some(m.clone()),
+        Some(v) => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("metadata must be a JSON object, not {v}"),
+            ))
+        }
+    };
+    let from = only.map(|c| planwright::CheckpointId(c.0.saturating_add(1))).or(before);
+    let mut out = Vec::with_capacity(limit);
+    let mut cursor = from;
+    'pages: loop {
+        let page = state
+            .checkpointer
+            .list(&thread, cursor, limit.max(50))
             .await
-            .unwrap_or(Value::Null);
-        out.push(json!({
-            "values": values,
-            "next": [],
-            "checkpoint": {"thread_id": id, "checkpoint_id": h.id.0.to_string(), "checkpoint_ns": ""},
-            "parent_checkpoint": h.parent.map(|p| json!({"thread_id": id, "checkpoint_id": p.0.to_string(), "checkpoint_ns": ""})),
-            "metadata": history_metadata(&h.metadata),
-            "created_at": h.metadata.created_at_ms,
-        }));
+            .map_err(ApiError::internal)?;
+        let last_page = page.len() < limit.max(50);
+        for (cp, parent, metadata) in page {
+            cursor = Some(cp);
+            if only.is_some_and(|o| o != cp) {
+                break 'pages;
+            }
+            let shown = thread_shape::metadata_json(&metadata);
+            if wanted.as_ref().is_some_and(|w| !thread_shape::json_contains(&shown, w)) {
+                continue;
+            }
+            let view = assistant.view_at(&thread, cp).await.ok();
+            let placed = thread_shape::Placed {
+                parent,
+                metadata: &metadata,
+            };
+            out.push(thread_shape::state_json(&id, view.as_ref(), Some(placed)));
+            if out.len() >= limit || only.is_some() {
+                break 'pages;
+            }
+        }
+        if last_page {
+            break;
+        }
     }
     Ok(Json(Value::Array(out)))
-}
-
-/// A checkpoint's metadata as the history shows it; a time-travel branch names the checkpoint
-/// it went back to (`branched_from`, as a checkpoint id string).
-fn history_metadata(m: &planwright::checkpoint::CheckpointMetadata) -> Value {
-    let mut out = json!({"step": m.step, "source": m.source, "writes": m.nodes});
-    if let Some(at) = m.extra.get("branched_from").and_then(Value::as_u64) {
-        out["branched_from"] = json!(at.to_string());
-    }
-    out
 }

@@ -5,7 +5,7 @@
 //! each node's live statistics. The studio page reads only these and the rest of the API, so any
 //! client (and a replica set) sees the same thing.
 
-use super::assistants::{self, Assistant};
+use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
 use super::AppState;
 use axum::extract::{Path, State};
@@ -18,29 +18,36 @@ use std::sync::Arc;
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-fn assistant_json(a: Assistant) -> Value {
-    let description = match a {
-        Assistant::Research => "research-brief planner: plan → validate → execute → assess → replan → synthesize",
-        Assistant::Acquire => "field-acquisition planner: tick → prepare → calc_gate → acquire → decide → enforce_policy → actions",
-    };
+/// An assistant as the API shows it.
+pub fn assistant_json(a: &AssistantRef) -> Value {
     json!({
-        "assistant_id": a.as_str(), "graph_id": a.as_str(), "name": a.as_str(),
-        "description": description, "config": {}, "context": {}, "metadata": {}, "version": 1,
-        "created_at": Value::Null, "updated_at": Value::Null,
+        "assistant_id": a.id(), "graph_id": a.id(), "name": a.id(),
+        "description": a.description(), "config": {}, "context": {}, "metadata": {},
+        "version": 1, "created_at": super::time::STARTED_AT.as_str(),
+        "updated_at": super::time::STARTED_AT.as_str(),
     })
 }
 
-/// `POST /assistants/search`: both built-in assistants.
-pub async fn search_assistants() -> Json<Value> {
-    Json(json!([
-        assistant_json(Assistant::Research),
-        assistant_json(Assistant::Acquire)
-    ]))
+/// `POST /assistants/search`: every assistant served.
+pub async fn search_assistants(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(state.assistants.all().iter().map(assistant_json).collect())
 }
 
 /// `GET /assistants/{assistant_id}`.
-pub async fn get_assistant(Path(id): Path<String>) -> ApiResult {
-    Ok(Json(assistant_json(Assistant::parse(&id)?)))
+pub async fn get_assistant(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    Ok(Json(assistant_json(state.assistants.get(&id)?)))
+}
+
+/// `GET /assistants/{assistant_id}/schemas`: the JSON Schemas of its input, output, state,
+/// config and context.
+pub async fn schemas(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let a = state.assistants.get(&id)?;
+    let mut out = a.schemas();
+    out["graph_id"] = json!(a.id());
+    Ok(Json(out))
 }
 
 fn target_name<S: planwright::State>(g: &CompiledGraph<S>, t: &Target) -> String {
@@ -81,20 +88,15 @@ pub fn graph_json<S: planwright::State>(g: &CompiledGraph<S>) -> Value {
 
 /// `GET /assistants/{assistant_id}/graph`.
 pub async fn graph(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    Ok(Json(match Assistant::parse(&id)? {
-        Assistant::Research => graph_json(state.research.graph()),
-        Assistant::Acquire => graph_json(state.acquire.graph()),
-    }))
+    Ok(Json(state.assistants.get(&id)?.graph_json()))
 }
 
 /// `GET /assistants/{assistant_id}/nodes`: each node's statistics now (executions, failures,
 /// running tasks, mailbox depth, queue and work p50/p99 in microseconds) and the assistant's
 /// active runs.
 pub async fn nodes(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let (stats, active) = match Assistant::parse(&id)? {
-        Assistant::Research => (state.research.node_stats(), state.research.active_runs()),
-        Assistant::Acquire => (state.acquire.node_stats(), state.acquire.active_runs()),
-    };
+    let a = state.assistants.get(&id)?;
+    let (stats, active) = (a.node_stats(), a.active_runs());
     Ok(Json(
         json!({"assistant_id": id, "active_runs": active, "nodes": stats}),
     ))
@@ -110,7 +112,7 @@ pub fn checkpoint_id(s: &str) -> Result<CheckpointId, ApiError> {
 }
 
 /// The thread's record and assistant, or 404.
-async fn thread_of(state: &AppState, id: &str) -> Result<(ThreadId, Assistant), ApiError> {
+async fn thread_of(state: &AppState, id: &str) -> Result<(ThreadId, AssistantRef), ApiError> {
     let thread = ThreadId::new(id);
     let rec = state
         .checkpointer
@@ -131,13 +133,18 @@ pub async fn state_at(
 ) -> ApiResult {
     let (thread, a) = thread_of(&state, &id).await?;
     let cp = checkpoint_id(&cp)?;
-    let values = assistants::values_at(&state, a, &thread, cp)
+    let view = a
+        .view_at(&thread, cp)
         .await
         .map_err(|e| ApiError::not_found(format!("checkpoint {cp} of thread `{id}`: {e}")))?;
-    Ok(Json(json!({
-        "values": values,
-        "checkpoint": {"thread_id": id, "checkpoint_id": cp.0.to_string(), "checkpoint_ns": ""},
-    })))
+    let placed = super::handlers::placement(&state, &thread, Some(cp)).await?;
+    let placed = placed
+        .as_ref()
+        .map(|(_, parent, metadata)| super::thread_shape::Placed {
+            parent: *parent,
+            metadata,
+        });
+    Ok(Json(super::thread_shape::state_json(&id, Some(&view), placed)))
 }
 
 /// `POST /threads/{thread_id}/copy` body.
@@ -168,7 +175,7 @@ pub async fn copy(
             .map_err(|e| ApiError::bad(format!("malformed copy request: {e}")))?
     };
     let (thread, a) = thread_of(&state, &id).await?;
-    let view = assistants::view(&state, a, &thread)
+    let view = a.view(&thread)
         .await
         .map_err(ApiError::internal)?;
     let at = match (&body.checkpoint_id, view.and_then(|v| v.checkpoint)) {
@@ -188,7 +195,7 @@ pub async fn copy(
     let rec = json!({
         "metadata": {"copied_from": {"thread_id": id, "checkpoint_id": at.0.to_string()}},
         "created_at": super::time::now(),
-        "assistant_id": a.as_str(),
+        "assistant_id": a.id(),
         "owner": me.user,
     });
     let created = state
@@ -201,10 +208,7 @@ pub async fn copy(
             "thread `{new_id}` already exists"
         )));
     }
-    let forked = match a {
-        Assistant::Research => state.research.fork(&thread, at, &new_thread).await,
-        Assistant::Acquire => state.acquire.fork(&thread, at, &new_thread).await,
-    };
+    let forked = a.fork(&thread, at, &new_thread).await;
     if let Err(e) = forked {
         // The claimed id holds nothing of the copy: it is given back.
         if let Err(d) = state.checkpointer.delete_thread(&new_thread).await {

@@ -9,7 +9,8 @@
 //! rebuilds its work from [`recover`], which reads the store's index of unfinished runs — its
 //! cost grows with the runs in flight, not with the threads stored.
 
-use super::assistants::{self, AnyHandle, Assistant};
+use super::assistant::{AssistantRun, Outcome};
+use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
 use super::handlers::{self, start_run, RunBody, CANCELLED_RUN};
 use super::AppState;
@@ -132,7 +133,7 @@ pub async fn accept(
 /// Where a run asked for by a request goes on.
 pub enum Begun {
     /// Started here, on this replica's engine: its record, thread, assistant and handle.
-    Here(RunRecord, ThreadId, Assistant, AnyHandle),
+    Here(RunRecord, ThreadId, AssistantRef, Box<dyn AssistantRun>),
     /// On another replica, which took the run over while this one could not claim it: the
     /// client follows it there ([`outcome`], or the run's stream), and gets its real end.
     Elsewhere(RunRecord),
@@ -151,7 +152,7 @@ pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
 /// records it, and starts it — or, when another replica took it over first, says so. A refused
 /// request leaves no record.
 pub async fn begin(state: &AppState, id: &str, body: RunBody) -> Result<Begun, ApiError> {
-    body.check()?;
+    body.check(state)?;
     let (thread, trec) = handlers::existing(state, id).await?;
     make_room(state, &thread, body.strategy()).await?;
     let (rec, here) = accept(state, &thread, &trec, &body).await?;
@@ -175,7 +176,7 @@ pub async fn launch(
     rec: &RunRecord,
     body: RunBody,
     on_refusal: OnRefusal,
-) -> Result<Option<(ThreadId, Assistant, AnyHandle)>, ApiError> {
+) -> Result<Option<(ThreadId, AssistantRef, Box<dyn AssistantRun>)>, ApiError> {
     let thread = ThreadId::new(&rec.thread_id);
     let (head, writes) = snapshot(state, &thread).await?;
     let change = RunChange::at(now_ms()).started_from(head, writes);
@@ -213,7 +214,7 @@ pub async fn launch(
                 .by_thread
                 .insert(rec.thread_id.clone(), rec.run_id.clone());
             if state.live.cancel_asked.remove(&rec.run_id).is_some() {
-                assistants::cancel(state, a, &t);
+                a.cancel(&t);
             }
             Ok(Some((t, a, h)))
         }
@@ -348,7 +349,7 @@ fn writes_from_json(run_id: &str, v: &Value) -> Result<Vec<TaskWrite>, ApiError>
 }
 
 /// The record status a run's result ends it with.
-pub fn status_of(result: &Result<assistants::Outcome, planwright::RunError>) -> S {
+pub fn status_of(result: &Result<Outcome, planwright::RunError>) -> S {
     match result {
         Ok(out) if matches!(out.status, RunStatus::Interrupted | RunStatus::Cancelled) => {
             S::Interrupted
@@ -365,7 +366,7 @@ pub fn status_of(result: &Result<assistants::Outcome, planwright::RunError>) -> 
 pub async fn finished(
     state: &AppState,
     rec: &RunRecord,
-    result: &Result<assistants::Outcome, planwright::RunError>,
+    result: &Result<Outcome, planwright::RunError>,
 ) -> S {
     if taken_over(state, &rec.run_id, result) {
         // Another replica took the run over: its record is that replica's to end, and its
@@ -399,7 +400,7 @@ pub async fn finished(
 pub fn taken_over(
     state: &AppState,
     run_id: &str,
-    result: &Result<assistants::Outcome, planwright::RunError>,
+    result: &Result<Outcome, planwright::RunError>,
 ) -> bool {
     let fenced = matches!(
         result,
@@ -449,8 +450,9 @@ pub async fn outcome(state: &AppState, rec: &RunRecord) -> Result<Value, ApiErro
         }
     }
     let thread = ThreadId::new(&rec.thread_id);
-    let a = Assistant::parse(&rec.assistant_id)?;
-    let view = assistants::view(state, a, &thread)
+    let a = state.assistants.get(&rec.assistant_id)?;
+    let view = a
+        .view(&thread)
         .await
         .map_err(|e| storage(&format!("the values of thread `{thread}`"), e))?;
     Ok(view.map_or(Value::Null, |v| {
@@ -580,8 +582,7 @@ pub async fn cancel(
             handlers::mark_cancelled(state, &thread, Some(&rec.run_id)).await?;
             match state.live.running_on(&rec.thread_id) {
                 Some(r) if r == rec.run_id => {
-                    let a = Assistant::parse(&rec.assistant_id)?;
-                    assistants::cancel(state, a, &thread);
+                    state.assistants.get(&rec.assistant_id)?.cancel(&thread);
                 }
                 _ => {
                     state.live.cancel_asked.insert(rec.run_id.clone());
@@ -779,8 +780,8 @@ pub fn local_runs(state: &AppState) -> Vec<(String, String)> {
 /// Cancels this process's execution of `rec` (asked on another replica): the run ends as a
 /// local cancel ends it, and its record says so.
 pub fn cancel_local(state: &AppState, rec: &RunRecord) {
-    if let Ok(a) = Assistant::parse(&rec.assistant_id) {
-        assistants::cancel(state, a, &ThreadId::new(&rec.thread_id));
+    if let Some(a) = state.assistants.find(&rec.assistant_id) {
+        a.cancel(&ThreadId::new(&rec.thread_id));
     }
 }
 
@@ -790,7 +791,7 @@ pub async fn abandon(state: &AppState, rec: &RunRecord) {
     state.live.abandoned.insert(rec.run_id.clone());
     let thread = ThreadId::new(&rec.thread_id);
     if let Ok(Some(trec)) = state.checkpointer.thread_metadata(&thread).await {
-        assistants::cancel(state, assistants::of(state, &thread, &trec), &thread);
+        assistants::of(state, &thread, &trec).cancel(&thread);
     }
 }
 
@@ -838,7 +839,7 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         return Ok(());
     }
     let a = assistants::of(state, &thread, &trec);
-    let view = assistants::view(state, a, &thread)
+    let view = a.view(&thread)
         .await
         .map_err(ApiError::internal)?;
     let status = match &view {
@@ -858,14 +859,11 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .ends
         .insert(rec.run_id.clone(), watch::channel(None).0);
     let control = StreamControl::of(state, rec);
-    let handle = match assistants::start_continue(
-        state,
-        a,
-        thread.clone(),
-        control.switch.clone(),
-        super::publish::wants_values(&rec.kwargs["stream_mode"]),
-    )
-    .await
+    let mut opts = planwright::RunOptions::default().events_while(control.switch.clone());
+    if super::publish::wants_values(&rec.kwargs["stream_mode"]) {
+        opts = opts.with_values();
+    }
+    let handle = match a.start_continue(thread.clone(), opts).await
     {
         Ok(h) => {
             state.live.streams.insert(rec.run_id.clone(), control);

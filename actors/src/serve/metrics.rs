@@ -74,10 +74,12 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let _ = writeln!(t, "# TYPE planwright_node_work_seconds_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_queue_seconds_total counter");
     let _ = writeln!(t, "# TYPE planwright_node_mailbox_depth gauge");
-    let graphs = [
-        ("research", state.research.node_stats()),
-        ("acquire", state.acquire.node_stats()),
-    ];
+    let graphs: Vec<(&str, _)> = state
+        .assistants
+        .all()
+        .iter()
+        .map(|a| (a.id(), a.node_stats()))
+        .collect();
     for (graph, n) in graphs
         .iter()
         .flat_map(|(g, list)| list.iter().map(move |n| (g, n)))
@@ -104,11 +106,10 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             n.mailbox_depth
         );
     }
-    let (r, a) = (
-        state.research.checkpoint_counters(),
-        state.acquire.checkpoint_counters(),
-    );
-    let (records, bytes, writes) = (r.0 + a.0, r.1 + a.1, r.2 + a.2);
+    let (records, bytes, writes) = state.assistants.all().iter().fold((0, 0, 0), |s, a| {
+        let c = a.checkpoint_counters();
+        (s.0 + c.0, s.1 + c.1, s.2 + c.2)
+    });
     let _ = writeln!(t, "# TYPE planwright_checkpoint_records_total counter\nplanwright_checkpoint_records_total {records}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_bytes_total counter\nplanwright_checkpoint_bytes_total {bytes}");
     let _ = writeln!(t, "# TYPE planwright_checkpoint_task_writes_total counter\nplanwright_checkpoint_task_writes_total {writes}");

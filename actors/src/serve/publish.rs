@@ -21,7 +21,8 @@
 //! values as it finds them, so a follower misses no state even if the old replica died between
 //! a checkpoint and its events.
 
-use super::assistants::{self, AnyHandle, Assistant, Outcome};
+use super::assistant::{AssistantRun, Outcome};
+use super::assistants::AssistantRef;
 use super::lifecycle;
 use super::messages::Messages;
 use super::AppState;
@@ -115,9 +116,9 @@ impl<'a> Appender<'a> {
 pub async fn drive(
     state: &AppState,
     rec: &RunRecord,
-    assistant: Assistant,
+    assistant: AssistantRef,
     thread: &ThreadId,
-    mut handle: AnyHandle,
+    mut handle: Box<dyn AssistantRun>,
     resumed: bool,
 ) -> Result<Outcome, RunError> {
     let since = super::run_log::started(rec, resumed);
@@ -164,7 +165,7 @@ pub async fn drive(
     }
     // A follower that came in mid-run, or a stream continued here, first gets the state so far.
     if (joined_late || (resumed && had_events)) && want("values") {
-        if let Ok(Some(s)) = assistants::view(state, assistant, thread).await {
+        if let Ok(Some(s)) = assistant.view(thread).await {
             out.push("values", &s.values);
         }
     }
@@ -193,7 +194,7 @@ pub async fn drive(
                     // The state as this superstep left it, carried by the event: the thread's
                     // state read now may already be a later superstep's, or the run's end.
                     if let (true, Some(v)) = (want("values"), values) {
-                        match assistants::values_of(assistant, thread, v.clone()) {
+                        match assistant.values_of(thread, v.clone()) {
                             Ok(v) => out.push("values", &v),
                             Err(e) => {
                                 tracing::error!(run_id = rec.run_id, error = %e, "a superstep's state could not be read; its values event is left out");

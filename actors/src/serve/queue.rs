@@ -5,7 +5,7 @@
 //! after a restart ([`super::lifecycle::recover`]). A pending run can be cancelled before it
 //! starts: the worker's start is a compare-and-set from `pending`, so exactly one of the two wins.
 
-use super::assistants::{self, Assistant};
+use super::assistants::AssistantRef;
 use super::handlers::RunBody;
 use super::lifecycle::{self, OnRefusal};
 use super::AppState;
@@ -70,8 +70,8 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
     // Its turn: it waits for the thread's current run (one recovered after a restart, say)
     // before its record says `running`, so a thread has one running record at a time.
     let thread = planwright::ThreadId::new(&rec.thread_id);
-    if let Ok(a) = Assistant::parse(body.assistant()) {
-        assistants::wait_idle(state, a, &thread).await;
+    if let Some(a) = state.assistants.find(body.assistant()) {
+        a.wait_idle(&thread).await;
     }
     // And for a run another replica executes on the thread.
     if let Err(e) = lifecycle::wait_elsewhere(state, &thread).await {
@@ -96,7 +96,7 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
 }
 
 /// True when `thread` (of `assistant`) has a run going or queued, so an enqueued run must wait.
-pub fn busy(state: &AppState, assistant: Assistant, thread: &planwright::ThreadId) -> bool {
-    assistants::is_running(state, assistant, thread)
+pub fn busy(state: &AppState, assistant: &AssistantRef, thread: &planwright::ThreadId) -> bool {
+    assistant.is_running(thread)
         || state.queues.by_thread.contains_key(thread.as_str())
 }

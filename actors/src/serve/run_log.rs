@@ -7,7 +7,7 @@
 //! shutdown; `warn` for an end in `error` (with the error's cause chain) and for a run stopped
 //! here because another replica took it over (its writes were fenced or its lease lost).
 
-use super::assistants::Outcome;
+use super::assistant::Outcome;
 use super::lifecycle;
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus as S};

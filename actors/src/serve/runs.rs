@@ -28,20 +28,20 @@ pub async fn create(
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
-    body.check()?;
+    body.check(&state)?;
     if body.strategy() == "enqueue" {
         // On a busy thread an enqueued run answers at once, `pending`, and waits its turn.
         let (thread, trec) = existing(&state, &id).await?;
-        let assistant = assistants::Assistant::parse(body.assistant())?;
+        let assistant = state.assistants.get(body.assistant())?;
         let bound = assistants::of(&state, &thread, &trec);
-        if bound != assistant {
+        if bound.id() != assistant.id() {
             return Err(ApiError::conflict(format!(
                 "thread `{id}` belongs to assistant `{}`; it cannot run `{}` (create another thread)",
-                bound.as_str(),
-                assistant.as_str()
+                bound.id(),
+                assistant.id()
             )));
         }
-        if super::queue::busy(&state, bound, &thread)
+        if super::queue::busy(&state, &bound, &thread)
             || lifecycle::running_elsewhere(&state, &thread)
                 .await?
                 .is_some()
@@ -161,7 +161,7 @@ pub async fn join(
     lifecycle::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
     let (t, rec) = existing(&state, &thread).await?;
     let a = assistants::of(&state, &t, &rec);
-    let view = assistants::view(&state, a, &t)
+    let view = a.view(&t)
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(view.map(|v| v.values).unwrap_or(Value::Null)))

@@ -26,6 +26,10 @@ pub fn rfc3339(ms: u64) -> String {
     )
 }
 
+/// When this process started serving, as RFC 3339: the creation time of assistants registered
+/// in code (they are made with the server).
+pub static STARTED_AT: std::sync::LazyLock<String> = std::sync::LazyLock::new(now);
+
 /// Now, as [`rfc3339`].
 pub fn now() -> String {
     let ms = std::time::SystemTime::now()

@@ -66,6 +66,27 @@ impl<S: State> Engine<S> {
             .collect())
     }
 
+    /// The thread as it stood at checkpoint `id`: its state, the nodes that were to run next and
+    /// the interrupts pending there (what [`Engine::get_state`] says of the head).
+    pub async fn thread_state_at(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<ThreadState<S>, RunError> {
+        let cp = self.storage()?;
+        let s = persist::load(&**cp, &self.sh.graph, thread, Some(id))
+            .await?
+            .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?
+            .saved;
+        Ok(ThreadState {
+            next: s.stored_tasks().iter().map(|t| t.node_name()).collect(),
+            interrupts: s.interrupts(),
+            checkpoint: Some(id),
+            step: s.step,
+            values: s.state,
+        })
+    }
+
     /// The state at one checkpoint of the thread.
     pub async fn state_at(&self, thread: &ThreadId, id: CheckpointId) -> Result<Arc<S>, RunError> {
         let cp = self.storage()?;

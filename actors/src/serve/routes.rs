@@ -1,0 +1,81 @@
+//! The routes of the Agent Server API, mounted over one [`AppState`]: the only file that names
+//! every endpoint, so the API's surface reads in one place.
+
+use super::{
+    auth, errors, follow, handlers, history, inspect, listen, metrics, runs, store, stream, studio,
+    AppState,
+};
+use axum::routing::{get, post, put};
+use axum::Router;
+use std::sync::Arc;
+
+/// The router over `state` with the per-client request cap of `limits` (what `serve` runs;
+/// connections must come through [`listen::serve`] for the client address to be known).
+pub fn router_with_limits(state: Arc<AppState>, limits: &listen::Limits) -> Router {
+    let table = Arc::new(listen::InFlight::default());
+    let cap = limits.max_requests_per_client;
+    router(state).layer(axum::middleware::from_fn(move |req, next| {
+        listen::per_client(table.clone(), cap, req, next)
+    }))
+}
+
+/// The router over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/ok", get(handlers::ok))
+        .route("/metrics", get(metrics::render))
+        .route("/threads", post(handlers::create_thread))
+        .route("/threads/search", post(handlers::search_threads))
+        .route(
+            "/threads/{thread_id}",
+            get(handlers::get_thread).delete(handlers::delete_thread),
+        )
+        .route("/threads/{thread_id}/state", get(handlers::thread_state))
+        .route("/threads/{thread_id}/runs/wait", post(handlers::run_wait))
+        .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
+        .route(
+            "/threads/{thread_id}/runs",
+            post(runs::create).get(runs::list),
+        )
+        .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            get(follow::join_stream),
+        )
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
+        )
+        .route("/threads/{thread_id}/history", post(history::history))
+        .route("/assistants/search", post(inspect::search_assistants))
+        .route("/assistants/{assistant_id}", get(inspect::get_assistant))
+        .route("/assistants/{assistant_id}/graph", get(inspect::graph))
+        .route("/assistants/{assistant_id}/schemas", get(inspect::schemas))
+        .route("/assistants/{assistant_id}/nodes", get(inspect::nodes))
+        .route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            get(inspect::state_at),
+        )
+        .route("/threads/{thread_id}/copy", post(inspect::copy))
+        .route(
+            "/store/items",
+            put(store::put_item)
+                .get(store::get_item)
+                .delete(store::delete_item),
+        )
+        .route("/store/items/search", post(store::search_items))
+        .route("/store/namespaces", post(store::list_namespaces))
+        .fallback(errors::no_route)
+        .method_not_allowed_fallback(errors::no_method)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        // The studio's page and scripts hold no data: they load without a token and ask for one.
+        .merge(studio::routes())
+        .layer(axum::extract::DefaultBodyLimit::max(2 * 1024 * 1024))
+        .layer(axum::middleware::from_fn(errors::request_span))
+        .with_state(state)
+}
+

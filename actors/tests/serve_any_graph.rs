@@ -1,0 +1,188 @@
+//! The server library with a graph the test registers (not one of the planners): built with
+//! `Server::builder`, its router nested under `/agents` inside the test's own axum app, served
+//! over a real socket on a real SQLite file. A run pauses on the graph's interrupt, the state
+//! shows it, a resume finishes it; the assistant endpoints describe the graph; bad input and
+//! unknown assistants are refused with errors that name the problem; a registry that cannot be
+//! served is refused at build time.
+
+use planwright::graph::{StateGraph, END, START};
+use planwright::NodeContext;
+use planwright_actors::serve::{ServeArgs, ServeError, Server};
+use serde_json::{json, Value};
+
+planwright::state! {
+    /// A reply a person approves before it goes out.
+    pub struct Reply => ReplyUpdate {
+        replace request: String,
+        replace draft: String,
+        append log: Vec<String>,
+    }
+}
+
+fn graph(name: &str) -> planwright::CompiledGraph<Reply> {
+    StateGraph::<Reply>::new(name)
+        .add_sync_node("draft", |s: &Reply, _: &NodeContext| {
+            Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
+        })
+        .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
+            let answer = ctx.interrupt(json!({"question": "send?", "draft": s.draft}))?;
+            Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
+        })
+        .add_sync_node("send", |s: &Reply, _: &NodeContext| {
+            Ok(ReplyUpdate::default().log(vec![format!("sent: {}", s.draft)]))
+        })
+        .add_edge(START, "draft")
+        .add_edge("draft", "approve")
+        .add_edge("approve", "send")
+        .add_edge("send", END)
+        .compile()
+        .expect("the graph compiles")
+}
+
+fn args(name: &str) -> ServeArgs {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-any-graph-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    ServeArgs {
+        checkpoint: format!("sqlite:{}", dir.join("app.db").display()),
+        ..ServeArgs::default()
+    }
+}
+
+/// The test's own application with the API under `/agents`, on a free port.
+async fn app(server: &Server) -> String {
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "mine" }))
+        .nest("/agents", server.router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut req = client.request(method.parse().unwrap(), url);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.expect("the server answers");
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_path() {
+    let server = Server::builder(args("walk"))
+        .graph("replier", graph("replier"))
+        .build()
+        .await
+        .expect("the server builds");
+    let _background = server.start_background();
+    let base = app(&server).await;
+    let api = format!("{base}/agents");
+    assert_eq!(
+        reqwest::get(&base).await.unwrap().text().await.unwrap(),
+        "mine",
+        "the application's own route stays its own"
+    );
+
+    // The assistant describes the graph it serves.
+    let (s, list) = call("POST", &format!("{api}/assistants/search"), Some(json!({}))).await;
+    assert_eq!(s, 200, "{list}");
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["assistant_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["replier"]);
+    let (s, g) = call("GET", &format!("{api}/assistants/replier/graph"), None).await;
+    assert_eq!(s, 200, "{g}");
+    let nodes: Vec<&str> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert_eq!(nodes, ["__start__", "draft", "approve", "send", "__end__"]);
+    let (s, schemas) = call("GET", &format!("{api}/assistants/replier/schemas"), None).await;
+    assert_eq!(s, 200, "{schemas}");
+    let props = schemas["state_schema"]["properties"].as_object().unwrap();
+    let fields: Vec<&str> = props.keys().map(String::as_str).collect();
+    assert_eq!(fields, ["draft", "log", "request"]);
+
+    // A run pauses on the graph's interrupt; the thread shows it; a resume finishes it.
+    let (s, t) = call("POST", &format!("{api}/threads"), Some(json!({"thread_id": "t1"}))).await;
+    assert_eq!(s, 200, "{t}");
+    let run = json!({"assistant_id": "replier", "input": {"request": "refund order 42"}});
+    let (s, out) = call("POST", &format!("{api}/threads/t1/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["draft"], "We will refund order 42.");
+    assert_eq!(out["__interrupt__"][0]["value"]["question"], "send?");
+    let (s, st) = call("GET", &format!("{api}/threads/t1/state"), None).await;
+    assert_eq!(s, 200, "{st}");
+    assert_eq!(st["next"], json!(["approve"]));
+    assert_eq!(st["values"]["request"], "refund order 42");
+    let resume = json!({"assistant_id": "replier", "command": {"resume": "yes"}});
+    let (s, out) = call("POST", &format!("{api}/threads/t1/runs/wait"), Some(resume)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        out["log"],
+        json!(["approved: \"yes\"", "sent: We will refund order 42."])
+    );
+    assert!(out.get("__interrupt__").is_none(), "{out}");
+    let (s, hist) = call("POST", &format!("{api}/threads/t1/history"), Some(json!({}))).await;
+    assert_eq!(s, 200, "{hist}");
+    assert!(hist.as_array().unwrap().len() >= 3, "{hist}");
+
+    // Refusals name the problem.
+    let (s, t2) = call("POST", &format!("{api}/threads"), Some(json!({"thread_id": "t2"}))).await;
+    assert_eq!(s, 200, "{t2}");
+    let bad = json!({"assistant_id": "replier", "input": {"request": 7}});
+    let (s, e) = call("POST", &format!("{api}/threads/t2/runs/wait"), Some(bad)).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["detail"].as_str().unwrap().contains("malformed input"),
+        "{e}"
+    );
+    let other = json!({"assistant_id": "research", "input": {"input": "x"}});
+    let (s, e) = call("POST", &format!("{api}/threads/t2/runs/wait"), Some(other)).await;
+    assert_eq!(s, 404, "{e}");
+    assert_eq!(
+        e["detail"],
+        "unknown assistant `research`: use `replier`",
+        "the refusal names the assistants there are"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_registry_that_cannot_be_served_is_refused_when_built() {
+    let none = Server::builder(args("none")).build().await;
+    assert!(matches!(none, Err(ServeError::Assistants(_))));
+    assert_eq!(
+        none.err().unwrap().to_string(),
+        "a server needs at least one assistant"
+    );
+    let twice = Server::builder(args("twice"))
+        .graph("a", graph("a"))
+        .graph("a", graph("a"))
+        .build()
+        .await;
+    assert_eq!(
+        twice.err().unwrap().to_string(),
+        "two assistants are registered as `a`"
+    );
+    let slash = Server::builder(args("slash"))
+        .graph("a/b", graph("a"))
+        .build()
+        .await;
+    assert!(slash
+        .err()
+        .unwrap()
+        .to_string()
+        .starts_with("assistant id `a/b`: use letters"));
+}
