@@ -138,6 +138,14 @@ pub trait Assistant: Send + Sync + 'static {
         update: Checked,
         as_node: &str,
     ) -> Result<CheckpointId, EditError>;
+    /// Writes checked values (or nothing) to an idle thread and makes `goto` the nodes that run
+    /// next (a run's `command: {"update", "goto"}`); returns the new checkpoint.
+    async fn update_goto(
+        &self,
+        thread: &ThreadId,
+        update: Option<Checked>,
+        goto: &[String],
+    ) -> Result<CheckpointId, EditError>;
     /// True while the thread has a run in progress.
     fn is_running(&self, thread: &ThreadId) -> bool;
     /// Waits until the thread has no run going.
@@ -431,6 +439,22 @@ impl<S: State, I: GraphIo<S>> Assistant for GraphAssistant<S, I> {
             return Err(foreign_check(&self.id).into());
         };
         Ok(self.engine.update_state(thread, *update, as_node).await?)
+    }
+
+    async fn update_goto(
+        &self,
+        thread: &ThreadId,
+        update: Option<Checked>,
+        goto: &[String],
+    ) -> Result<CheckpointId, EditError> {
+        let update = match update {
+            None => S::Update::default(),
+            Some(c) => match c.0.downcast::<S::Update>() {
+                Ok(u) => *u,
+                Err(_) => return Err(foreign_check(&self.id).into()),
+            },
+        };
+        Ok(self.engine.update_state_goto(thread, update, goto).await?)
     }
 
     fn is_running(&self, thread: &ThreadId) -> bool {

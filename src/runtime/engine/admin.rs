@@ -104,11 +104,43 @@ impl<S: State> Engine<S> {
         update: S::Update,
         as_node: &str,
     ) -> Result<CheckpointId, RunError> {
-        let node_id = self
-            .sh
-            .graph
-            .node_id(as_node)
-            .ok_or_else(|| Refusal::UnknownNode(as_node.to_string()))?;
+        self.edit(thread, update, Edit::AsNode(as_node)).await
+    }
+
+    /// Writes `update` to an idle thread and makes `goto` the nodes that run next (LangGraph's
+    /// `Command(update=…, goto=…)` as a run's input): the thread's pending tasks are replaced by
+    /// them, and a continue runs them. Returns the new checkpoint.
+    pub async fn update_state_goto(
+        &self,
+        thread: &ThreadId,
+        update: S::Update,
+        goto: &[String],
+    ) -> Result<CheckpointId, RunError> {
+        self.edit(thread, update, Edit::Goto(goto)).await
+    }
+
+    async fn edit(
+        &self,
+        thread: &ThreadId,
+        update: S::Update,
+        how: Edit<'_>,
+    ) -> Result<CheckpointId, RunError> {
+        let graph = &self.sh.graph;
+        let node_of = |name: &str| {
+            graph
+                .node_id(name)
+                .ok_or_else(|| RunError::from(Refusal::UnknownNode(name.to_string())))
+        };
+        let (writer, targets) = match how {
+            Edit::AsNode(name) => (name, vec![(name, node_of(name)?)]),
+            Edit::Goto(nodes) => {
+                let mut targets = Vec::with_capacity(nodes.len());
+                for n in nodes {
+                    targets.push((n.as_str(), node_of(n)?));
+                }
+                ("__command__", targets)
+            }
+        };
         let (run_id, _) = self.claim(thread, BusyPolicy::Reject).await?;
         let result = async {
             let mut saved = self
@@ -117,27 +149,36 @@ impl<S: State> Engine<S> {
                 .ok_or_else(|| Refusal::UnknownThread(thread.clone()))?;
             let delta = crate::json::to_vec(&[&update])?;
             let mut ctx = MergeCtx::new();
-            ctx.set_writer(as_node);
+            ctx.set_writer(writer);
             Arc::make_mut(&mut saved.state).apply(update, &mut ctx)?;
-            let as_task = crate::runtime::machine::superstep::TaskSpec {
-                id: crate::ids::TaskId {
-                    step: saved.step,
-                    index: 0,
-                },
-                node: Arc::from(as_node),
-                node_id,
-                input: None,
-                after: vec![],
-                batch: None,
-                batch_limit: None,
-                deferred: false,
+            let tasks: Vec<_> = targets
+                .iter()
+                .enumerate()
+                .map(|(i, (name, node_id))| crate::runtime::machine::superstep::TaskSpec {
+                    id: crate::ids::TaskId {
+                        step: saved.step,
+                        index: i as u32,
+                    },
+                    node: Arc::from(*name),
+                    node_id: *node_id,
+                    input: None,
+                    after: vec![],
+                    batch: None,
+                    batch_limit: None,
+                    deferred: false,
+                })
+                .collect();
+            let next = match how {
+                // The node's edges decide what runs after it.
+                Edit::AsNode(_) => crate::runtime::machine::superstep::next_tasks(
+                    &self.sh.graph,
+                    &saved.state,
+                    &tasks,
+                    saved.step,
+                )?,
+                // The goto targets run next.
+                Edit::Goto(_) => tasks,
             };
-            let next = crate::runtime::machine::superstep::next_tasks(
-                &self.sh.graph,
-                &saved.state,
-                &[as_task],
-                saved.step,
-            )?;
             // Deferred tasks the thread was holding keep waiting behind the edit's next tasks.
             let waiting = std::mem::take(&mut saved.deferred);
             (saved.tasks, saved.deferred) = crate::runtime::machine::superstep::schedule(
@@ -163,7 +204,7 @@ impl<S: State> Engine<S> {
                 thread,
                 &mut saved,
                 CheckpointSource::Update,
-                vec![as_node.to_string()],
+                vec![writer.to_string()],
                 Some(delta),
                 &tasks,
                 serde_json::Value::Null,
@@ -334,4 +375,13 @@ impl<S: State> Engine<S> {
         cp.prune(thread, *oldest, snapshot).await?;
         Ok(())
     }
+}
+
+/// How [`Engine::edit`] places an update.
+#[derive(Clone, Copy)]
+enum Edit<'a> {
+    /// As this node's write: its edges decide what runs next.
+    AsNode(&'a str),
+    /// As a command's: these nodes run next.
+    Goto(&'a [String]),
 }
