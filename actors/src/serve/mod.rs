@@ -32,6 +32,7 @@ pub mod store;
 mod stream;
 mod studio;
 mod thread_shape;
+mod threads;
 pub mod time;
 
 use crate::kit;

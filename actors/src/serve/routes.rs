@@ -3,7 +3,7 @@
 
 use super::{
     auth, errors, follow, handlers, history, inspect, listen, metrics, runs, store, stream, studio,
-    AppState,
+    threads, AppState,
 };
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -24,13 +24,13 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/ok", get(handlers::ok))
         .route("/metrics", get(metrics::render))
-        .route("/threads", post(handlers::create_thread))
-        .route("/threads/search", post(handlers::search_threads))
+        .route("/threads", post(threads::create_thread))
+        .route("/threads/search", post(threads::search_threads))
         .route(
             "/threads/{thread_id}",
-            get(handlers::get_thread).delete(handlers::delete_thread),
+            get(threads::get_thread).delete(threads::delete_thread),
         )
-        .route("/threads/{thread_id}/state", get(handlers::thread_state))
+        .route("/threads/{thread_id}/state", get(threads::thread_state))
         .route("/threads/{thread_id}/runs/wait", post(handlers::run_wait))
         .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
         .route(
