@@ -308,6 +308,67 @@ async fn a_token_file_maps_tokens_to_users() {
     owners_hold(&url, "ann-token", "bob-token", "ops-token").await;
 }
 
+/// A request with the token in `x-api-key` (the header LangGraph's SDKs send an API key in).
+async fn with_api_key(method: &str, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let c = reqwest::Client::new();
+    let mut req = c.request(method.parse().unwrap(), url);
+    if !key.is_empty() {
+        req = req.header("x-api-key", key);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_header_is_taken_as_the_bearer_token_with_a_token_and_with_jwts() {
+    let url = start(ServeArgs {
+        token: Some("the-token".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let threads = format!("{url}/threads");
+    let (s, t) = with_api_key("POST", &threads, "the-token", Some(json!({}))).await;
+    assert_eq!(s, 200, "{t}");
+    let (s, e) = with_api_key("POST", &threads, "another", Some(json!({}))).await;
+    assert_eq!(s, 401, "{e}");
+    assert!(e["detail"].as_str().unwrap().contains("x-api-key"), "{e}");
+    assert_eq!(
+        with_api_key("POST", &threads, "", Some(json!({}))).await.0,
+        401
+    );
+
+    let secret = "a-shared-secret-of-32-bytes-long";
+    let url = start(ServeArgs {
+        jwt_secret: Some(secret.into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let key = EncodingKey::from_secret(secret.as_bytes());
+    let jwt = |sub: &str| {
+        let claims = Claims {
+            sub,
+            exp: in_an_hour(),
+            admin: false,
+        };
+        encode(&Header::default(), &claims, &key).unwrap()
+    };
+    let (ann, bob) = (jwt("ann"), jwt("bob"));
+    let body = json!({"thread_id": "ann-key"});
+    let (s, t) = with_api_key("POST", &format!("{url}/threads"), &ann, Some(body)).await;
+    assert_eq!(s, 200, "{t}");
+    // The key names its user: ann's thread is ann's, with either header, and not bob's.
+    let thread = format!("{url}/threads/ann-key");
+    assert_eq!(with_api_key("GET", &thread, &ann, None).await.0, 200);
+    assert_eq!(call("GET", &thread, &ann, None).await.0, 200);
+    assert_eq!(with_api_key("GET", &thread, &bob, None).await.0, 404);
+    let (s, e) = with_api_key("GET", &thread, "not-a-jwt", None).await;
+    assert_eq!(s, 401, "{e}");
+}
+
 #[derive(serde::Serialize)]
 struct Claims<'a> {
     sub: &'a str,

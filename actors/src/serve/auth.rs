@@ -1,6 +1,7 @@
 //! Who is calling, and what they own — LangGraph Platform's custom-auth model.
 //!
-//! A request's bearer token (the scheme in any case) names a [`Principal`]: a user and whether
+//! A request's bearer token (the scheme in any case), or its `x-api-key` header (what LangGraph's
+//! SDKs send for an API key; [`credential`]), names a [`Principal`]: a user and whether
 //! they are an admin. Four modes: no auth (everyone is one admin, [`OPEN_USER`]), `--token` (one
 //! admin token, [`TOKEN_USER`]), `--auth-file` (a JSON map of tokens to users), and JWTs
 //! (`--jwt-secret` for HS256, or `--jwks FILE` for RS256/RS384/RS512/ES256/ES384 keys chosen by
@@ -290,14 +291,17 @@ impl Auth {
             Auth::Open => Ok(admin(OPEN_USER)),
             Auth::Token(t) => match bearer {
                 Some(b) if constant_eq(b, t) => Ok(admin(TOKEN_USER)),
-                _ => Err("missing or wrong `Authorization: Bearer TOKEN`".into()),
+                _ => Err(
+                    "missing or wrong `Authorization: Bearer TOKEN` (or `x-api-key: TOKEN`)".into(),
+                ),
             },
             Auth::Tokens(map) => bearer
                 .and_then(|b| map.iter().find(|(t, _)| constant_eq(b, t)))
                 .map(|(_, p)| p.clone())
                 .ok_or_else(|| "missing or unknown bearer token".into()),
             Auth::Jwt { keys, leeway } => {
-                let token = bearer.ok_or("missing `Authorization: Bearer JWT`")?;
+                let token =
+                    bearer.ok_or("missing `Authorization: Bearer JWT` (or `x-api-key: JWT`)")?;
                 jwt_principal(token, keys, *leeway)
             }
         }
@@ -390,6 +394,19 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The token a request presents: `Authorization: Bearer TOKEN`, else `x-api-key: TOKEN` (the
+/// header LangGraph's SDKs send an API key in), for every mode (`--token`, `--auth-file`, JWTs).
+pub fn credential(req: &Request) -> Option<&str> {
+    super::errors::bearer(req).or_else(|| {
+        req.headers()
+            .get("x-api-key")?
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+    })
+}
+
 /// Middleware: authenticates the caller (401 when refused), keeps other users out of a
 /// thread's URLs (404), and passes the caller on to handlers. `GET /ok` is open unless
 /// `--ok-requires-auth`: a health probe has no token, so a caller refused there goes on without a
@@ -399,7 +416,7 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let principal = match state.auth.authenticate(super::errors::bearer(&req)) {
+    let principal = match state.auth.authenticate(credential(&req)) {
         Ok(p) => p,
         Err(_) if req.uri().path() == OK_PATH && !state.ok_requires_auth => {
             return next.run(req).await
@@ -466,6 +483,28 @@ mod tests {
         }
         // The server's own work, outside any request, reads it.
         assert!(super::super::handlers::existing(&st, "t").await.is_ok());
+    }
+
+    #[test]
+    fn an_api_key_header_stands_for_a_bearer_token() {
+        let req = |headers: &[(&str, &str)]| {
+            let mut b = axum::http::Request::builder().uri("/threads");
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(axum::body::Body::empty()).unwrap()
+        };
+        assert_eq!(credential(&req(&[("x-api-key", "k1")])), Some("k1"));
+        assert_eq!(credential(&req(&[("X-Api-Key", " k1 ")])), Some("k1"));
+        let both = req(&[("authorization", "Bearer b1"), ("x-api-key", "k1")]);
+        assert_eq!(credential(&both), Some("b1"), "the bearer token first");
+        assert_eq!(credential(&req(&[])), None);
+        assert_eq!(credential(&req(&[("x-api-key", " ")])), None);
+        let auth = Auth::Token("k1".into());
+        let key = req(&[("x-api-key", "k1")]);
+        assert!(auth.authenticate(credential(&key)).unwrap().admin);
+        let wrong = req(&[("x-api-key", "k2")]);
+        assert!(auth.authenticate(credential(&wrong)).is_err());
     }
 
     #[test]

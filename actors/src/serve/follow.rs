@@ -108,11 +108,13 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Whether event `name` (`mode`, `messages/…`, or either with `|namespace`) is of one of `only`.
 fn wanted(only: Option<&[String]>, name: &str) -> bool {
+    let mode = name.split('|').next().unwrap_or(name);
     only.is_none_or(|modes| {
         modes
             .iter()
-            .any(|m| name == m || (m.starts_with("messages") && name.starts_with("messages")))
+            .any(|m| mode == m || (m.starts_with("messages") && mode.starts_with("messages")))
     })
 }
 
@@ -213,11 +215,11 @@ async fn follow(
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream — from the start, or
 /// after the `Last-Event-ID` header's event — on any replica. `stream_mode` (query, repeated or
-/// comma-separated, as the SDKs send it) keeps only those events; `cancel_on_disconnect=true`
-/// cancels the run if the client hangs up before the stream ends. A run that is not resumable
-/// (neither `runs/stream` nor `stream_resumable`) streams from the moment it is joined — a
-/// `metadata` event, the thread's values so far (with `values` in its `stream_mode`), then the
-/// rest of the run; joined after it ended, it sends nothing.
+/// comma-separated, as the SDKs send it; an unknown one is a 422) keeps only those events;
+/// `cancel_on_disconnect=true` cancels the run if the client hangs up before the stream ends. A
+/// run that is not resumable (neither `runs/stream` nor `stream_resumable`) streams from the
+/// moment it is joined — a `metadata` event, the thread's values so far (with `values` in its
+/// `stream_mode`), then the rest of the run; joined after it ended, it sends nothing.
 pub async fn join_stream(
     State(state): State<Arc<AppState>>,
     Path((thread, run_id)): Path<(String, String)>,
@@ -250,6 +252,7 @@ pub async fn join_stream(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
+    super::stream::modes::check_names(&modes)?;
     let cancel = match q.iter().rev().find(|(k, _)| k == "cancel_on_disconnect") {
         None => false,
         Some((_, v)) => match v.to_ascii_lowercase().as_str() {

@@ -1,14 +1,23 @@
-//! Streamed message chunks (`NodeContext::stream_chunk`) as the LangGraph Server sends them:
+//! Messages as the LangGraph Server streams them: the chunks nodes stream
+//! (`NodeContext::stream_chunk`, a model's tokens as they come) and the messages nodes return in
+//! their updates.
 //!
 //! - `stream_mode: "messages-tuple"`: one `messages` event per chunk, `[chunk, metadata]` with an
 //!   `AIMessageChunk` (`{"type", "id", "content"}`) and the node that streamed it;
 //! - `stream_mode: "messages"`: per message, `messages/metadata` (`{id: {"metadata": …}}`) at its
 //!   first chunk, `messages/partial` (`[message so far]`) at each chunk, and `messages/complete`
 //!   (`[whole message]`) when the task that streamed it finishes.
+//!
+//! A message a node returns (as LangGraph's message handler finds them: the update itself, or a
+//! value of the update's keys, or an item of a list there, that is an object with `content` and a
+//! message `type` or a `role`) is sent whole — `[message, metadata]` under `messages-tuple`,
+//! `messages/metadata` then `messages/complete` under `messages` — unless its id was streamed as
+//! chunks or sent before. A message without an `id` gets one made from its type and content, so
+//! a node that returns the whole conversation again does not send it twice.
 
 use planwright::{RunEvent, TaskId};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 struct Open {
     task: TaskId,
@@ -21,6 +30,8 @@ pub struct Messages {
     tuple: bool,
     full: bool,
     open: BTreeMap<String, Open>,
+    /// Ids of the messages sent (whole or as chunks).
+    seen: HashSet<String>,
 }
 
 fn metadata(node: &str, task: TaskId) -> Value {
@@ -38,7 +49,43 @@ impl Messages {
             tuple: modes.iter().any(|m| m == "messages-tuple"),
             full: modes.iter().any(|m| m == "messages"),
             open: BTreeMap::new(),
+            seen: HashSet::new(),
         }
+    }
+
+    /// The SSE events of the messages in `update`, the update task `task` of `node` returned
+    /// (unknown when the run's events began after the task started).
+    pub fn on_output(
+        &mut self,
+        node: &str,
+        task: Option<TaskId>,
+        update: &Value,
+    ) -> Vec<(&'static str, Value)> {
+        let mut out = Vec::new();
+        if !self.tuple && !self.full {
+            return out;
+        }
+        let mut found = Vec::new();
+        find_messages(update, &mut found);
+        let meta = match task {
+            Some(t) => metadata(node, t),
+            None => json!({"langgraph_node": node}),
+        };
+        for m in found {
+            let m = as_message(m);
+            let id = m["id"].as_str().unwrap_or_default().to_string();
+            if !self.seen.insert(id.clone()) {
+                continue;
+            }
+            if self.tuple {
+                out.push(("messages", json!([m, meta])));
+            }
+            if self.full {
+                out.push(("messages/metadata", json!({ id: {"metadata": meta} })));
+                out.push(("messages/complete", json!([m])));
+            }
+        }
+        out
     }
 
     /// The SSE events (name, data) `ev` gives.
@@ -51,6 +98,7 @@ impl Messages {
                 message_id,
                 chunk,
             } => {
+                self.seen.insert(message_id.clone());
                 if self.tuple {
                     out.push((
                         "messages",
@@ -95,6 +143,73 @@ impl Messages {
         }
         out
     }
+}
+
+/// The message types of LangChain's message JSON (`type`), and the chunk types.
+const MESSAGE_TYPES: [&str; 12] = [
+    "ai",
+    "human",
+    "system",
+    "tool",
+    "function",
+    "chat",
+    "developer",
+    "AIMessageChunk",
+    "HumanMessageChunk",
+    "SystemMessageChunk",
+    "ToolMessageChunk",
+    "ChatMessageChunk",
+];
+
+fn is_message(v: &Value) -> bool {
+    let Some(o) = v.as_object() else {
+        return false;
+    };
+    let typed = o
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| MESSAGE_TYPES.contains(&t));
+    o.contains_key("content") && (typed || o.get("role").is_some_and(Value::is_string))
+}
+
+/// The messages in a node's update, where LangGraph's message handler looks: the update, each
+/// value of its keys, each item of a list there.
+fn find_messages<'a>(update: &'a Value, found: &mut Vec<&'a Value>) {
+    let mut look = |v: &'a Value| {
+        if is_message(v) {
+            found.push(v);
+        } else if let Value::Array(items) = v {
+            found.extend(items.iter().filter(|i| is_message(i)));
+        }
+    };
+    match update {
+        Value::Object(m) if !is_message(update) => m.values().for_each(&mut look),
+        other => look(other),
+    }
+}
+
+/// A message as LangChain's JSON has it: a `type` (from `role` when it has none: `user` is
+/// `human`, `assistant` is `ai`) and an `id`.
+fn as_message(m: &Value) -> Value {
+    let mut m = m.clone();
+    if m.get("type").and_then(Value::as_str).is_none() {
+        let kind = match m["role"].as_str().unwrap_or_default() {
+            "user" => "human",
+            "assistant" => "ai",
+            other => other,
+        }
+        .to_string();
+        m["type"] = kind.into();
+    }
+    if m.get("id").and_then(Value::as_str).is_none() {
+        use std::hash::{Hash, Hasher};
+        // Fixed keys: the same message has the same id in every process.
+        let mut h = std::hash::DefaultHasher::new();
+        m["type"].to_string().hash(&mut h);
+        m["content"].to_string().hash(&mut h);
+        m["id"] = format!("msg-{:016x}", h.finish()).into();
+    }
+    m
 }
 
 #[cfg(test)]
@@ -166,6 +281,40 @@ mod tests {
             )]
         );
         assert!(m.on_event(&finished(t)).is_empty(), "completed once");
+    }
+
+    #[test]
+    fn messages_a_node_returns_are_sent_whole_once() {
+        let t = TaskId { step: 2, index: 0 };
+        let mut m = Messages::new(&["messages-tuple".into()]);
+        let update = json!({"messages": [
+            {"role": "assistant", "content": "Hi there"},
+            {"type": "ai", "id": "m7", "content": "streamed"},
+        ], "count": 3});
+        m.on_event(&chunk(t, "m7", "streamed"));
+        let out = m.on_output("chat", Some(t), &update);
+        assert_eq!(out.len(), 1, "the streamed one is not sent again: {out:?}");
+        assert_eq!(out[0].0, "messages");
+        assert_eq!(out[0].1[0]["type"], "ai");
+        assert_eq!(out[0].1[0]["content"], "Hi there");
+        assert!(out[0].1[0]["id"].as_str().unwrap().starts_with("msg-"));
+        assert_eq!(out[0].1[1]["langgraph_node"], "chat");
+        assert!(
+            m.on_output("chat", Some(t), &update).is_empty(),
+            "the whole list again"
+        );
+        let mut full = Messages::new(&["messages".into()]);
+        let one = json!({"type": "human", "id": "h1", "content": "q"});
+        let out = full.on_output("ask", Some(t), &one);
+        assert_eq!(
+            out.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            ["messages/metadata", "messages/complete"]
+        );
+        assert_eq!(out[1].1, json!([one]));
+        assert!(Messages::new(&["values".into()])
+            .on_output("ask", Some(t), &one)
+            .is_empty());
+        assert!(m.on_output("n", None, &json!({"plan": [1, 2]})).is_empty());
     }
 
     #[test]

@@ -3,11 +3,10 @@
 //! Streaming clients are served from the log, never straight from the run ([`super::follow`]),
 //! so a run can be followed from any replica and rejoined with `Last-Event-ID`. What a run
 //! publishes is the request's `stream_mode` as LangGraph sends it: a `metadata` event first, then
-//! per superstep `updates` (`{node: update}`) and `values` (the thread's values as that superstep
-//! left them, carried by the engine's event), `custom` events
-//! that nodes emit, every run event under `events`, the `messages` chunks ([`super::messages`]),
-//! and at the end the final `values` or an `error`; then a marker ([`END`]) that tells followers
-//! the stream is complete. Events of one superstep go in one append.
+//! the events of each mode as the run goes ([`super::stream::modes`]: `values` are the thread's
+//! values as each superstep left them, carried by the engine's event), and at the end the final
+//! `values` or an `error`; then a marker ([`END`]) that tells followers the stream is complete.
+//! Events of one superstep go in one append.
 //!
 //! Every run's events come here through a switch ([`planwright::EventSwitch`]): a resumable run
 //! (`runs/stream`, or created with `stream_resumable: true`) publishes them all; any other has
@@ -24,7 +23,7 @@
 use super::assistant::{AssistantRun, Outcome};
 use super::assistants::AssistantRef;
 use super::lifecycle;
-use super::messages::Messages;
+use super::stream::modes::{self as stream_modes, Translator};
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus};
 use planwright::{RunError, RunEvent, ThreadId};
@@ -35,20 +34,14 @@ pub const END: &str = "__end__";
 
 /// The stream modes a request asks for (`values` when it names none).
 pub fn modes(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|m| m.as_str().map(String::from))
-            .collect(),
-        _ => vec!["values".into()],
-    }
+    stream_modes::parse(v)
 }
 
-/// Whether a run with this `stream_mode` streams `values`: its engine events then carry the
-/// state after each superstep ([`planwright::RunOptions::with_values`]).
+/// Whether a run with this `stream_mode` needs the state after each superstep (for `values`,
+/// `checkpoints` and `debug`): its engine events then carry it
+/// ([`planwright::RunOptions::with_values`]).
 pub fn wants_values(stream_mode: &Value) -> bool {
-    modes(stream_mode).iter().any(|m| m == "values")
+    stream_modes::needs_values(&modes(stream_mode))
 }
 
 /// Batches a run's events and appends them after the last one stored.
@@ -170,45 +163,31 @@ pub async fn drive(
         }
     }
     out.flush().await;
-    let mut messages = Messages::new(&modes);
+    let subgraphs = rec.kwargs["stream_subgraphs"].as_bool().unwrap_or(false);
+    let mut modes_of = Translator::new(&modes, subgraphs, thread.as_str());
+    let stored = stream_modes::StoredCheckpoints {
+        checkpointer: state.checkpointer.clone(),
+        thread: thread.clone(),
+    };
     while let Some(first) = events.recv().await {
         let mut next = Some(first);
         while let Some(ev) = next {
-            if want("events") {
-                if let Ok(v) = serde_json::to_value(&ev) {
-                    out.push("events", &v);
-                }
-            }
-            match &ev {
+            // The state as this superstep left it, carried by the event: the thread's state read
+            // now may already be a later superstep's, or the run's end.
+            let values = match &ev {
                 RunEvent::StateUpdated {
-                    nodes,
-                    updates,
-                    values,
-                    ..
-                } => {
-                    if want("updates") {
-                        for (n, u) in nodes.iter().zip(updates) {
-                            out.push("updates", &json!({ n.clone(): u }));
-                        }
+                    values: Some(v), ..
+                } if modes_of.wants_values() => match assistant.values_of(thread, v.clone()) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        tracing::error!(run_id = rec.run_id, error = %e, "a superstep's state could not be read; its values event is left out");
+                        None
                     }
-                    // The state as this superstep left it, carried by the event: the thread's
-                    // state read now may already be a later superstep's, or the run's end.
-                    if let (true, Some(v)) = (want("values"), values) {
-                        match assistant.values_of(thread, v.clone()) {
-                            Ok(v) => out.push("values", &v),
-                            Err(e) => {
-                                tracing::error!(run_id = rec.run_id, error = %e, "a superstep's state could not be read; its values event is left out");
-                            }
-                        }
-                    }
-                }
-                RunEvent::Custom { payload, .. } if want("custom") => out.push("custom", payload),
-                RunEvent::Message { .. } | RunEvent::NodeFinished { .. } => {
-                    for (name, data) in messages.on_event(&ev) {
-                        out.push(name, &data);
-                    }
-                }
-                _ => {}
+                },
+                _ => None,
+            };
+            for (name, data) in modes_of.on_event(&ev, values, &stored).await {
+                out.push(&name, &data);
             }
             next = events.try_recv().ok();
         }
@@ -218,6 +197,9 @@ pub async fn drive(
     let fenced = lifecycle::taken_over(state, &rec.run_id, &result);
     // A run stopped by a shutdown (it continues elsewhere) or taken over has more to stream.
     if !fenced && lifecycle::status_of(&result) != RunRecordStatus::Running {
+        for (name, data) in modes_of.finish(&stored).await {
+            out.push(&name, &data);
+        }
         match &result {
             Ok(o) if want("values") => out.push("values", &o.values),
             Ok(_) => {}

@@ -15,14 +15,26 @@ use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
 use planwright::runs::RunRecord;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// `POST /threads/{thread_id}/runs`.
+/// `POST /threads/{thread_id}/runs`: the run's record, its place in `Content-Location`.
 pub async fn create(
+    state: State<Arc<AppState>>,
+    id: Path<String>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(rec) = create_record(state, id, body).await?;
+    let field = |k: &str| rec[k].as_str().unwrap_or_default().to_string();
+    let (thread, run) = (field("thread_id"), field("run_id"));
+    Ok(super::stream::located(&thread, &run, Json(rec)))
+}
+
+async fn create_record(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,

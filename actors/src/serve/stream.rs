@@ -3,17 +3,23 @@
 //! the log ([`super::follow`]): every event carries its `id`, so a client that loses the
 //! connection (or its replica) rejoins with `GET /threads/{thread_id}/runs/{run_id}/stream` and
 //! `Last-Event-ID` on any replica and misses nothing. The run goes on when the client hangs up,
-//! unless the request says `on_disconnect: "cancel"`.
+//! unless the request says `on_disconnect: "cancel"`. The stream modes, and how a run's events
+//! become theirs, are [`modes`].
+//!
+//! Every response that starts a run names it in `Content-Location: /threads/{thread_id}/runs/{run_id}`
+//! ([`located`]), as LangGraph does: the JS SDK's `onRunCreated` reads it.
+
+pub mod modes;
 
 use super::errors::ApiError;
 use super::handlers::RunBody;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::response::sse::{Event, Sse};
+use axum::http::header::CONTENT_LOCATION;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::Stream;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 /// The SSE endpoint.
@@ -21,7 +27,7 @@ pub async fn run_stream(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let Json(mut body) = body?;
     body.stream_resumable = Some(true);
     let cancel_on_disconnect = body.cancel_on_disconnect()?;
@@ -38,12 +44,26 @@ pub async fn run_stream(
         // stream (the run is resumable), which this client follows from the start.
         super::lifecycle::Begun::Elsewhere(rec) => rec.run_id,
     };
-    Ok(super::follow::sse(
-        state,
-        run_id,
-        0,
-        None,
-        cancel_on_disconnect,
-        false,
-    ))
+    let location = run_location(&id, &run_id);
+    let sse = super::follow::sse(state, run_id, 0, None, cancel_on_disconnect, false);
+    Ok(with_location(location, sse))
+}
+
+/// `/threads/{thread_id}/runs/{run_id}`: where a run is (`Content-Location`).
+pub fn run_location(thread_id: &str, run_id: &str) -> String {
+    format!("/threads/{thread_id}/runs/{run_id}")
+}
+
+/// `response` with `Content-Location` naming run `run_id` of thread `thread_id`.
+pub fn located(thread_id: &str, run_id: &str, response: impl IntoResponse) -> Response {
+    with_location(run_location(thread_id, run_id), response)
+}
+
+fn with_location(location: String, response: impl IntoResponse) -> Response {
+    let mut r = response.into_response();
+    // Thread and run ids are checked URL-safe text; one that is not a header value goes without.
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        r.headers_mut().insert(CONTENT_LOCATION, v);
+    }
+    r
 }
