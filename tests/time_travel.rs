@@ -169,3 +169,39 @@ async fn branching_refuses_what_it_cannot_do() {
         .unwrap_err();
     assert!(err.to_string().contains("checkpointer"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_writes_its_update_and_runs_its_goto_nodes_next() {
+    on_every_backend("goto", |cp, p| async move {
+        let e = engine(counter_graph(), &cp).await;
+        let t = ThreadId::new(format!("{p}/goto"));
+        let first = e
+            .run(
+                t.clone(),
+                WalkUpdate::default().target(1),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(first.state.trace, ["inc1", "done"]);
+        // A finished thread: the command raises the target and sends it back to `inc`.
+        let goto = vec!["inc".to_string()];
+        e.update_state_goto(&t, WalkUpdate::default().target(3), &goto)
+            .await
+            .unwrap();
+        let st = e.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(st.next, ["inc"], "the goto node runs next");
+        assert_eq!(st.values.target, 3, "the update is written");
+        let out = e.continue_run(t.clone(), RunOptions::default()).await.unwrap();
+        assert_eq!(out.state.trace, ["inc1", "done", "inc2", "inc3", "done"]);
+        // A node the graph does not have is refused, and the thread is left as it was.
+        let bad = vec!["nope".to_string()];
+        let err = e
+            .update_state_goto(&t, WalkUpdate::default(), &bad)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RunError::Refused(_)), "{err}");
+        assert!(e.get_state(&t).await.unwrap().unwrap().next.is_empty());
+    })
+    .await;
+}
