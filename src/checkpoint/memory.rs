@@ -201,11 +201,14 @@ impl Checkpointer for MemoryCheckpointer {
             .iter()
             .filter(|(t, _)| t.as_str().starts_with(prefix))
             .filter_map(|(t, d)| {
-                let head = d.checkpoints.values().next_back()?;
+                let head = d.checkpoints.values().next_back();
+                if head.is_none() && d.metadata.is_none() {
+                    return None;
+                }
                 Some(ThreadSummary {
                     thread_id: t.clone(),
-                    head: head.id,
-                    head_metadata: head.metadata.clone(),
+                    head: head.map(|h| h.id),
+                    head_metadata: head.map(|h| h.metadata.clone()),
                     metadata: d.metadata.clone().unwrap_or(serde_json::Value::Null),
                 })
             })

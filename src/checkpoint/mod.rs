@@ -305,15 +305,16 @@ pub(crate) fn test_record(
     }
 }
 
-/// A thread as listed by [`Checkpointer::list_threads`].
+/// A thread as listed by [`Checkpointer::list_threads`]: one with checkpoints, or one with
+/// metadata and no checkpoint yet (a thread created and never run).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSummary {
     /// The thread.
     pub thread_id: ThreadId,
-    /// Its newest checkpoint.
-    pub head: CheckpointId,
-    /// The head's metadata.
-    pub head_metadata: CheckpointMetadata,
+    /// Its newest checkpoint (`None`: the thread has metadata and no checkpoint).
+    pub head: Option<CheckpointId>,
+    /// The head's metadata (`None` without a head).
+    pub head_metadata: Option<CheckpointMetadata>,
     /// Metadata set with [`Checkpointer::set_thread_metadata`] (`null` when never set).
     pub metadata: serde_json::Value,
 }
@@ -559,7 +560,9 @@ pub trait Checkpointer: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<(CheckpointId, Option<CheckpointId>, CheckpointMetadata)>, CheckpointError>;
 
-    /// Threads whose id starts with `prefix`, ordered by id, at most `limit`, skipping `offset`.
+    /// Threads whose id starts with `prefix`, ordered by id, at most `limit`, skipping `offset`:
+    /// those with checkpoints and those with metadata ([`Checkpointer::set_thread_metadata`],
+    /// [`Checkpointer::create_thread`]) and no checkpoint yet.
     async fn list_threads(
         &self,
         prefix: &str,

@@ -164,8 +164,12 @@ pub async fn sweep(
         let n = page.len();
         offset += n;
         for s in page {
+            // A thread with metadata and no checkpoint has nothing to sweep.
+            let Some(head) = s.head_metadata else {
+                continue;
+            };
             if seen.insert(s.thread_id.clone()) {
-                threads.push((s.thread_id, s.head_metadata.created_at_ms));
+                threads.push((s.thread_id, head.created_at_ms));
             }
         }
         tokio::task::yield_now().await;

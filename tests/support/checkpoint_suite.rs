@@ -593,7 +593,7 @@ async fn listing(cp: &dyn Checkpointer, prefix: &str) {
             .await
             .unwrap();
     }
-    // A thread with metadata but no checkpoint is not listed.
+    // A thread with metadata but no checkpoint (created, never run) is listed, without a head.
     cp.set_thread_metadata(
         &ThreadId::new(format!("{prefix}/list/d")),
         serde_json::json!(1),
@@ -610,11 +610,29 @@ async fn listing(cp: &dyn Checkpointer, prefix: &str) {
         [
             format!("{prefix}/list/a"),
             format!("{prefix}/list/b"),
-            format!("{prefix}/list/c")
+            format!("{prefix}/list/c"),
+            format!("{prefix}/list/d")
         ]
     );
-    assert_eq!(threads[0].head, CheckpointId(5));
-    assert_eq!(threads[0].head_metadata.step, 5);
+    assert_eq!(threads[0].head, Some(CheckpointId(5)));
+    assert_eq!(threads[0].head_metadata.as_ref().map(|m| m.step), Some(5));
+    assert_eq!(threads[3].head, None);
+    assert_eq!(threads[3].head_metadata, None);
+    assert_eq!(threads[3].metadata, serde_json::json!(1));
+    // One with both a record and checkpoints is listed once.
+    cp.set_thread_metadata(
+        &ThreadId::new(format!("{prefix}/list/a")),
+        serde_json::json!({"owner": "ann"}),
+    )
+    .await
+    .unwrap();
+    let again = cp
+        .list_threads(&format!("{prefix}/list/"), 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 4);
+    assert_eq!(again[0].metadata, serde_json::json!({"owner": "ann"}));
+    assert_eq!(again[0].head, Some(CheckpointId(5)));
     let page = cp
         .list_threads(&format!("{prefix}/list/"), 1, 1)
         .await

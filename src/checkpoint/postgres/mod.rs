@@ -721,9 +721,11 @@ impl Checkpointer for PostgresCheckpointer {
                     .get()
                     .await?
                     .query(
-                        "SELECT t.thread_id, t.head, t.metadata, c.metadata FROM planwright_threads t
-                         JOIN planwright_checkpoints c ON c.thread_id = t.thread_id AND c.id = t.head
+                        "SELECT t.thread_id, c.id, t.metadata, c.metadata FROM planwright_threads t
+                         LEFT JOIN planwright_checkpoints c
+                             ON c.thread_id = t.thread_id AND c.id = t.head
                          WHERE left(t.thread_id, length($1)) = $1
+                             AND (c.id IS NOT NULL OR t.metadata IS NOT NULL)
                          ORDER BY t.thread_id LIMIT $2 OFFSET $3",
                         &[&prefix, &limit, &offset],
                     )
@@ -734,9 +736,11 @@ impl Checkpointer for PostgresCheckpointer {
             .map(|row| {
                 let thread = ThreadId::new(row.get::<_, String>(0));
                 let meta: Option<&str> = row.get(2);
+                let head: Option<i64> = row.get(1);
+                let head_meta: Option<&str> = row.get(3);
                 Ok(ThreadSummary {
-                    head: id_from_sql(&thread, row.get(1))?,
-                    head_metadata: parse_metadata(&thread, row.get(3))?,
+                    head: head.map(|h| id_from_sql(&thread, h)).transpose()?,
+                    head_metadata: head_meta.map(|m| parse_metadata(&thread, m)).transpose()?,
                     metadata: parse_value(&thread, meta)?,
                     thread_id: thread,
                 })

@@ -709,23 +709,32 @@ impl Checkpointer for SqliteCheckpointer {
                                  (SELECT MAX(id) FROM checkpoints c WHERE c.thread_no = n.no) AS head
                              FROM thread_numbers n
                              WHERE substr(n.thread_id, 1, length(?1)) = ?1)
-                         WHERE head IS NOT NULL ORDER BY thread_id LIMIT ?2 OFFSET ?3)
-                     SELECT h.thread_id, h.head, t.metadata, c.metadata FROM heads h
-                     JOIN checkpoints c ON c.thread_no = h.no AND c.id = h.head
-                     LEFT JOIN threads t ON t.thread_id = h.thread_id
-                     ORDER BY h.thread_id",
+                         WHERE head IS NOT NULL),
+                     page AS (
+                         SELECT thread_id FROM heads
+                         UNION
+                         SELECT thread_id FROM threads
+                         WHERE substr(thread_id, 1, length(?1)) = ?1 AND metadata IS NOT NULL
+                         ORDER BY thread_id LIMIT ?2 OFFSET ?3)
+                     SELECT p.thread_id, h.head, t.metadata, c.metadata FROM page p
+                     LEFT JOIN heads h ON h.thread_id = p.thread_id
+                     LEFT JOIN checkpoints c ON c.thread_no = h.no AND c.id = h.head
+                     LEFT JOIN threads t ON t.thread_id = p.thread_id
+                     ORDER BY p.thread_id",
                 )
                 .map_err(be)?;
             let mut rows = stmt.query(params![prefix, limit, offset]).map_err(be)?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(be)? {
                 let thread = ThreadId::new(row.get::<_, String>(0).map_err(be)?);
-                let head: i64 = row.get(1).map_err(be)?;
+                let head: Option<i64> = row.get(1).map_err(be)?;
                 let meta: Option<String> = row.get(2).map_err(be)?;
-                let head_meta: String = row.get(3).map_err(be)?;
+                let head_meta: Option<String> = row.get(3).map_err(be)?;
                 out.push(ThreadSummary {
-                    head: id_from_sql(&thread, head)?,
-                    head_metadata: parse_metadata(&thread, &head_meta)?,
+                    head: head.map(|h| id_from_sql(&thread, h)).transpose()?,
+                    head_metadata: head_meta
+                        .map(|m| parse_metadata(&thread, &m))
+                        .transpose()?,
                     metadata: parse_value(&thread, meta.as_deref())?,
                     thread_id: thread,
                 });
