@@ -142,7 +142,7 @@ pub async fn bind(
                 // Written only over the record read: a thread deleted meanwhile is not brought
                 // back, one created again under its id (by another user) keeps its owner, and a
                 // binding another replica wrote first stands.
-                let now = super::handlers::update_record(state, thread, &rec, |rec| {
+                let now = super::threads::update_record(state, thread, &rec, |rec| {
                     if rec.get("assistant_id").and_then(Value::as_str).is_some() {
                         return false;
                     }
@@ -251,7 +251,7 @@ mod tests {
             .await
             .unwrap());
         // A cancel is marked after the bind's read: the bind adds its assistant beside it.
-        super::super::handlers::mark_cancelled(&st, &t, Some("r-1"))
+        super::super::start::mark_cancelled(&st, &t, Some("r-1"))
             .await
             .unwrap();
         bind(&st, &t, ann, &acquire(&st), false).await.unwrap();
@@ -264,7 +264,7 @@ mod tests {
         );
         // Clearing the mark on a thread that is gone does not create it.
         st.checkpointer.delete_thread(&t).await.unwrap();
-        super::super::handlers::mark_cancelled(&st, &t, None)
+        super::super::start::mark_cancelled(&st, &t, None)
             .await
             .unwrap();
         assert_eq!(st.checkpointer.thread_metadata(&t).await.unwrap(), None);

@@ -467,7 +467,7 @@ mod tests {
         let bob = CALLER
             .scope(
                 as_user("bob", false),
-                super::super::handlers::existing(&st, "t"),
+                super::super::threads::existing(&st, "t"),
             )
             .await;
         let e = bob.unwrap_err();
@@ -476,13 +476,13 @@ mod tests {
             let seen = CALLER
                 .scope(
                     as_user(who, admin),
-                    super::super::handlers::existing(&st, "t"),
+                    super::super::threads::existing(&st, "t"),
                 )
                 .await;
             assert!(seen.is_ok(), "{who}");
         }
         // The server's own work, outside any request, reads it.
-        assert!(super::super::handlers::existing(&st, "t").await.is_ok());
+        assert!(super::super::threads::existing(&st, "t").await.is_ok());
     }
 
     #[test]

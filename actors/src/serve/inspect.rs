@@ -137,7 +137,7 @@ pub async fn state_at(
         .view_at(&thread, cp)
         .await
         .map_err(|e| ApiError::not_found(format!("checkpoint {cp} of thread `{id}`: {e}")))?;
-    let placed = super::handlers::placement(&state, &thread, Some(cp)).await?;
+    let placed = super::threads::placement(&state, &thread, Some(cp)).await?;
     let placed = placed
         .as_ref()
         .map(|(_, parent, metadata)| super::thread_shape::Placed {
@@ -187,7 +187,7 @@ pub async fn copy(
             )))
         }
     };
-    let new_id = body.thread_id.unwrap_or_else(super::handlers::new_uuid);
+    let new_id = body.thread_id.unwrap_or_else(super::ids::new_uuid);
     super::errors::check_thread_id(&new_id)?;
     let new_thread = ThreadId::new(&new_id);
     // The new id is claimed with its record first, in one atomic step, so a copy never writes
@@ -218,5 +218,5 @@ pub async fn copy(
             "cannot copy thread `{id}` at checkpoint {at}: {e}"
         )));
     }
-    super::handlers::get_thread(State(state), Path(new_id)).await
+    super::threads::get_thread(State(state), Path(new_id)).await
 }

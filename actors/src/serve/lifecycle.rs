@@ -12,7 +12,9 @@
 use super::assistant::{AssistantRun, Outcome};
 use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
-use super::handlers::{self, start_run, RunBody, CANCELLED_RUN};
+use super::run_body::RunBody;
+use super::start::{self, start_run, CANCELLED_RUN};
+use super::threads;
 use super::AppState;
 use axum::http::StatusCode;
 use dashmap::{DashMap, DashSet};
@@ -97,7 +99,7 @@ pub async fn accept(
     body: &RunBody,
 ) -> Result<(RunRecord, bool), ApiError> {
     let mut r = RunRecord::pending(
-        handlers::new_uuid(),
+        super::ids::new_uuid(),
         thread.as_str(),
         body.assistant(),
         now_ms(),
@@ -153,7 +155,7 @@ pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
 /// request leaves no record.
 pub async fn begin(state: &AppState, id: &str, body: RunBody) -> Result<Begun, ApiError> {
     body.check(state)?;
-    let (thread, trec) = handlers::existing(state, id).await?;
+    let (thread, trec) = threads::existing(state, id).await?;
     make_room(state, &thread, body.strategy()).await?;
     let (rec, here) = accept(state, &thread, &trec, &body).await?;
     if !here {
@@ -579,7 +581,7 @@ pub async fn cancel(
         S::Running => {
             let thread = ThreadId::new(&rec.thread_id);
             // Recorded before the engine stops the run: a restart in between never resumes it.
-            handlers::mark_cancelled(state, &thread, Some(&rec.run_id)).await?;
+            start::mark_cancelled(state, &thread, Some(&rec.run_id)).await?;
             match state.live.running_on(&rec.thread_id) {
                 Some(r) if r == rec.run_id => {
                     state.assistants.get(&rec.assistant_id)?.cancel(&thread);
@@ -633,7 +635,7 @@ async fn roll_back(state: &AppState, run_id: &str, thread: &ThreadId) -> Result<
         .delete(run_id)
         .await
         .map_err(ApiError::internal)?;
-    handlers::mark_cancelled(state, thread, None).await?;
+    start::mark_cancelled(state, thread, None).await?;
     tracing::info!(run_id, thread_id = %thread, checkpoints_deleted = deleted, "run rolled back");
     Ok(())
 }

@@ -13,8 +13,9 @@ pub mod auth;
 mod errors;
 mod fields;
 mod follow;
-mod handlers;
+mod health;
 mod history;
+mod ids;
 mod inspect;
 mod lifecycle;
 pub mod listen;
@@ -26,9 +27,11 @@ mod queue;
 pub mod replica;
 mod run_log;
 mod routes;
+mod run_body;
 mod runs;
 mod server;
 pub mod store;
+mod start;
 mod stream;
 mod studio;
 mod thread_shape;
@@ -180,7 +183,7 @@ pub struct AppState {
     /// False while a starting server picks up the threads a stopped one left mid-run.
     pub recovered: std::sync::atomic::AtomicBool,
     /// `/ok`'s storage probes, one at a time and shared by the callers waiting for it.
-    pub ok_probe: handlers::ProbeGate,
+    pub ok_probe: health::ProbeGate,
     /// This process as one replica of several, when the run store keeps leases (PostgreSQL).
     pub replica: Option<replica::Replica>,
     /// The events of streaming runs, which clients follow (and rejoin) from any replica.

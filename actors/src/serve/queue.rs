@@ -6,7 +6,7 @@
 //! starts: the worker's start is a compare-and-set from `pending`, so exactly one of the two wins.
 
 use super::assistants::AssistantRef;
-use super::handlers::RunBody;
+use super::run_body::RunBody;
 use super::lifecycle::{self, OnRefusal};
 use super::AppState;
 use dashmap::DashMap;

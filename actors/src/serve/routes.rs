@@ -2,7 +2,7 @@
 //! every endpoint, so the API's surface reads in one place.
 
 use super::{
-    auth, errors, follow, handlers, history, inspect, listen, metrics, runs, store, stream, studio,
+    auth, errors, follow, health, history, inspect, listen, metrics, runs, store, stream, studio,
     threads, AppState,
 };
 use axum::routing::{get, post, put};
@@ -22,7 +22,7 @@ pub fn router_with_limits(state: Arc<AppState>, limits: &listen::Limits) -> Rout
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/ok", get(handlers::ok))
+        .route("/ok", get(health::ok))
         .route("/metrics", get(metrics::render))
         .route("/threads", post(threads::create_thread))
         .route("/threads/search", post(threads::search_threads))
@@ -31,7 +31,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(threads::get_thread).delete(threads::delete_thread),
         )
         .route("/threads/{thread_id}/state", get(threads::thread_state))
-        .route("/threads/{thread_id}/runs/wait", post(handlers::run_wait))
+        .route("/threads/{thread_id}/runs/wait", post(runs::run_wait))
         .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
         .route(
             "/threads/{thread_id}/runs",

@@ -2,14 +2,15 @@
 //! `POST /threads/{thread_id}/runs` starts a run in the background and answers at once with its
 //! record (`pending` when it waits its turn behind an earlier run, with `multitask_strategy:
 //! "enqueue"`); `GET …/runs` lists the thread's runs, newest first; `GET …/runs/{run_id}` reads
-//! one; `GET …/runs/{run_id}/join` waits for it to end and answers the thread's values; `POST
+//! one; `POST …/runs/wait` runs and answers the run's values; `GET …/runs/{run_id}/join` waits for it to end and answers the thread's values; `POST
 //! …/runs/{run_id}/cancel` cancels a pending or running run (`action=interrupt` keeps what it
 //! wrote, `action=rollback` removes it; `wait=true` returns once it stopped). Records live in the
 //! database beside the threads, so all of this holds across restarts.
 
 use super::assistants;
 use super::errors::ApiError;
-use super::handlers::{existing, RunBody};
+use super::run_body::RunBody;
+use super::threads::existing;
 use super::lifecycle::{self, record_json, CancelAction};
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
@@ -242,3 +243,53 @@ mod tests {
         );
     }
 }
+
+/// `POST /threads/{thread_id}/runs/wait`: runs (or resumes) the thread and returns its values.
+pub async fn run_wait(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Json<RunBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body?;
+    let cancel_on_disconnect = body.cancel_on_disconnect()?;
+    let (rec, thread, assistant, handle) = match super::lifecycle::begin(&state, &id, body).await? {
+        super::lifecycle::Begun::Here(rec, thread, assistant, handle) => {
+            (rec, thread, assistant, handle)
+        }
+        // Another replica took the run over before it started here: its end is the answer.
+        super::lifecycle::Begun::Elsewhere(rec) => {
+            return super::lifecycle::outcome(&state, &rec).await.map(Json)
+        }
+    };
+    let taken = rec.clone();
+    // Sees whether the run's end here is its end, or it went on on another replica.
+    let end = super::lifecycle::watch_end(&state, &rec.run_id);
+    // Dropped with this handler's future when the client hangs up first: then it cancels the run.
+    let hang_up = cancel_on_disconnect.then(|| super::follow::CancelOnDrop::new(&state, &rec));
+    // The run's end is recorded by a task of its own: a client that hangs up does not leave the
+    // record `running` for ever.
+    let (st, t) = (state.clone(), thread.clone());
+    let ended = tokio::spawn(async move {
+        super::publish::drive(&st, &rec, assistant, &t, handle, false).await
+    });
+    let result = ended
+        .await
+        .map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+    if let Some(g) = hang_up {
+        g.disarm();
+    }
+    if super::lifecycle::ended_elsewhere(&end) {
+        // Another replica took the run over (this one was too slow to renew its lease, or its
+        // writes were refused): the answer is the run's, wherever it ends.
+        return super::lifecycle::outcome(&state, &taken).await.map(Json);
+    }
+    match result {
+        Ok(out) if out.status == planwright::RunStatus::Suspended => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the server is stopping; thread `{id}` is checkpointed and continues when it restarts"),
+        )),
+        Ok(out) => Ok(Json(out.values)),
+        Err(e) => Err(super::start::run_error(&id, e)),
+    }
+}
+

@@ -8,7 +8,7 @@
 use super::assistant::{GraphAssistant, GraphIo, PlainIo};
 use super::assistants::{AssistantRef, Assistants};
 use super::{
-    auth, handlers, kit, lifecycle, listen, metrics, planners, queue, replica, routes, store,
+    auth, health, kit, lifecycle, listen, metrics, planners, queue, replica, routes, store,
     AppState, ServeArgs, ServeError,
 };
 use axum::Router;
@@ -354,7 +354,7 @@ async fn build_state(
         live: lifecycle::LiveRuns::default(),
         queues: queue::RunQueues::default(),
         recovered: std::sync::atomic::AtomicBool::new(true),
-        ok_probe: handlers::ProbeGate::default(),
+        ok_probe: health::ProbeGate::default(),
         replica: run_store_leases.then(|| replica::Replica::new(args.lease_ttl)),
         events,
     }))

@@ -12,7 +12,7 @@
 pub mod modes;
 
 use super::errors::ApiError;
-use super::handlers::RunBody;
+use super::run_body::RunBody;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};

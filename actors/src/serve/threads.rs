@@ -4,7 +4,7 @@
 
 use super::assistants;
 use super::errors::ApiError;
-use super::handlers::new_uuid;
+use super::ids::new_uuid;
 use super::thread_shape;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;

@@ -1,0 +1,200 @@
+//! Starting a checked run on its assistant: new input, a resume, a continue from the newest
+//! checkpoint, or a time-travel branch first; the thread's first run binds it to the assistant,
+//! and a cancel recorded in the thread's record makes new input replace the unfinished superstep.
+
+use super::assistant::{AssistantRun, Start};
+use super::assistants::{self, AssistantRef};
+use super::errors::ApiError;
+use super::run_body::RunBody;
+use super::threads::{existing, record, update_record};
+use super::AppState;
+use axum::http::StatusCode;
+use planwright::{CheckpointId, EventSwitch, Refusal, RunError, RunOptions, ThreadId};
+use serde_json::{json, Value};
+
+/// Checks a run request and starts (or resumes) the run on the assistant, its events built while
+/// `events` is on. The thread's first run binds it to the run's assistant.
+pub async fn start_run(
+    state: &AppState,
+    id: &str,
+    body: RunBody,
+    events: EventSwitch,
+) -> Result<(ThreadId, AssistantRef, Box<dyn AssistantRun>), ApiError> {
+    let assistant = state.assistants.get(&body.assistant_id)?.clone();
+    let (thread, rec) = existing(state, id).await?;
+    // A thread whose last run was cancelled takes new input in place of its unfinished superstep.
+    let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
+    body.check(state)?;
+    // `interrupt` and `rollback` made room before the run got here (`lifecycle::make_room`).
+    let mut opts = match body.strategy() {
+        "enqueue" => RunOptions::default().enqueue(),
+        _ => RunOptions::default(),
+    };
+    opts = opts.events_while(events);
+    if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
+        opts = opts.with_values();
+    }
+    let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
+    let body_checkpoint = body.checkpoint()?;
+    if resume.is_none() && body.input.is_none() {
+        if body_checkpoint.is_some() {
+            // A replay: the thread must already belong to this assistant.
+            let bound = assistants::of(state, &thread, &rec);
+            if bound.id() != assistant.id() {
+                return Err(ApiError::conflict(format!(
+                    "thread `{id}` belongs to assistant `{}`, not `{}`",
+                    bound.id(),
+                    assistant.id()
+                )));
+            }
+            branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
+        }
+        return continue_thread(state, id, thread, rec, assistant, opts).await;
+    }
+    // Everything the request says is checked before the thread is bound or anything runs.
+    let is_resume = resume.is_some();
+    let start = match (resume, body.input) {
+        (Some(resume), _) => Start::Resume(resume),
+        (None, input) => Start::Input(input.unwrap_or_default()),
+    };
+    let checked = assistant
+        .check(&thread, start)
+        .map_err(|e| ApiError::bad(e.to_string()))?;
+    assistants::bind(state, &thread, rec, &assistant, is_resume).await?;
+    let replace =
+        branch_if_asked(id, &body_checkpoint, &assistant, &thread).await? || after_cancel;
+    if !is_resume && !assistant.takes_input_when_finished() {
+        // A thread that keeps its result: new input needs a new thread.
+        if let Some(v) = assistant
+            .view(&thread)
+            .await
+            .map_err(ApiError::internal)?
+            .filter(|v| v.next.is_empty() && v.interrupts.is_empty())
+        {
+            return Err(ApiError::conflict(format!(
+                "thread `{id}` has finished its {} run (status {}); start a new thread for new input",
+                assistant.id(),
+                v.values["status"]
+            )));
+        }
+    }
+    match assistant
+        .start(thread.clone(), checked, replace, opts)
+        .await
+    {
+        Ok(h) => {
+            if after_cancel {
+                mark_cancelled(state, &thread, None).await?;
+            }
+            Ok((thread, assistant, h))
+        }
+        Err(e) => Err(run_error(id, e)),
+    }
+}
+
+/// Takes the thread back to the run's `checkpoint_id`, when it names one (time travel:
+/// `Engine::branch`). True when it did: new input then replaces the branch's pending superstep.
+async fn branch_if_asked(
+    id: &str,
+    at: &Option<CheckpointId>,
+    assistant: &AssistantRef,
+    thread: &ThreadId,
+) -> Result<bool, ApiError> {
+    let Some(at) = *at else { return Ok(false) };
+    assistant.branch(thread, at).await.map_err(|e| match e {
+        RunError::Checkpoint(planwright::checkpoint::CheckpointError::NotFound { .. }) => ApiError(
+            StatusCode::NOT_FOUND,
+            format!("thread `{id}` has no checkpoint {}", at.0),
+        ),
+        e => run_error(id, e),
+    })?;
+    Ok(true)
+}
+
+/// A run with neither input nor a resume goes on from the thread's newest checkpoint, as
+/// LangGraph's `input: null` does: only when that checkpoint has work left and nothing paused.
+async fn continue_thread(
+    state: &AppState,
+    id: &str,
+    thread: ThreadId,
+    rec: Value,
+    assistant: AssistantRef,
+    opts: RunOptions,
+) -> Result<(ThreadId, AssistantRef, Box<dyn AssistantRun>), ApiError> {
+    let view = assistant.view(&thread).await.map_err(ApiError::internal)?;
+    match &view {
+        Some(v) if !v.next.is_empty() && v.interrupts.is_empty() => {}
+        Some(v) if !v.interrupts.is_empty() => {
+            return Err(ApiError::bad(format!(
+                "thread `{id}` is waiting for an answer: resume it with `command: {{\"resume\": …}}`"
+            )))
+        }
+        _ => {
+            return Err(ApiError::bad(format!(
+                "a run needs `input`, or `command: {{\"resume\": …}}`; thread `{id}` has no unfinished superstep to continue"
+            )))
+        }
+    }
+    assistants::bind(state, &thread, rec, &assistant, true).await?;
+    let h = assistant
+        .start_continue(thread.clone(), opts)
+        .await
+        .map_err(|e| run_error(id, e))?;
+    mark_cancelled(state, &thread, None).await?;
+    Ok((thread, assistant, h))
+}
+
+/// The thread record's key naming the run that was cancelled last (absent once a run starts).
+pub const CANCELLED_RUN: &str = "cancelled_run";
+
+/// Records (`Some(run_id)`) or clears (`None`) a cancel in the thread's record, so a restart
+/// does not continue the cancelled run and new input replaces its unfinished superstep.
+pub async fn mark_cancelled(
+    state: &AppState,
+    thread: &ThreadId,
+    run_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(rec) = record(state, thread).await? else {
+        return Ok(());
+    };
+    // Written only over the record read here: a thread deleted meanwhile stays deleted, and one
+    // created again under its id keeps its owner.
+    update_record(state, thread, &rec, |rec| {
+        let Some(obj) = rec.as_object_mut() else {
+            return false;
+        };
+        match run_id {
+            Some(r) => obj.insert(CANCELLED_RUN.into(), json!(r)).as_ref() != Some(&json!(r)),
+            None => obj.remove(CANCELLED_RUN).is_some(),
+        }
+    })
+    .await
+    .map(|_| ())
+}
+
+/// A run error as an HTTP answer: refusals are the client's 4xx (or 503 while stopping), every
+/// other error a 500.
+pub(super) fn run_error(id: &str, e: RunError) -> ApiError {
+    let RunError::Refused(refusal) = e else {
+        return ApiError::internal(e);
+    };
+    match refusal {
+        Refusal::ThreadBusy(_) => ApiError::conflict(format!(
+            "thread `{id}` has a run in progress (multitask_strategy reject)"
+        )),
+        Refusal::ShuttingDown => ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is stopping; try again after it restarts".into(),
+        ),
+        r @ Refusal::UnknownThread(_) => ApiError::not_found(r.to_string()),
+        r @ Refusal::NoCheckpointer(_) => ApiError::internal(r),
+        r @ (Refusal::NotInterrupted(_)
+        | Refusal::BadResume { .. }
+        | Refusal::Interrupted(_)
+        | Refusal::UnfinishedRun(_)
+        | Refusal::NothingToContinue(_)
+        | Refusal::BadOptions(_)
+        | Refusal::UnknownNode(_)) => ApiError::bad(r.to_string()),
+    }
+}
+
