@@ -26,11 +26,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::render))
         .route("/threads", post(threads::create_thread))
         .route("/threads/search", post(threads::search_threads))
+        .route("/threads/count", post(threads::count_threads))
+        .route("/threads/prune", post(threads::prune_threads))
         .route(
             "/threads/{thread_id}",
-            get(threads::get_thread).delete(threads::delete_thread),
+            get(threads::get_thread)
+                .delete(threads::delete_thread)
+                .patch(threads::patch_thread),
         )
-        .route("/threads/{thread_id}/state", get(threads::thread_state))
+        .route(
+            "/threads/{thread_id}/state",
+            get(threads::thread_state)
+                .post(threads::update_state)
+                .patch(threads::patch_state),
+        )
+        .route(
+            "/threads/{thread_id}/state/checkpoint",
+            post(threads::state_at_checkpoint),
+        )
         .route("/threads/{thread_id}/runs/wait", post(runs::run_wait))
         .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
         .route(
