@@ -186,3 +186,67 @@ async fn a_registry_that_cannot_be_served_is_refused_when_built() {
         .to_string()
         .starts_with("assistant id `a/b`: use letters"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
+    let server = Server::builder(args("runs"))
+        .graph("replier", graph("replier"))
+        .build()
+        .await
+        .expect("the server builds");
+    let base = app(&server).await;
+    let api = format!("{base}/agents");
+    // `if_not_exists: "create"` makes the thread; `interrupt_before` pauses before `draft`.
+    let run = json!({
+        "assistant_id": "replier", "input": {"request": "ship it"},
+        "if_not_exists": "create", "interrupt_before": ["draft"],
+    });
+    let (s, out) = call("POST", &format!("{api}/threads/fresh/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200, "{out}");
+    let (_, st) = call("GET", &format!("{api}/threads/fresh/state"), None).await;
+    assert_eq!(st["next"], json!(["draft"]), "{st}");
+    assert_eq!(st["values"]["draft"], "", "draft has not run");
+    // A command writes its update and goes straight to `send`, skipping the approval.
+    let cmd = json!({
+        "assistant_id": "replier",
+        "command": {"update": {"draft": "Shipped."}, "goto": "send"},
+    });
+    let (s, out) = call("POST", &format!("{api}/threads/fresh/runs/wait"), Some(cmd)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["log"], json!(["sent: Shipped."]), "{out}");
+    // Refusals name the problem and record nothing.
+    for (body, status, words) in [
+        (
+            json!({"assistant_id": "replier", "input": {}, "interrupt_before": ["nope"]}),
+            422,
+            "the graph has no node `nope` (its nodes: draft, approve, send)",
+        ),
+        (
+            json!({"assistant_id": "replier", "input": {}, "durability": "later"}),
+            422,
+            "durability `later`: use sync, async or exit",
+        ),
+        (
+            json!({"assistant_id": "replier", "command": {"goto": 3}}),
+            400,
+            "command.goto: expected a node name or a list of them, not 3",
+        ),
+        (
+            json!({"assistant_id": "replier", "command": {"update": {"draft": 1}}}),
+            400,
+            "malformed values",
+        ),
+    ] {
+        let (s, e) = call("POST", &format!("{api}/threads/fresh/runs/wait"), Some(body)).await;
+        assert_eq!(s, status, "{e}");
+        assert!(e["detail"].as_str().unwrap().contains(words), "{e}");
+    }
+    let (s, e) = call(
+        "POST",
+        &format!("{api}/threads/absent/runs/wait"),
+        Some(json!({"assistant_id": "replier", "input": {}})),
+    )
+    .await;
+    assert_eq!(s, 404, "without if_not_exists a missing thread is not made: {e}");
+    server.shutdown().await;
+}

@@ -480,4 +480,20 @@ async fn run_responses_name_the_run_in_content_location() {
     // The place it names is the run.
     let (s, got) = call("GET", &format!("{base}{at}"), None).await;
     assert_eq!((s, &got["run_id"]), (200, &rec["run_id"]));
+
+    let t = thread(&base).await;
+    let r = http
+        .post(format!("{base}/threads/{t}/runs/wait"))
+        .json(&paused_run(&["values"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let at = location(&r).expect("runs/wait names its run");
+    let (s, runs) = call("GET", &format!("{base}/threads/{t}/runs"), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        at,
+        format!("/threads/{t}/runs/{}", runs[0]["run_id"].as_str().unwrap())
+    );
 }

@@ -105,6 +105,11 @@ pub fn caller_may_see(rec: &serde_json::Value) -> bool {
     CALLER.try_with(|p| p.may_see(rec)).unwrap_or(true)
 }
 
+/// The caller of the request this task serves (`None` outside a request: the server's own work).
+pub fn caller() -> Option<Principal> {
+    CALLER.try_with(Principal::clone).ok()
+}
+
 /// Runs `work` as a request of `caller` would (what [`authenticate`] sets around a handler).
 #[cfg(test)]
 pub async fn as_caller<F: std::future::Future>(caller: Principal, work: F) -> F::Output {

@@ -14,7 +14,6 @@ use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
 use super::run_body::RunBody;
 use super::start::{self, start_run, CANCELLED_RUN};
-use super::threads;
 use super::AppState;
 use axum::http::StatusCode;
 use dashmap::{DashMap, DashSet};
@@ -155,7 +154,7 @@ pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
 /// request leaves no record.
 pub async fn begin(state: &AppState, id: &str, body: RunBody) -> Result<Begun, ApiError> {
     body.check(state)?;
-    let (thread, trec) = threads::existing(state, id).await?;
+    let (thread, trec) = start::thread_for_run(state, id, &body).await?;
     make_room(state, &thread, body.strategy()).await?;
     let (rec, here) = accept(state, &thread, &trec, &body).await?;
     if !here {

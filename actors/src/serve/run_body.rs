@@ -6,7 +6,7 @@
 use super::errors::ApiError;
 use super::AppState;
 use axum::http::StatusCode;
-use planwright::CheckpointId;
+use planwright::{CheckpointId, Durability, RunOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -52,6 +52,38 @@ pub struct RunBody {
     /// A run config; only `configurable.checkpoint_id` is read (`RemoteGraph` sends it there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     config: Option<Value>,
+    /// The run's context (kept with the run; the graph's nodes read their own settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context: Option<Value>,
+    /// Pause before these nodes (`"*"`: every node), as well as where the graph says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interrupt_before: Option<Value>,
+    /// Pause after these nodes (`"*"`: every node), as well as where the graph says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interrupt_after: Option<Value>,
+    /// A thread that does not exist: `reject` (404, the default) or `create` it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_not_exists: Option<String>,
+    /// Stateless runs: `delete` the thread made for the run when it ends (the default) or `keep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_completion: Option<String>,
+    /// How checkpoints are stored: `sync` (the default), `async` or `exit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    durability: Option<String>,
+    /// Start the run this many seconds from now (it waits `pending`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seconds: Option<f64>,
+    /// A URL that gets the run's record and values with a POST when it ends (retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+}
+
+/// The node a `Send`-style goto object names (`{"node": …, "arg": …}`).
+fn node_of_send(o: &serde_json::Map<String, Value>) -> Result<String, ApiError> {
+    o.get("node")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .ok_or_else(|| ApiError::bad("command.goto: an object names its `node`".to_string()))
 }
 
 /// The multitask strategies: what a run does when its thread is busy.
@@ -101,6 +133,81 @@ impl RunBody {
         }
     }
 
+    /// `command.update` and `command.goto` (LangGraph's `Command`): values written to the state
+    /// before the run, and the nodes it runs first (a name or a list; `Send`-style objects
+    /// `{"node": …}` are read by their node).
+    pub fn command_edit(&self) -> Result<Option<(Option<Value>, Vec<String>)>, ApiError> {
+        let Some(c) = &self.command else {
+            return Ok(None);
+        };
+        let update = c.get("update").filter(|u| !u.is_null()).cloned();
+        let goto = match c.get("goto") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Object(o)) => vec![node_of_send(o)?],
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|g| match g {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Object(o) => node_of_send(o),
+                    other => Err(ApiError::bad(format!(
+                        "command.goto: expected node names, not {other}"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(ApiError::bad(format!(
+                    "command.goto: expected a node name or a list of them, not {other}"
+                )))
+            }
+        };
+        Ok((update.is_some() || !goto.is_empty()).then_some((update, goto)))
+    }
+
+    /// The run's options from the request: pauses before/after nodes (checked against the
+    /// graph's `nodes`, 422 naming them) and the durability.
+    pub fn options(&self, nodes: &[String]) -> Result<RunOptions, ApiError> {
+        let mut opts = RunOptions::default();
+        let pick = |field: &str, v: &Option<Value>| -> Result<Vec<String>, ApiError> {
+            let names: Vec<String> = match v {
+                None | Some(Value::Null) => return Ok(Vec::new()),
+                Some(Value::String(s)) if s == "*" => return Ok(nodes.to_vec()),
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(list)) => list
+                    .iter()
+                    .map(|n| n.as_str().map(String::from))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| ApiError::bad(format!("{field}: expected node names")))?,
+                Some(other) => {
+                    return Err(ApiError::bad(format!(
+                        "{field}: expected \"*\" or a list of node names, not {other}"
+                    )))
+                }
+            };
+            match names.iter().find(|n| !nodes.contains(n)) {
+                Some(bad) => Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("{field}: the graph has no node `{bad}` (its nodes: {})", nodes.join(", ")),
+                )),
+                None => Ok(names),
+            }
+        };
+        opts = opts.interrupt_before(pick("interrupt_before", &self.interrupt_before)?);
+        opts = opts.interrupt_after(pick("interrupt_after", &self.interrupt_after)?);
+        match self.durability.as_deref() {
+            None | Some("sync") => {}
+            Some("async") => opts = opts.durability(Durability::Async),
+            Some("exit") => opts = opts.durability(Durability::Exit),
+            Some(other) => {
+                return Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("durability `{other}`: use sync, async or exit"),
+                ))
+            }
+        }
+        Ok(opts)
+    }
+
     /// Whether the run is cancelled when its client hangs up (`on_disconnect: "cancel"`).
     pub fn cancel_on_disconnect(&self) -> Result<bool, ApiError> {
         match self.on_disconnect.as_deref() {
@@ -122,8 +229,45 @@ impl RunBody {
         super::fields::check_size("checkpoint", self.checkpoint.as_ref())?;
         super::fields::check_size("stream_mode", self.stream_mode.as_ref())?;
         super::stream::modes::check(self.stream_mode.as_ref())?;
+        super::fields::check_size("context", self.context.as_ref())?;
         self.checkpoint()?;
         self.cancel_on_disconnect()?;
+        self.command_edit()?;
+        self.options(&state.assistants.get(&self.assistant_id)?.node_names())?;
+        match self.if_not_exists.as_deref() {
+            None | Some("reject") | Some("create") => {}
+            Some(other) => {
+                return Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("if_not_exists `{other}`: use reject or create"),
+                ))
+            }
+        }
+        match self.on_completion.as_deref() {
+            None | Some("delete") | Some("keep") => {}
+            Some(other) => {
+                return Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("on_completion `{other}`: use delete or keep"),
+                ))
+            }
+        }
+        if let Some(s) = self.after_seconds {
+            if !(0.0..=86_400.0 * 366.0).contains(&s) {
+                return Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("after_seconds must be between 0 and a year, not {s}"),
+                ));
+            }
+        }
+        if let Some(url) = &self.webhook {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048 {
+                return Err(ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "webhook must be an http:// or https:// URL".to_string(),
+                ));
+            }
+        }
         if !STRATEGIES.contains(&self.strategy()) {
             return Err(ApiError::bad(format!(
                 "multitask_strategy `{}`: use one of {}",

@@ -44,7 +44,7 @@ async fn create_record(
     body.check(&state)?;
     if body.strategy() == "enqueue" {
         // On a busy thread an enqueued run answers at once, `pending`, and waits its turn.
-        let (thread, trec) = existing(&state, &id).await?;
+        let (thread, trec) = super::start::thread_for_run(&state, &id, &body).await?;
         let assistant = state.assistants.get(body.assistant())?;
         let bound = assistants::of(&state, &thread, &trec);
         if bound.id() != assistant.id() {
@@ -249,7 +249,7 @@ pub async fn run_wait(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let cancel_on_disconnect = body.cancel_on_disconnect()?;
     let (rec, thread, assistant, handle) = match super::lifecycle::begin(&state, &id, body).await? {
@@ -258,10 +258,14 @@ pub async fn run_wait(
         }
         // Another replica took the run over before it started here: its end is the answer.
         super::lifecycle::Begun::Elsewhere(rec) => {
-            return super::lifecycle::outcome(&state, &rec).await.map(Json)
+            let run_id = rec.run_id.clone();
+            return super::lifecycle::outcome(&state, &rec)
+                .await
+                .map(|v| super::stream::located(&id, &run_id, Json(v)));
         }
     };
     let taken = rec.clone();
+    let run_id = rec.run_id.clone();
     // Sees whether the run's end here is its end, or it went on on another replica.
     let end = super::lifecycle::watch_end(&state, &rec.run_id);
     // Dropped with this handler's future when the client hangs up first: then it cancels the run.
@@ -281,14 +285,16 @@ pub async fn run_wait(
     if super::lifecycle::ended_elsewhere(&end) {
         // Another replica took the run over (this one was too slow to renew its lease, or its
         // writes were refused): the answer is the run's, wherever it ends.
-        return super::lifecycle::outcome(&state, &taken).await.map(Json);
+        return super::lifecycle::outcome(&state, &taken)
+            .await
+            .map(|v| super::stream::located(&id, &run_id, Json(v)));
     }
     match result {
         Ok(out) if out.status == planwright::RunStatus::Suspended => Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the server is stopping; thread `{id}` is checkpointed and continues when it restarts"),
         )),
-        Ok(out) => Ok(Json(out.values)),
+        Ok(out) => Ok(super::stream::located(&id, &run_id, Json(out.values))),
         Err(e) => Err(super::start::run_error(&id, e)),
     }
 }

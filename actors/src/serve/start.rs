@@ -2,7 +2,7 @@
 //! checkpoint, or a time-travel branch first; the thread's first run binds it to the assistant,
 //! and a cancel recorded in the thread's record makes new input replace the unfinished superstep.
 
-use super::assistant::{AssistantRun, Start};
+use super::assistant::{AssistantRun, EditError, Start};
 use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
 use super::run_body::RunBody;
@@ -26,16 +26,35 @@ pub async fn start_run(
     let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
     body.check(state)?;
     // `interrupt` and `rollback` made room before the run got here (`lifecycle::make_room`).
-    let mut opts = match body.strategy() {
-        "enqueue" => RunOptions::default().enqueue(),
-        _ => RunOptions::default(),
-    };
+    let mut opts = body.options(&assistant.node_names())?;
+    if body.strategy() == "enqueue" {
+        opts = opts.enqueue();
+    }
     opts = opts.events_while(events);
     if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
         opts = opts.with_values();
     }
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     let body_checkpoint = body.checkpoint()?;
+    if let Some((update, goto)) = body.command_edit()? {
+        // `command: {"update", "goto"}`: written to the thread before the run goes on from it.
+        let checked = update
+            .map(|u| assistant.check_update(u))
+            .transpose()
+            .map_err(ApiError::bad)?;
+        assistants::bind(state, &thread, rec.clone(), &assistant, false).await?;
+        branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
+        assistant
+            .update_goto(&thread, checked, &goto)
+            .await
+            .map_err(|e| match e {
+                EditError::Values(v) => ApiError::bad(v),
+                EditError::Run(e) => run_error(id, e),
+            })?;
+        if resume.is_none() {
+            return continue_thread(state, id, thread, rec, assistant, opts).await;
+        }
+    }
     if resume.is_none() && body.input.is_none() {
         if body_checkpoint.is_some() {
             // A replay: the thread must already belong to this assistant.
@@ -198,3 +217,30 @@ pub(super) fn run_error(id: &str, e: RunError) -> ApiError {
     }
 }
 
+/// The thread a run asks for: the caller's existing thread, or, with `if_not_exists: "create"`,
+/// a new one the caller owns (404 otherwise).
+pub async fn thread_for_run(
+    state: &AppState,
+    id: &str,
+    body: &RunBody,
+) -> Result<(ThreadId, Value), ApiError> {
+    match existing(state, id).await {
+        Err(e) if body.if_not_exists.as_deref() == Some("create") => {
+            super::errors::check_thread_id(id)?;
+            let owner = super::auth::caller().map(|p| p.user);
+            let thread = ThreadId::new(id);
+            let rec = json!({"metadata": {}, "created_at": super::time::now(), "owner": owner});
+            let created = state
+                .checkpointer
+                .create_thread(&thread, rec)
+                .await
+                .map_err(ApiError::internal)?;
+            if !created {
+                // Made by someone else a moment ago: theirs, or the caller's to use.
+                return existing(state, id).await.map_err(|_| e);
+            }
+            existing(state, id).await
+        }
+        other => other,
+    }
+}

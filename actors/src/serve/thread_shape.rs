@@ -15,15 +15,19 @@ pub fn interrupt_json(i: &Interrupt) -> Value {
     json!({"value": i.value, "id": i.id.0})
 }
 
-/// The id of the `index`-th pending task at `checkpoint`: stable for as long as the checkpoint
-/// is the thread's head, so a client can match `tasks[].id` with `thread.interrupts`' keys.
-pub fn task_id(thread: &str, checkpoint: Option<CheckpointId>, index: usize) -> String {
-    let cp = checkpoint.map_or(0, |c| c.0);
-    format!("{thread}:{cp}:{index}")
+/// The id of the `index`-th pending task of a thread at superstep `step`: the runtime's task id
+/// (`step.index`), the one the `tasks`, `checkpoints` and `debug` stream modes carry, so a client
+/// matches `tasks[].id`, `thread.interrupts`' keys and streamed tasks.
+pub fn task_id(step: u64, index: usize) -> String {
+    planwright::TaskId {
+        step,
+        index: index as u32,
+    }
+    .to_string()
 }
 
 /// The pending tasks: one per node to run next, with the interrupts it raised.
-pub fn tasks_json(thread: &str, v: &ThreadView) -> Value {
+pub fn tasks_json(v: &ThreadView) -> Value {
     v.next
         .iter()
         .enumerate()
@@ -35,7 +39,7 @@ pub fn tasks_json(thread: &str, v: &ThreadView) -> Value {
                 .map(interrupt_json)
                 .collect();
             json!({
-                "id": task_id(thread, v.checkpoint, i), "name": name, "path": ["__pregel_pull", name],
+                "id": task_id(v.step, i), "name": name, "path": ["__pregel_pull", name],
                 "error": null, "interrupts": interrupts, "checkpoint": null, "state": null,
             })
         })
@@ -43,7 +47,7 @@ pub fn tasks_json(thread: &str, v: &ThreadView) -> Value {
 }
 
 /// The pending interrupts keyed by the id of the task that raised them (`thread.interrupts`).
-pub fn interrupts_by_task(thread: &str, v: &ThreadView) -> Value {
+pub fn interrupts_by_task(v: &ThreadView) -> Value {
     let mut out = Map::new();
     for (i, name) in v.next.iter().enumerate() {
         let list: Vec<Value> = v
@@ -53,7 +57,7 @@ pub fn interrupts_by_task(thread: &str, v: &ThreadView) -> Value {
             .map(interrupt_json)
             .collect();
         if !list.is_empty() {
-            out.insert(task_id(thread, v.checkpoint, i), Value::Array(list));
+            out.insert(task_id(v.step, i), Value::Array(list));
         }
     }
     Value::Object(out)
@@ -101,7 +105,7 @@ pub fn state_json(thread: &str, v: Option<&ThreadView>, placed: Option<Placed<'_
     json!({
         "values": v.values,
         "next": v.next,
-        "tasks": tasks_json(thread, v),
+        "tasks": tasks_json(v),
         "interrupts": v.interrupts.iter().map(interrupt_json).collect::<Vec<_>>(),
         "checkpoint": v.checkpoint.map(|c| checkpoint_ref(thread, c)),
         "parent_checkpoint": parent,
@@ -149,11 +153,11 @@ mod tests {
     #[test]
     fn each_pending_task_carries_its_own_interrupts_under_an_id_the_thread_shares() {
         let v = view(&["a", "b", "c"], &["b", "c"]);
-        let tasks = tasks_json("t", &v);
+        let tasks = tasks_json(&v);
         assert_eq!(tasks[0]["interrupts"], json!([]));
         assert_eq!(tasks[1]["interrupts"][0]["value"], json!({"ask": "b"}));
         assert_eq!(tasks[2]["interrupts"][0]["id"], "i1");
-        let by_task = interrupts_by_task("t", &v);
+        let by_task = interrupts_by_task(&v);
         let keys: Vec<&String> = by_task.as_object().unwrap().keys().collect();
         assert_eq!(keys, [tasks[1]["id"].as_str().unwrap(), tasks[2]["id"].as_str().unwrap()]);
     }

@@ -129,7 +129,7 @@ async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResu
         "state_updated_at": state_updated_at,
         "metadata": metadata,
         "status": status,
-        "interrupts": st.as_ref().map_or(json!({}), |s| thread_shape::interrupts_by_task(thread.as_str(), s)),
+        "interrupts": st.as_ref().map_or(json!({}), |s| thread_shape::interrupts_by_task(s)),
         "config": {},
         "error": null,
         "values": st.map(|s| s.values),
