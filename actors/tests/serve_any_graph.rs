@@ -250,3 +250,169 @@ async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
     assert_eq!(s, 404, "without if_not_exists a missing thread is not made: {e}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
+    let server = Server::builder(args("stateless"))
+        .graph("replier", graph("replier"))
+        .build()
+        .await
+        .expect("the server builds");
+    let base = app(&server).await;
+    let api = format!("{base}/agents");
+    // A webhook receiver over a real socket.
+    let (hook_tx, mut hook_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let hook = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+            let tx = hook_tx.clone();
+            async move {
+                let _ = tx.send(v);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, hook).await });
+
+    // A stateless wait runs on a thread of its own, deleted once the run ends.
+    let run = json!({"assistant_id": "replier", "input": {"request": "x"}, "webhook": hook_url});
+    let res = reqwest::Client::new()
+        .post(format!("{api}/runs/wait"))
+        .json(&run)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let at = res.headers()["content-location"].to_str().unwrap().to_string();
+    let out: Value = res.json().await.unwrap();
+    assert_eq!(out["__interrupt__"][0]["value"]["question"], "send?");
+    let thread = at.split('/').nth(2).unwrap().to_string();
+    // The webhook gets the run's record and values.
+    let got = hook_rx.recv().await.expect("the webhook is called");
+    assert_eq!(got["thread_id"], thread.as_str());
+    assert_eq!(got["status"], "interrupted");
+    assert_eq!(got["values"]["draft"], "We will x.");
+    let gone = async {
+        loop {
+            let (s, _) = call("GET", &format!("{api}/threads/{thread}"), None).await;
+            if s == 404 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), gone)
+        .await
+        .expect("a stateless run's thread is deleted when it ends");
+    // `on_completion: keep` keeps it.
+    let keep = json!({"assistant_id": "replier", "input": {"request": "y"}, "on_completion": "keep"});
+    let res = reqwest::Client::new()
+        .post(format!("{api}/runs/wait"))
+        .json(&keep)
+        .send()
+        .await
+        .unwrap();
+    let at = res.headers()["content-location"].to_str().unwrap().to_string();
+    let kept = at.split('/').nth(2).unwrap().to_string();
+    let (s, t) = call("GET", &format!("{api}/threads/{kept}"), None).await;
+    assert_eq!(s, 200, "{t}");
+    assert_eq!(t["status"], "interrupted");
+
+    // A batch: checked whole before any run starts.
+    let bad = json!([
+        {"assistant_id": "replier", "input": {"request": "a"}},
+        {"assistant_id": "nobody", "input": {}},
+    ]);
+    let (s, e) = call("POST", &format!("{api}/runs/batch"), Some(bad)).await;
+    assert_eq!(s, 404, "{e}");
+    assert!(e["detail"].as_str().unwrap().starts_with("run 1 of the batch: unknown assistant"));
+    let batch = json!([
+        {"assistant_id": "replier", "input": {"request": "a"}, "on_completion": "keep"},
+        {"assistant_id": "replier", "input": {"request": "b"}, "on_completion": "keep"},
+    ]);
+    let (s, runs) = call("POST", &format!("{api}/runs/batch"), Some(batch)).await;
+    assert_eq!(s, 200, "{runs}");
+    let runs = runs.as_array().unwrap().clone();
+    assert_eq!(runs.len(), 2);
+    assert_ne!(runs[0]["thread_id"], runs[1]["thread_id"]);
+
+    // Deleting a run: refused while it goes on, done once it ended.
+    let (t0, r0) = (
+        runs[0]["thread_id"].as_str().unwrap(),
+        runs[0]["run_id"].as_str().unwrap(),
+    );
+    let (s, _) = call("GET", &format!("{api}/threads/{t0}/runs/{r0}/join"), None).await;
+    assert_eq!(s, 200);
+    let (s, _) = call("DELETE", &format!("{api}/threads/{t0}/runs/{r0}"), None).await;
+    assert_eq!(s, 204);
+    let (s, _) = call("GET", &format!("{api}/threads/{t0}/runs/{r0}"), None).await;
+    assert_eq!(s, 404, "a deleted run is gone");
+
+    // Cancelling many: by ids, and a malformed request named.
+    let (t1, r1) = (
+        runs[1]["thread_id"].as_str().unwrap(),
+        runs[1]["run_id"].as_str().unwrap(),
+    );
+    let ids = json!({"thread_id": t1, "run_ids": [r1]});
+    let (s, e) = call("POST", &format!("{api}/runs/cancel"), Some(ids)).await;
+    assert_eq!(s, 204, "{e}");
+    let (s, e) = call("POST", &format!("{api}/runs/cancel"), Some(json!({}))).await;
+    assert_eq!(s, 422, "{e}");
+    let (s, e) = call(
+        "POST",
+        &format!("{api}/runs/cancel"),
+        Some(json!({"status": "sleeping"})),
+    )
+    .await;
+    assert_eq!(s, 422, "{e}");
+    let (s, e) = call(
+        "POST",
+        &format!("{api}/runs/cancel?action=rollback"),
+        Some(json!({"status": "all"})),
+    )
+    .await;
+    assert_eq!(s, 204, "{e}");
+
+    // A delayed run waits `pending`, then runs.
+    let (s, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
+    assert_eq!(s, 200);
+    let tid = t["thread_id"].as_str().unwrap();
+    let later = json!({"assistant_id": "replier", "input": {"request": "z"}, "after_seconds": 0.2});
+    let (s, rec) = call("POST", &format!("{api}/threads/{tid}/runs"), Some(later)).await;
+    assert_eq!(s, 200, "{rec}");
+    assert_eq!(rec["status"], "pending");
+    let rid = rec["run_id"].as_str().unwrap();
+    let (s, out) = call("GET", &format!("{api}/threads/{tid}/runs/{rid}/join"), None).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["draft"], "We will z.");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
+    let server = Server::builder(args("update-resume"))
+        .graph("replier", graph("replier"))
+        .build()
+        .await
+        .expect("the server builds");
+    let api = format!("{}/agents", app(&server).await);
+    let (_, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
+    let tid = t["thread_id"].as_str().unwrap();
+    // Paused before `send` (a per-run pause): the reviewer edits the draft and lets it go.
+    let run = json!({"assistant_id": "replier", "input": {"request": "a"}, "interrupt_before": ["approve"]});
+    let (s, _) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200);
+    let go = json!({"assistant_id": "replier", "command": {"update": {"draft": "Edited."}, "resume": "ok"}});
+    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(go)).await;
+    assert_eq!(s, 200, "{out}");
+    // `approve` runs with the edited draft and asks its own question.
+    assert_eq!(out["__interrupt__"][0]["value"]["draft"], "Edited.", "{out}");
+    // Paused inside `approve` (a node's question): an update with the answer is refused, named.
+    let both = json!({"assistant_id": "replier", "command": {"update": {"draft": "x"}, "resume": "yes"}});
+    let (s, e) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(both)).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(e["detail"].as_str().unwrap().contains("answer it first"), "{e}");
+    server.shutdown().await;
+}

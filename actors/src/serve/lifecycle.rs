@@ -386,6 +386,13 @@ pub async fn finished(
         return status;
     }
     let error = result.as_ref().err().map(|e| e.to_string());
+    if let Some(url) = rec.kwargs.get("webhook").and_then(Value::as_str) {
+        let mut payload = record_json(rec);
+        payload["status"] = json!(status.to_string());
+        payload["values"] = result.as_ref().map_or(Value::Null, |o| o.values.clone());
+        payload["error"] = json!(error);
+        super::webhook::spawn(url.to_string(), payload);
+    }
     end(state, rec, status, error).await;
     state.runs.count(match status {
         S::Success => "finished",

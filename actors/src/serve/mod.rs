@@ -32,11 +32,13 @@ mod runs;
 mod server;
 pub mod store;
 mod start;
+mod stateless;
 mod stream;
 mod studio;
 mod thread_shape;
 mod threads;
 pub mod time;
+mod webhook;
 
 use crate::kit;
 use planwright::checkpoint::Checkpointer;

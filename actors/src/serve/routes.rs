@@ -2,8 +2,8 @@
 //! every endpoint, so the API's surface reads in one place.
 
 use super::{
-    auth, errors, follow, health, history, inspect, listen, metrics, runs, store, stream, studio,
-    threads, AppState,
+    auth, errors, follow, health, history, inspect, listen, metrics, runs, stateless, store, stream,
+    studio, threads, AppState,
 };
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -50,7 +50,15 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/threads/{thread_id}/runs",
             post(runs::create).get(runs::list),
         )
-        .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}",
+            get(runs::get).delete(runs::delete),
+        )
+        .route("/runs", post(stateless::create))
+        .route("/runs/wait", post(stateless::wait))
+        .route("/runs/stream", post(stateless::stream))
+        .route("/runs/batch", post(stateless::batch))
+        .route("/runs/cancel", post(runs::cancel_many))
         .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
         .route(
             "/threads/{thread_id}/runs/{run_id}/stream",

@@ -42,6 +42,19 @@ async fn create_record(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     body.check(&state)?;
+    if let Some(delay) = body.after_seconds.filter(|s| *s > 0.0) {
+        // A delayed run waits `pending`, then queues for its thread like an enqueued one.
+        let (thread, trec) = super::start::thread_for_run(&state, &id, &body).await?;
+        let (rec, here) = lifecycle::accept(&state, &thread, &trec, &body).await?;
+        if here {
+            let (st, r) = (state.clone(), rec.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+                super::queue::submit(&st, r);
+            });
+        }
+        return Ok(Json(record_json(&rec)));
+    }
     if body.strategy() == "enqueue" {
         // On a busy thread an enqueued run answers at once, `pending`, and waits its turn.
         let (thread, trec) = super::start::thread_for_run(&state, &id, &body).await?;
@@ -186,16 +199,7 @@ pub async fn cancel(
     Path((thread, run_id)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<StatusCode, ApiError> {
-    let action = match q.get("action").map(String::as_str) {
-        None | Some("interrupt") => CancelAction::Interrupt,
-        Some("rollback") => CancelAction::Rollback,
-        Some(other) => {
-            return Err(ApiError(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("action `{other}`: use interrupt or rollback"),
-            ))
-        }
-    };
+    let action = cancel_action(&q)?;
     let wait = match q.get("wait").map(String::as_str) {
         None | Some("false") | Some("0") => false,
         Some("true") | Some("1") => true,
@@ -299,3 +303,104 @@ pub async fn run_wait(
     }
 }
 
+/// The `action` of a cancel (`interrupt`, the default, or `rollback`).
+fn cancel_action(q: &HashMap<String, String>) -> Result<CancelAction, ApiError> {
+    match q.get("action").map(String::as_str) {
+        None | Some("interrupt") => Ok(CancelAction::Interrupt),
+        Some("rollback") => Ok(CancelAction::Rollback),
+        Some(other) => Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("action `{other}`: use interrupt or rollback"),
+        )),
+    }
+}
+
+/// `DELETE /threads/{thread_id}/runs/{run_id}`: forgets an ended run (409 for one still pending
+/// or running: cancel it first).
+pub async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path((thread, run_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let run = find(&state, &thread, &run_id).await?;
+    if !run.status.is_ended() {
+        return Err(ApiError::conflict(format!(
+            "run `{run_id}` is {}: cancel it before deleting it",
+            run.status
+        )));
+    }
+    state
+        .run_store
+        .delete(&run_id)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /runs/cancel` body: the runs of one thread by id, or every run of the caller in a status.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelMany {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    run_ids: Option<Vec<String>>,
+    /// `pending`, `running` or `all`.
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// `POST /runs/cancel`: cancels several runs (`action` as for one); 204 once asked of them all.
+pub async fn cancel_many(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Result<Json<CancelMany>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Json(b) = body?;
+    let action = cancel_action(&q)?;
+    let runs = match (&b.thread_id, &b.run_ids, b.status.as_deref()) {
+        (Some(thread), Some(ids), None) => {
+            let mut runs = Vec::with_capacity(ids.len());
+            for id in ids {
+                runs.push(find(&state, thread, id).await?);
+            }
+            runs
+        }
+        (None, None, Some(status @ ("pending" | "running" | "all"))) => {
+            let unfinished = state
+                .run_store
+                .unfinished(usize::MAX)
+                .await
+                .map_err(ApiError::internal)?;
+            let mut runs = Vec::new();
+            for r in unfinished {
+                let wanted = match status {
+                    "pending" => r.status == planwright::runs::RunRecordStatus::Pending,
+                    "running" => r.status == planwright::runs::RunRecordStatus::Running,
+                    _ => true,
+                };
+                // The caller's runs only: their thread must be one the caller may see.
+                let owner = serde_json::json!({ "owner": r.owner });
+                if wanted && super::auth::caller_may_see(&owner) {
+                    runs.push(r);
+                }
+            }
+            runs
+        }
+        (None, None, Some(other)) => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("status `{other}`: use pending, running or all"),
+            ))
+        }
+        _ => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "name the runs with `thread_id` and `run_ids`, or give a `status`".to_string(),
+            ))
+        }
+    };
+    for run in &runs {
+        lifecycle::cancel(&state, run, action, false).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -37,6 +37,13 @@ pub async fn start_run(
     let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     let body_checkpoint = body.checkpoint()?;
     if let Some((update, goto)) = body.command_edit()? {
+        if resume.is_some() && !goto.is_empty() {
+            return Err(ApiError::bad(
+                "command.goto together with command.resume: answer the interrupt, or send the \
+                 thread elsewhere, not both in one run"
+                    .to_string(),
+            ));
+        }
         // `command: {"update", "goto"}`: written to the thread before the run goes on from it.
         let checked = update
             .map(|u| assistant.check_update(u))
@@ -49,6 +56,12 @@ pub async fn start_run(
             .await
             .map_err(|e| match e {
                 EditError::Values(v) => ApiError::bad(v),
+                EditError::Run(RunError::Refused(Refusal::Interrupted(_))) if resume.is_some() => {
+                    ApiError::bad(format!(
+                        "thread `{id}` is paused inside a node that asked a question: its update \
+                         would lose the question's place; answer it first, then update the thread"
+                    ))
+                }
                 EditError::Run(e) => run_error(id, e),
             })?;
         if resume.is_none() {

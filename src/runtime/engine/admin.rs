@@ -109,7 +109,9 @@ impl<S: State> Engine<S> {
 
     /// Writes `update` to an idle thread and makes `goto` the nodes that run next (LangGraph's
     /// `Command(update=…, goto=…)` as a run's input): the thread's pending tasks are replaced by
-    /// them, and a continue runs them. Returns the new checkpoint.
+    /// them, and a continue runs them. With no `goto`, the pending tasks stay as they were (a
+    /// thread whose pending tasks already wrote or asked something is refused). Returns the new
+    /// checkpoint.
     pub async fn update_state_goto(
         &self,
         thread: &ThreadId,
@@ -176,6 +178,30 @@ impl<S: State> Engine<S> {
                     &tasks,
                     saved.step,
                 )?,
+                // An update with no goto leaves the pending superstep (and a pause before it) as
+                // it was; one whose tasks already wrote (or asked) is refused: those writes
+                // belong to the checkpoint the update would replace.
+                Edit::Goto([]) if saved.writes.iter().any(Option::is_some) => {
+                    return Err(Refusal::Interrupted(thread.clone()).into());
+                }
+                Edit::Goto([]) => {
+                    let tasks = saved.stored_tasks();
+                    let pause = saved.pause();
+                    let rec = persist::step_record(
+                        &self.sh.graph,
+                        thread,
+                        &mut saved,
+                        CheckpointSource::Update,
+                        vec![writer.to_string()],
+                        Some(delta),
+                        &tasks,
+                        serde_json::Value::Null,
+                        pause,
+                    )?;
+                    let id = rec.id;
+                    self.put(rec).await?;
+                    return Ok(id);
+                }
                 // The goto targets run next.
                 Edit::Goto(_) => tasks,
             };
