@@ -13,6 +13,7 @@ use planwright::graph::{StateGraph, END, START};
 use planwright::NodeContext;
 use planwright_actors::serve::{ServeArgs, Server};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 planwright::state! {
     /// A reply a person approves before it goes out.
@@ -39,6 +40,33 @@ fn graph() -> planwright::CompiledGraph<Reply> {
         .add_edge("draft", "approve")
         .add_edge("approve", "send")
         .add_edge("send", END)
+        .compile()
+        .expect("the graph compiles")
+}
+
+planwright::state! {
+    /// A note written by a node that holds until the test lets it go.
+    pub struct Gate => GateUpdate {
+        replace note: String,
+    }
+}
+
+/// One node that says when it starts (`entered`) and ends when `release` is notified.
+fn gate(
+    entered: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+) -> planwright::CompiledGraph<Gate> {
+    StateGraph::<Gate>::new("gate")
+        .add_node("hold", move |_s: Arc<Gate>, _ctx: NodeContext| {
+            let (entered, release) = (entered.clone(), release.clone());
+            async move {
+                entered.notify_one();
+                release.notified().await;
+                Ok(GateUpdate::default().note("held".to_string()))
+            }
+        })
+        .add_edge(START, "hold")
+        .add_edge("hold", END)
         .compile()
         .expect("the graph compiles")
 }
@@ -324,4 +352,61 @@ async fn the_threads_api_on_postgres() {
         return;
     };
     walk(db.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_thread_refuses_a_state_update_until_its_run_ends() {
+    let (entered, release) = (Arc::default(), Arc::<tokio::sync::Notify>::default());
+    let args = ServeArgs {
+        checkpoint: sqlite("busy"),
+        ..ServeArgs::default()
+    };
+    let server = Server::builder(args)
+        .graph("gate", gate(Arc::clone(&entered), Arc::clone(&release)))
+        .build()
+        .await
+        .expect("the server builds");
+    let _background = server.start_background();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = server.router();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let api = format!("http://{addr}");
+
+    let (s, t) = call(
+        "POST",
+        &format!("{api}/threads"),
+        Some(json!({"thread_id": "g1"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let run = json!({"assistant_id": "gate", "input": {"note": "x"}});
+    let (s, r) = call("POST", &format!("{api}/threads/g1/runs"), Some(run)).await;
+    assert_eq!(s, 200, "{r}");
+    entered.notified().await;
+    let update = json!({"values": {"note": "y"}});
+    let (s, e) = call(
+        "POST",
+        &format!("{api}/threads/g1/state"),
+        Some(update.clone()),
+    )
+    .await;
+    assert_eq!(s, 409, "{e}");
+    let (_, v) = call(
+        "POST",
+        &format!("{api}/threads/search"),
+        Some(json!({"status": "busy"})),
+    )
+    .await;
+    assert_eq!(ids(&v), ["g1"]);
+    release.notify_one();
+    let run_id = r["run_id"].as_str().unwrap();
+    let (s, out) = call("GET", &format!("{api}/threads/g1/runs/{run_id}/join"), None).await;
+    assert_eq!(s, 200, "{out}");
+    // Idle again: written as the graph's only node.
+    let (s, up) = call("POST", &format!("{api}/threads/g1/state"), Some(update)).await;
+    assert_eq!(s, 200, "{up}");
+    let (_, st) = call("GET", &format!("{api}/threads/g1/state"), None).await;
+    assert_eq!(st["values"]["note"], "y");
+    server.shutdown().await;
 }
