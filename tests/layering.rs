@@ -138,9 +138,22 @@ const LOAD_REACHES_IN: &[(&str, &str)] = &[
 /// a loop found elsewhere, or one that takes in more files, fails the test (`*`: any loop of
 /// that folder).
 const KNOWN_LOOPS: &[(&str, &[&str])] = &[
-    // Issue 40 untangles the server's run handling; until then any loop between serve/'s files is
-    // allowed (`*`), as the server keeps changing beside it.
-    ("actors/src/serve", &["*"]),
+    // Issue 40, left: the run's life (accept, start, publish, queue, take over, recover) is one
+    // hub (`lifecycle`) that both keeps the run records and drives the flows over them; it splits
+    // into the records below and the flows above.
+    (
+        "actors/src/serve",
+        &[
+            "follow", "lifecycle", "publish", "queue", "replica", "run_body", "run_log", "start",
+            "stream",
+        ],
+    ),
+    // Issue 40, left: a thread's assistant binding is written into the thread record through
+    // `threads`, which reads the binding back; the record's compare-and-set moves below both.
+    (
+        "actors/src/serve",
+        &["assistant", "assistants", "inspect", "thread_shape", "threads"],
+    ),
     // field/ is reworked in parallel (this session): any loop of its files, until that settles.
     ("actors/src/field", &["*"]),
     // Left for a follow-up of issue 41. The corpus caches each note's citation evidence, which
