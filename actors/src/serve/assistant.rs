@@ -351,7 +351,7 @@ impl<S: State, I: GraphIo<S>> Assistant for GraphAssistant<S, I> {
     }
 
     fn graph_json(&self) -> Value {
-        super::inspect::graph_json(self.engine.graph())
+        super::graph_shape::graph_json(self.engine.graph())
     }
 
     fn schemas(&self) -> Value {

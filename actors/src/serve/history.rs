@@ -56,12 +56,12 @@ pub async fn history(
     // `before`: a checkpoint id, or LangGraph's `{"checkpoint_id": …}` config.
     let before = match body.as_ref().and_then(|Json(b)| b.get("before")) {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+        Some(Value::String(s)) => Some(super::ids::checkpoint_id(s)?),
         Some(v) => match v
             .get("checkpoint_id")
             .or_else(|| v.pointer("/configurable/checkpoint_id"))
         {
-            Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+            Some(Value::String(s)) => Some(super::ids::checkpoint_id(s)?),
             _ => {
                 return Err(ApiError::bad(format!(
                     "before: expected a checkpoint id or {{\"checkpoint_id\": …}}, not {v}"
@@ -76,7 +76,7 @@ pub async fn history(
         .and_then(|c| c.get("checkpoint_id"))
     {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(super::inspect::checkpoint_id(s)?),
+        Some(Value::String(s)) => Some(super::ids::checkpoint_id(s)?),
         Some(v) => {
             return Err(ApiError::bad(format!(
                 "checkpoint.checkpoint_id must be a string, not {v}"

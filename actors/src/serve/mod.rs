@@ -13,6 +13,7 @@ pub mod auth;
 mod errors;
 mod fields;
 mod follow;
+mod graph_shape;
 mod health;
 mod history;
 mod ids;

@@ -636,7 +636,7 @@ fn named_checkpoint(
         .or_else(|| checkpoint?.get("checkpoint_id").cloned());
     match named {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => super::inspect::checkpoint_id(&s).map(Some),
+        Some(Value::String(s)) => super::ids::checkpoint_id(&s).map(Some),
         Some(other) => Err(ApiError::bad(format!(
             "checkpoint_id must be a string, not {other}"
         ))),
