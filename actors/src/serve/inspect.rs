@@ -1,9 +1,7 @@
-//! Looking at graphs and threads: the LangGraph Server API's assistant endpoints
-//! (`/assistants/search`, `/assistants/{id}`, `/assistants/{id}/graph`), the state at a past
-//! checkpoint (`/threads/{id}/state/{checkpoint_id}`), copying a thread (`/threads/{id}/copy`,
-//! optionally from a past checkpoint), and a Planwright extension, `/assistants/{id}/nodes`, with
-//! each node's live statistics. The studio page reads only these and the rest of the API, so any
-//! client (and a replica set) sees the same thing.
+//! Looking at threads (the assistant endpoints are in [`super::assistants_api`], a graph's shape
+//! in [`super::graph_shape`]): the state at a past checkpoint (`/threads/{id}/state/{checkpoint_id}`), and copying a thread
+//! (`/threads/{id}/copy`, optionally from a past checkpoint). The studio page reads only these
+//! and the rest of the API, so any client (and a replica set) sees the same thing.
 
 use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
@@ -17,55 +15,6 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 type ApiResult = Result<Json<Value>, ApiError>;
-
-/// An assistant as the API shows it.
-pub fn assistant_json(a: &AssistantRef) -> Value {
-    json!({
-        "assistant_id": a.id(), "graph_id": a.id(), "name": a.id(),
-        "description": a.description(), "config": {}, "context": {}, "metadata": {},
-        "version": 1, "created_at": super::time::STARTED_AT.as_str(),
-        "updated_at": super::time::STARTED_AT.as_str(),
-    })
-}
-
-/// `POST /assistants/search`: every assistant served.
-pub async fn search_assistants(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(state.assistants.all().iter().map(assistant_json).collect())
-}
-
-/// `GET /assistants/{assistant_id}`.
-pub async fn get_assistant(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-) -> ApiResult {
-    Ok(Json(assistant_json(state.assistants.get(&id)?)))
-}
-
-/// `GET /assistants/{assistant_id}/schemas`: the JSON Schemas of its input, output, state,
-/// config and context.
-pub async fn schemas(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let a = state.assistants.get(&id)?;
-    let mut out = a.schemas();
-    out["graph_id"] = json!(a.id());
-    Ok(Json(out))
-}
-
-
-/// `GET /assistants/{assistant_id}/graph`.
-pub async fn graph(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    Ok(Json(state.assistants.get(&id)?.graph_json()))
-}
-
-/// `GET /assistants/{assistant_id}/nodes`: each node's statistics now (executions, failures,
-/// running tasks, mailbox depth, queue and work p50/p99 in microseconds) and the assistant's
-/// active runs.
-pub async fn nodes(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let a = state.assistants.get(&id)?;
-    let (stats, active) = (a.node_stats(), a.active_runs());
-    Ok(Json(
-        json!({"assistant_id": id, "active_runs": active, "nodes": stats}),
-    ))
-}
 
 
 /// The thread's record and assistant, or 404.

@@ -5,6 +5,7 @@ use super::{
     auth, errors, follow, health, history, inspect, listen, metrics, runs, stateless, store, stream,
     studio, threads, AppState,
 };
+use super::{assistants_api, crons};
 use axum::routing::{get, post, put};
 use axum::Router;
 use std::sync::Arc;
@@ -69,11 +70,8 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(runs::cancel),
         )
         .route("/threads/{thread_id}/history", post(history::history))
-        .route("/assistants/search", post(inspect::search_assistants))
-        .route("/assistants/{assistant_id}", get(inspect::get_assistant))
-        .route("/assistants/{assistant_id}/graph", get(inspect::graph))
-        .route("/assistants/{assistant_id}/schemas", get(inspect::schemas))
-        .route("/assistants/{assistant_id}/nodes", get(inspect::nodes))
+        .merge(assistants_api::routes())
+        .merge(crons::routes())
         .route(
             "/threads/{thread_id}/state/{checkpoint_id}",
             get(inspect::state_at),

@@ -158,6 +158,10 @@ impl Server {
         let mut tasks = vec![recovery];
         tasks.push(store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY));
         tasks.extend(replica::spawn_keeper(state.clone()));
+        tasks.push(super::crons::spawn_scheduler(
+            state.clone(),
+            planwright::store::system_clock(),
+        ));
         let retention = args
             .retention
             .clone()

@@ -85,6 +85,24 @@ fn store_error(e: StoreError) -> ApiError {
     }
 }
 
+/// The first label of the server's own records in the store (created assistants, crons and their
+/// firings): `/store` writes and deletes there are refused (403), so no client forges or removes
+/// them; they change only through their own endpoints.
+pub const RESERVED: &str = "__planwright__";
+
+fn check_writable(namespace: &[String]) -> Result<(), ApiError> {
+    if namespace.first().map(String::as_str) == Some(RESERVED) {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            format!(
+                "namespace {namespace:?} holds the server's own records: use /assistants and \
+                 /runs/crons"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn no_item(namespace: &[String], key: &str) -> ApiError {
     ApiError::not_found(format!("no item `{key}` in namespace {namespace:?}"))
 }
@@ -133,6 +151,7 @@ pub async fn put_item(
     body: Result<Json<PutBody>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(b) = body?;
+    check_writable(&b.namespace)?;
     let value: Map<String, Value> = match b.value {
         Value::Object(m) => m,
         other => {
@@ -207,6 +226,7 @@ pub async fn delete_item(
     body: Result<Json<DeleteBody>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(b) = body?;
+    check_writable(&b.namespace)?;
     let deleted = match owner(&me) {
         Some(me) => state.store.delete_as(&b.namespace, &b.key, &me).await,
         None => state.store.delete(&b.namespace, &b.key).await,
