@@ -325,6 +325,27 @@ async fn walk(checkpoint: String) {
     .await;
     assert_eq!(s, 400, "{e}");
 
+    // At the thread's first checkpoint no node wrote anything: the update is written as
+    // `__start__`, the graph's input, and the nodes START leads to run next.
+    let (s, hist) = post("/threads/a1/history", json!({"limit": 100})).await;
+    assert_eq!(s, 200, "{hist}");
+    let oldest = hist.as_array().unwrap().last().unwrap()["checkpoint"].clone();
+    let (s, up4) = post(
+        "/threads/a1/state",
+        json!({"values": {"request": "refund order 44"}, "checkpoint": oldest}),
+    )
+    .await;
+    assert_eq!(s, 200, "{up4}");
+    let (_, st) = call("GET", &format!("{api}/threads/a1/state"), None).await;
+    assert_eq!(st["values"]["request"], "refund order 44");
+    assert_eq!(st["next"], json!(["draft"]), "{st}");
+    let (s, up5) = post(
+        "/threads/a1/state",
+        json!({"values": {"request": "refund order 45"}, "as_node": "__start__"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{up5}");
+
     // Prune deletes what the caller may see and counts it.
     let (s, p) = post("/threads/prune", json!({"thread_ids": ["a2", "zz"]})).await;
     assert_eq!((s, &p), (200, &json!({"pruned_count": 1})));

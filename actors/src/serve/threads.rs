@@ -129,7 +129,7 @@ async fn thread_json(state: &AppState, thread: &ThreadId, rec: Value) -> ApiResu
         "state_updated_at": state_updated_at,
         "metadata": metadata,
         "status": status,
-        "interrupts": st.as_ref().map_or(json!({}), |s| thread_shape::interrupts_by_task(s)),
+        "interrupts": st.as_ref().map_or(json!({}), thread_shape::interrupts_by_task),
         "config": {},
         "error": null,
         "values": st.map(|s| s.values),
@@ -679,9 +679,31 @@ pub struct UpdateState {
     checkpoint: Option<Value>,
 }
 
+/// The writer of an update that comes before every node, as LangGraph's `as_node: "__start__"`:
+/// the update is the graph's input, and the nodes `START` leads to run next.
+const START: &str = "__start__";
+
+/// The nodes `START` leads to, from the graph as `assistant` shows it; `None` when a router
+/// decides them (then the update needs an `as_node`).
+fn start_targets(assistant: &assistants::AssistantRef) -> Option<Vec<String>> {
+    let graph = assistant.graph_json();
+    let edges = graph["edges"].as_array()?;
+    let mut out = Vec::new();
+    for e in edges.iter().filter(|e| e["source"] == START) {
+        if e["conditional"] == true {
+            return None;
+        }
+        if let Some(t) = e["target"].as_str().filter(|t| *t != "__end__") {
+            out.push(t.to_string());
+        }
+    }
+    Some(out)
+}
+
 /// The node an update is written as when the request names none: the one that wrote the
-/// checkpoint it starts from, as LangGraph does, or the graph's only node; else 400 naming the
-/// nodes to choose from.
+/// checkpoint it starts from, as LangGraph does, or the graph's only node; [`START`] when no node
+/// wrote it (the thread's input checkpoint), as LangGraph does; 400 naming the nodes when several
+/// did.
 async fn default_node(
     state: &AppState,
     thread: &ThreadId,
@@ -697,10 +719,7 @@ async fn default_node(
     match (wrote.as_slice(), nodes) {
         ([one], _) => Ok(one.to_string()),
         ([], [only]) => Ok(only.clone()),
-        ([], _) => Err(ApiError::bad(format!(
-            "no node wrote thread `{thread}`'s checkpoint: name the node the update is written as with `as_node`, one of {}",
-            nodes.join(", ")
-        ))),
+        ([], _) => Ok(START.to_string()),
         (many, _) => Err(ApiError::bad(format!(
             "nodes {} wrote thread `{thread}`'s checkpoint: name the one the update is written as with `as_node`",
             many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
@@ -709,7 +728,8 @@ async fn default_node(
 }
 
 /// `POST /threads/{thread_id}/state`: writes `values` to the idle thread as node `as_node` would
-/// ([`default_node`] when not named); with `checkpoint_id` (or `checkpoint.checkpoint_id`) the
+/// ([`default_node`] when not named; `__start__`: as the graph's input, the nodes `START` leads
+/// to running next); with `checkpoint_id` (or `checkpoint.checkpoint_id`) the
 /// thread goes back to that checkpoint first (a time-travel branch). Answers
 /// `{"checkpoint": {…}}`, the new checkpoint. 409 while a run is going, 404 for an unknown
 /// thread or checkpoint, 400 naming what is wrong with the values or the node.
@@ -735,7 +755,7 @@ pub async fn update_state(
     }
     let nodes = wanted.node_names();
     let as_node = match body.as_node {
-        Some(n) if nodes.contains(&n) => n,
+        Some(n) if nodes.contains(&n) || n == START => n,
         Some(n) => {
             return Err(ApiError::bad(format!(
                 "as_node `{n}` is not a node of assistant `{}`: use one of {}",
@@ -758,20 +778,29 @@ pub async fn update_state(
             e => ApiError::internal(e),
         })?;
     }
-    let cp = wanted
-        .update_state(&thread, checked, &as_node)
-        .await
-        .map_err(|e| match e {
-            EditError::Values(v) => ApiError::bad(format!("values: {v}")),
-            EditError::Run(RunError::Refused(Refusal::ThreadBusy(_))) => busy(),
-            EditError::Run(RunError::Refused(Refusal::UnknownThread(_))) => ApiError::conflict(
-                format!("thread `{id}` has no state yet: run it before updating its state"),
-            ),
-            EditError::Run(RunError::Refused(r @ Refusal::UnknownNode(_))) => {
-                ApiError::bad(r.to_string())
-            }
-            EditError::Run(e) => ApiError::internal(e),
-        })?;
+    let written = if as_node == START {
+        let Some(goto) = start_targets(&wanted) else {
+            return Err(ApiError::bad(format!(
+                "a router decides where assistant `{}` starts: name the node the update is written as with `as_node`, one of {}",
+                wanted.id(),
+                nodes.join(", ")
+            )));
+        };
+        wanted.update_goto(&thread, Some(checked), &goto).await
+    } else {
+        wanted.update_state(&thread, checked, &as_node).await
+    };
+    let cp = written.map_err(|e| match e {
+        EditError::Values(v) => ApiError::bad(format!("values: {v}")),
+        EditError::Run(RunError::Refused(Refusal::ThreadBusy(_))) => busy(),
+        EditError::Run(RunError::Refused(Refusal::UnknownThread(_))) => ApiError::conflict(
+            format!("thread `{id}` has no state yet: run it before updating its state"),
+        ),
+        EditError::Run(RunError::Refused(r @ Refusal::UnknownNode(_))) => {
+            ApiError::bad(r.to_string())
+        }
+        EditError::Run(e) => ApiError::internal(e),
+    })?;
     Ok(Json(
         json!({"checkpoint": thread_shape::checkpoint_ref(thread.as_str(), cp)}),
     ))
