@@ -148,12 +148,6 @@ const KNOWN_LOOPS: &[(&str, &[&str])] = &[
             "stream",
         ],
     ),
-    // Issue 40, left: a thread's assistant binding is written into the thread record through
-    // `threads`, which reads the binding back; the record's compare-and-set moves below both.
-    (
-        "actors/src/serve",
-        &["assistant", "assistants", "inspect", "thread_shape", "threads"],
-    ),
     // field/ is reworked in parallel (this session): any loop of its files, until that settles.
     ("actors/src/field", &["*"]),
     // Left for a follow-up of issue 41. The corpus caches each note's citation evidence, which

@@ -75,7 +75,11 @@ impl Assistants {
         self.find(id).ok_or_else(|| {
             // Named as far as a reader needs: the id is the client's, of any length.
             let shown: String = id.chars().take(40).collect();
-            let more = if id.chars().nth(40).is_some() { "…" } else { "" };
+            let more = if id.chars().nth(40).is_some() {
+                "…"
+            } else {
+                ""
+            };
             let ids: Vec<String> = self.list.iter().map(|a| format!("`{}`", a.id())).collect();
             ApiError::not_found(format!(
                 "unknown assistant `{shown}{more}`: use {}",
@@ -142,7 +146,7 @@ pub async fn bind(
                 // Written only over the record read: a thread deleted meanwhile is not brought
                 // back, one created again under its id (by another user) keeps its owner, and a
                 // binding another replica wrote first stands.
-                let now = super::threads::update_record(state, thread, &rec, |rec| {
+                let now = super::thread_records::update_record(state, thread, &rec, |rec| {
                     if rec.get("assistant_id").and_then(Value::as_str).is_some() {
                         return false;
                     }
@@ -234,9 +238,7 @@ mod tests {
         );
         // Deleted and not created again: the bind does not bring Ann's record back.
         st.checkpointer.delete_thread(&t).await.unwrap();
-        assert!(bind(&st, &t, ann, &research(&st), false)
-            .await
-            .is_err());
+        assert!(bind(&st, &t, ann, &research(&st), false).await.is_err());
         assert_eq!(st.checkpointer.thread_metadata(&t).await.unwrap(), None);
     }
 

@@ -472,7 +472,7 @@ mod tests {
         let bob = CALLER
             .scope(
                 as_user("bob", false),
-                super::super::threads::existing(&st, "t"),
+                super::super::thread_records::existing(&st, "t"),
             )
             .await;
         let e = bob.unwrap_err();
@@ -481,13 +481,15 @@ mod tests {
             let seen = CALLER
                 .scope(
                     as_user(who, admin),
-                    super::super::threads::existing(&st, "t"),
+                    super::super::thread_records::existing(&st, "t"),
                 )
                 .await;
             assert!(seen.is_ok(), "{who}");
         }
         // The server's own work, outside any request, reads it.
-        assert!(super::super::threads::existing(&st, "t").await.is_ok());
+        assert!(super::super::thread_records::existing(&st, "t")
+            .await
+            .is_ok());
     }
 
     #[test]

@@ -29,6 +29,12 @@ impl ApiError {
     pub fn conflict(msg: impl Into<String>) -> Self {
         Self(StatusCode::CONFLICT, msg.into())
     }
+
+    /// 422: well-formed JSON whose values the API does not take (an unknown mode, sort or
+    /// filter).
+    pub fn unprocessable(msg: impl Into<String>) -> Self {
+        Self(StatusCode::UNPROCESSABLE_ENTITY, msg.into())
+    }
     /// 500: a message, or an error followed by its causes (`source()` chain), which the log line
     /// carries; the client reads only [`INTERNAL_DETAIL`] and an error id.
     pub fn internal(cause: impl Cause) -> Self {

@@ -40,4 +40,3 @@ pub fn graph_json<S: planwright::State>(g: &CompiledGraph<S>) -> Value {
     }
     json!({"nodes": nodes, "edges": edges, "mermaid": g.mermaid()})
 }
-

@@ -1,8 +1,8 @@
 //! `POST /threads/{thread_id}/history`: a thread's checkpoints, newest first, paged with `before`.
 
 use super::assistants;
-use super::thread_shape;
 use super::errors::ApiError;
+use super::thread_shape;
 use super::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -94,7 +94,9 @@ pub async fn history(
             ))
         }
     };
-    let from = only.map(|c| planwright::CheckpointId(c.0.saturating_add(1))).or(before);
+    let from = only
+        .map(|c| planwright::CheckpointId(c.0.saturating_add(1)))
+        .or(before);
     let mut out = Vec::with_capacity(limit);
     let mut cursor = from;
     'pages: loop {
@@ -110,7 +112,10 @@ pub async fn history(
                 break 'pages;
             }
             let shown = thread_shape::metadata_json(&metadata);
-            if wanted.as_ref().is_some_and(|w| !thread_shape::json_contains(&shown, w)) {
+            if wanted
+                .as_ref()
+                .is_some_and(|w| !thread_shape::json_contains(&shown, w))
+            {
                 continue;
             }
             let view = assistant.view_at(&thread, cp).await.ok();

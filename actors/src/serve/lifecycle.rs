@@ -847,9 +847,7 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         return Ok(());
     }
     let a = assistants::of(state, &thread, &trec);
-    let view = a.view(&thread)
-        .await
-        .map_err(ApiError::internal)?;
+    let view = a.view(&thread).await.map_err(ApiError::internal)?;
     let status = match &view {
         // Work left (perhaps behind an interrupt its answer already reached): the engine decides.
         Some(v) if !v.next.is_empty() => None,
@@ -871,8 +869,7 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
     if super::publish::wants_values(&rec.kwargs["stream_mode"]) {
         opts = opts.with_values();
     }
-    let handle = match a.start_continue(thread.clone(), opts).await
-    {
+    let handle = match a.start_continue(thread.clone(), opts).await {
         Ok(h) => {
             state.live.streams.insert(rec.run_id.clone(), control);
             h

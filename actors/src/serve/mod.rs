@@ -21,7 +21,6 @@ mod graph_shape;
 mod health;
 mod history;
 mod ids;
-mod inspect;
 mod lifecycle;
 pub mod listen;
 mod messages;
@@ -30,17 +29,21 @@ pub mod planners;
 mod publish;
 mod queue;
 pub mod replica;
-mod run_log;
 mod routes;
 mod run_body;
+mod run_log;
 mod runs;
 mod server;
-pub mod store;
 mod start;
 mod stateless;
+pub mod store;
 mod stream;
 mod studio;
+mod thread_copy;
+mod thread_records;
+mod thread_search;
 mod thread_shape;
+mod thread_state;
 mod threads;
 pub mod time;
 mod webhook;
@@ -224,4 +227,3 @@ pub enum ServeError {
         source: std::io::Error,
     },
 }
-

@@ -24,8 +24,8 @@ pub struct ResearchIo;
 
 impl GraphIo<ResearchState> for ResearchIo {
     fn input(&self, _thread: &ThreadId, input: Value) -> Result<ResearchUpdate, String> {
-        let input: ResearchInput = serde_json::from_value(input)
-            .map_err(|e| format!("malformed research input: {e}"))?;
+        let input: ResearchInput =
+            serde_json::from_value(input).map_err(|e| format!("malformed research input: {e}"))?;
         research::initial_update(input).map_err(|e| e.to_string())
     }
 
@@ -61,9 +61,19 @@ impl GraphIo<ResearchState> for ResearchIo {
             },
         });
         let keys = [
-            "status", "goal", "final_report", "plan", "step_results", "evidence",
-            "knowledge_gaps", "execution_history", "replan_count", "plan_errors",
-            "blocked_reason", "errors", "usage",
+            "status",
+            "goal",
+            "final_report",
+            "plan",
+            "step_results",
+            "evidence",
+            "knowledge_gaps",
+            "execution_history",
+            "replan_count",
+            "plan_errors",
+            "blocked_reason",
+            "errors",
+            "usage",
         ];
         let props: serde_json::Map<String, Value> =
             keys.iter().map(|k| (k.to_string(), json!({}))).collect();

@@ -6,8 +6,8 @@
 //! starts: the worker's start is a compare-and-set from `pending`, so exactly one of the two wins.
 
 use super::assistants::AssistantRef;
-use super::run_body::RunBody;
 use super::lifecycle::{self, OnRefusal};
+use super::run_body::RunBody;
 use super::AppState;
 use dashmap::DashMap;
 use planwright::runs::{RunRecord, RunRecordStatus};
@@ -97,6 +97,5 @@ async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
 
 /// True when `thread` (of `assistant`) has a run going or queued, so an enqueued run must wait.
 pub fn busy(state: &AppState, assistant: &AssistantRef, thread: &planwright::ThreadId) -> bool {
-    assistant.is_running(thread)
-        || state.queues.by_thread.contains_key(thread.as_str())
+    assistant.is_running(thread) || state.queues.by_thread.contains_key(thread.as_str())
 }

@@ -1,11 +1,11 @@
 //! The routes of the Agent Server API, mounted over one [`AppState`]: the only file that names
 //! every endpoint, so the API's surface reads in one place.
 
-use super::{
-    auth, errors, follow, health, history, inspect, listen, metrics, runs, stateless, store, stream,
-    studio, threads, AppState,
-};
 use super::{assistants_api, crons};
+use super::{
+    auth, errors, follow, health, history, listen, metrics, runs, stateless, store, stream, studio,
+    thread_copy, thread_search, thread_state, threads, AppState,
+};
 use axum::routing::{get, post, put};
 use axum::Router;
 use std::sync::Arc;
@@ -26,8 +26,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/ok", get(health::ok))
         .route("/metrics", get(metrics::render))
         .route("/threads", post(threads::create_thread))
-        .route("/threads/search", post(threads::search_threads))
-        .route("/threads/count", post(threads::count_threads))
+        .route("/threads/search", post(thread_search::search_threads))
+        .route("/threads/count", post(thread_search::count_threads))
         .route("/threads/prune", post(threads::prune_threads))
         .route(
             "/threads/{thread_id}",
@@ -37,13 +37,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/threads/{thread_id}/state",
-            get(threads::thread_state)
-                .post(threads::update_state)
-                .patch(threads::patch_state),
+            get(thread_state::thread_state)
+                .post(thread_state::update_state)
+                .patch(thread_state::patch_state),
         )
         .route(
             "/threads/{thread_id}/state/checkpoint",
-            post(threads::state_at_checkpoint),
+            post(thread_state::state_at_checkpoint),
         )
         .route("/threads/{thread_id}/runs/wait", post(runs::run_wait))
         .route("/threads/{thread_id}/runs/stream", post(stream::run_stream))
@@ -74,9 +74,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crons::routes())
         .route(
             "/threads/{thread_id}/state/{checkpoint_id}",
-            get(inspect::state_at),
+            get(thread_state::state_at),
         )
-        .route("/threads/{thread_id}/copy", post(inspect::copy))
+        .route("/threads/{thread_id}/copy", post(thread_copy::copy))
         .route(
             "/store/items",
             put(store::put_item)
@@ -97,4 +97,3 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(errors::request_span))
         .with_state(state)
 }
-

@@ -187,7 +187,10 @@ impl RunBody {
             match names.iter().find(|n| !nodes.contains(n)) {
                 Some(bad) => Err(ApiError(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("{field}: the graph has no node `{bad}` (its nodes: {})", nodes.join(", ")),
+                    format!(
+                        "{field}: the graph has no node `{bad}` (its nodes: {})",
+                        nodes.join(", ")
+                    ),
                 )),
                 None => Ok(names),
             }
@@ -284,4 +287,3 @@ impl RunBody {
         }
     }
 }
-

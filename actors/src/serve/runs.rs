@@ -9,9 +9,9 @@
 
 use super::assistants;
 use super::errors::ApiError;
-use super::run_body::RunBody;
-use super::threads::existing;
 use super::lifecycle::{self, record_json, CancelAction};
+use super::run_body::RunBody;
+use super::thread_records::existing;
 use super::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
@@ -187,9 +187,7 @@ pub async fn join(
     lifecycle::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
     let (t, rec) = existing(&state, &thread).await?;
     let a = assistants::of(&state, &t, &rec);
-    let view = a.view(&t)
-        .await
-        .map_err(ApiError::internal)?;
+    let view = a.view(&t).await.map_err(ApiError::internal)?;
     Ok(Json(view.map(|v| v.values).unwrap_or(Value::Null)))
 }
 

@@ -156,7 +156,10 @@ impl Server {
             .store(false, std::sync::atomic::Ordering::Release);
         let recovery = tokio::spawn(recover(state.clone()));
         let mut tasks = vec![recovery];
-        tasks.push(store::spawn_sweeper(state.store.clone(), store::SWEEP_EVERY));
+        tasks.push(store::spawn_sweeper(
+            state.store.clone(),
+            store::SWEEP_EVERY,
+        ));
         tasks.extend(replica::spawn_keeper(state.clone()));
         tasks.push(super::crons::spawn_scheduler(
             state.clone(),
@@ -363,7 +366,6 @@ async fn build_state(
         events,
     }))
 }
-
 
 /// The state `serve` runs on: the planners over the arguments' storage (tests build servers
 /// from it).

@@ -6,7 +6,7 @@ use super::assistant::{AssistantRun, EditError, Start};
 use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
 use super::run_body::RunBody;
-use super::threads::{existing, record, update_record};
+use super::thread_records::{existing, record, update_record};
 use super::AppState;
 use axum::http::StatusCode;
 use planwright::{CheckpointId, EventSwitch, Refusal, RunError, RunOptions, ThreadId};
@@ -93,8 +93,7 @@ pub async fn start_run(
         .check(&thread, start)
         .map_err(|e| ApiError::bad(e.to_string()))?;
     assistants::bind(state, &thread, rec, &assistant, is_resume).await?;
-    let replace =
-        branch_if_asked(id, &body_checkpoint, &assistant, &thread).await? || after_cancel;
+    let replace = branch_if_asked(id, &body_checkpoint, &assistant, &thread).await? || after_cancel;
     if !is_resume && !assistant.takes_input_when_finished() {
         // A thread that keeps its result: new input needs a new thread.
         if let Some(v) = assistant

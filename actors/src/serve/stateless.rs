@@ -113,8 +113,8 @@ pub async fn stream(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let (id, body, delete) = prepare(&state, json_body(body)?).await?;
-    let r = super::stream::run_stream(State(state.clone()), Path(id.clone()), Ok(Json(body)))
-        .await?;
+    let r =
+        super::stream::run_stream(State(state.clone()), Path(id.clone()), Ok(Json(body))).await?;
     if let (true, Some(run)) = (delete, located_run(&r)) {
         delete_after(state, id, run, STREAM_GRACE);
     }
@@ -128,7 +128,9 @@ pub async fn batch(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Value::Array(list) = json_body(body)? else {
-        return Err(ApiError::bad("a batch is a JSON array of run requests".to_string()));
+        return Err(ApiError::bad(
+            "a batch is a JSON array of run requests".to_string(),
+        ));
     };
     if list.len() > MAX_BATCH {
         return Err(ApiError::bad(format!(

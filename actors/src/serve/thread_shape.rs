@@ -159,7 +159,13 @@ mod tests {
         assert_eq!(tasks[2]["interrupts"][0]["id"], "i1");
         let by_task = interrupts_by_task(&v);
         let keys: Vec<&String> = by_task.as_object().unwrap().keys().collect();
-        assert_eq!(keys, [tasks[1]["id"].as_str().unwrap(), tasks[2]["id"].as_str().unwrap()]);
+        assert_eq!(
+            keys,
+            [
+                tasks[1]["id"].as_str().unwrap(),
+                tasks[2]["id"].as_str().unwrap()
+            ]
+        );
     }
 
     #[test]

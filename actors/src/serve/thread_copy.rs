@@ -1,57 +1,18 @@
-//! Looking at threads (the assistant endpoints are in [`super::assistants_api`], a graph's shape
-//! in [`super::graph_shape`]): the state at a past checkpoint (`/threads/{id}/state/{checkpoint_id}`), and copying a thread
-//! (`/threads/{id}/copy`, optionally from a past checkpoint). The studio page reads only these
-//! and the rest of the API, so any client (and a replica set) sees the same thing.
+//! `POST /threads/{thread_id}/copy`: a new thread whose history starts at the source's newest
+//! checkpoint (or a past one), bound to the same assistant.
 
-use super::assistants::{self, AssistantRef};
 use super::errors::ApiError;
+use super::ids::checkpoint_id;
 use super::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
-use super::ids::checkpoint_id;
 use planwright::ThreadId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 type ApiResult = Result<Json<Value>, ApiError>;
-
-
-/// The thread's record and assistant, or 404.
-async fn thread_of(state: &AppState, id: &str) -> Result<(ThreadId, AssistantRef), ApiError> {
-    let thread = ThreadId::new(id);
-    let rec = state
-        .checkpointer
-        .thread_metadata(&thread)
-        .await
-        .map_err(ApiError::internal)?
-        // The caller's, as the auth check found it, unless it changed hands since.
-        .filter(super::auth::caller_may_see)
-        .ok_or_else(|| ApiError::not_found(format!("thread `{id}` does not exist")))?;
-    let a = assistants::of(state, &thread, &rec);
-    Ok((thread, a))
-}
-
-/// `GET /threads/{thread_id}/state/{checkpoint_id}`: the values at a past checkpoint.
-pub async fn state_at(
-    State(state): State<Arc<AppState>>,
-    Path((id, cp)): Path<(String, String)>,
-) -> ApiResult {
-    let (thread, a) = thread_of(&state, &id).await?;
-    let cp = checkpoint_id(&cp)?;
-    let view = a
-        .view_at(&thread, cp)
-        .await
-        .map_err(|e| ApiError::not_found(format!("checkpoint {cp} of thread `{id}`: {e}")))?;
-    let placed = super::threads::placement(&state, &thread, Some(cp)).await?;
-    let placed = placed
-        .as_ref()
-        .map(|(_, parent, metadata)| super::thread_shape::Placed {
-            parent: *parent,
-            metadata,
-        });
-    Ok(Json(super::thread_shape::state_json(&id, Some(&view), placed)))
-}
+use super::thread_state::thread_of;
 
 /// `POST /threads/{thread_id}/copy` body.
 #[derive(Deserialize, Default)]
@@ -81,9 +42,7 @@ pub async fn copy(
             .map_err(|e| ApiError::bad(format!("malformed copy request: {e}")))?
     };
     let (thread, a) = thread_of(&state, &id).await?;
-    let view = a.view(&thread)
-        .await
-        .map_err(ApiError::internal)?;
+    let view = a.view(&thread).await.map_err(ApiError::internal)?;
     let at = match (&body.checkpoint_id, view.and_then(|v| v.checkpoint)) {
         (Some(s), _) => checkpoint_id(s)?,
         (None, Some(head)) => head,
