@@ -416,3 +416,32 @@ async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
     assert!(e["detail"].as_str().unwrap().contains("answer it first"), "{e}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_created_over_the_api_runs_its_graph() {
+    let server = Server::builder(args("created"))
+        .graph("replier", graph("replier"))
+        .build()
+        .await
+        .expect("the server builds");
+    let api = format!("{}/agents", app(&server).await);
+    let made = json!({"graph_id": "replier", "name": "polite", "config": {"configurable": {"tone": "warm"}}});
+    let (s, a) = call("POST", &format!("{api}/assistants"), Some(made)).await;
+    assert_eq!(s, 200, "{a}");
+    let id = a["assistant_id"].as_str().unwrap().to_string();
+    assert_ne!(id, "replier");
+    let (_, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
+    let tid = t["thread_id"].as_str().unwrap();
+    let run = json!({"assistant_id": id, "input": {"request": "call back"}});
+    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["draft"], "We will call back.");
+    let (_, runs) = call("GET", &format!("{api}/threads/{tid}/runs"), None).await;
+    assert_eq!(runs[0]["metadata"]["assistant_id"], id.as_str(), "{runs}");
+    // Its thread runs the graph: the registered graph's id resumes it too.
+    let resume = json!({"assistant_id": "replier", "command": {"resume": "yes"}});
+    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(resume)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["log"][1], "sent: We will call back.");
+    server.shutdown().await;
+}

@@ -152,7 +152,8 @@ pub fn requeue(state: &Arc<AppState>, rec: RunRecord) {
 /// A run asked for by a request: checks it, makes room on the thread as its strategy says,
 /// records it, and starts it — or, when another replica took it over first, says so. A refused
 /// request leaves no record.
-pub async fn begin(state: &AppState, id: &str, body: RunBody) -> Result<Begun, ApiError> {
+pub async fn begin(state: &AppState, id: &str, mut body: RunBody) -> Result<Begun, ApiError> {
+    body.resolve_assistant(state).await?;
     body.check(state)?;
     let (thread, trec) = start::thread_for_run(state, id, &body).await?;
     make_room(state, &thread, body.strategy()).await?;

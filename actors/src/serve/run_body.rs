@@ -78,6 +78,22 @@ pub struct RunBody {
     pub webhook: Option<String>,
 }
 
+/// `base` with `over`'s keys on top (objects one level deep, so `configurable` merges too).
+fn under(base: Value, over: Option<Value>) -> Value {
+    let (Value::Object(mut out), Some(Value::Object(over))) = (base.clone(), over.clone()) else {
+        return over.filter(|o| !o.is_null()).unwrap_or(base);
+    };
+    for (k, v) in over {
+        match (out.get_mut(&k), v) {
+            (Some(Value::Object(a)), Value::Object(b)) => a.extend(b),
+            (_, v) => {
+                out.insert(k, v);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 /// The node a `Send`-style goto object names (`{"node": …, "arg": …}`).
 fn node_of_send(o: &serde_json::Map<String, Value>) -> Result<String, ApiError> {
     o.get("node")
@@ -220,6 +236,28 @@ impl RunBody {
                 "on_disconnect `{other}`: use cancel or continue"
             ))),
         }
+    }
+
+    /// Resolves the assistant the request names ([`super::assistant_records::resolve`]): an
+    /// assistant created over the API runs its graph, with its config and context under the
+    /// run's own (the run's keys win). The request then names the graph, and its metadata keeps
+    /// the assistant it asked for (`metadata.assistant_id`, `metadata.assistant_version`). A
+    /// registered graph resolves to itself and changes nothing.
+    pub async fn resolve_assistant(&mut self, state: &AppState) -> Result<(), ApiError> {
+        let r = super::assistant_records::resolve(state, &self.assistant_id).await?;
+        if r.graph.id() == self.assistant_id {
+            return Ok(());
+        }
+        let mut metadata = self.metadata();
+        if let Some(m) = metadata.as_object_mut() {
+            m.entry("assistant_id").or_insert(json!(r.assistant_id));
+            m.entry("assistant_version").or_insert(json!(r.version));
+        }
+        self.metadata = Some(metadata);
+        self.config = Some(under(r.config, self.config.take()));
+        self.context = Some(under(r.context, self.context.take()));
+        self.assistant_id = r.graph.id().to_string();
+        Ok(())
     }
 
     /// The checks a request passes before anything is recorded: a known assistant, stored fields

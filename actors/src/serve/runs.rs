@@ -40,7 +40,8 @@ async fn create_record(
     Path(id): Path<String>,
     body: Result<Json<RunBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(body) = body?;
+    let Json(mut body) = body?;
+    body.resolve_assistant(&state).await?;
     body.check(&state)?;
     if let Some(delay) = body.after_seconds.filter(|s| *s > 0.0) {
         // A delayed run waits `pending`, then queues for its thread like an enqueued one.

@@ -39,6 +39,7 @@ async fn prepare(state: &AppState, body: Value) -> Result<(String, RunBody, bool
     };
     let mut body: RunBody = serde_json::from_value(Value::Object(fields))
         .map_err(|e| ApiError::bad(format!("malformed run request: {e}")))?;
+    body.resolve_assistant(state).await?;
     body.check(state)?;
     // A thread made for the run is the run's alone: created whatever `if_not_exists` says.
     let made = named.is_none();
