@@ -26,6 +26,7 @@ pub mod listen;
 mod messages;
 mod metrics;
 pub mod planners;
+mod protocol;
 mod publish;
 mod queue;
 pub mod replica;

@@ -72,6 +72,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/threads/{thread_id}/history", post(history::history))
         .merge(assistants_api::routes())
         .merge(crons::routes())
+        .merge(super::protocol::routes())
         .route(
             "/threads/{thread_id}/state/{checkpoint_id}",
             get(thread_state::state_at),

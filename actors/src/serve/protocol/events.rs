@@ -1,0 +1,534 @@
+//! `POST /threads/{thread_id}/stream/events`: the thread's runs as protocol events, over
+//! server-sent events, filtered by the body `{"channels", "namespaces"?, "depth"?, "since"?}`.
+//!
+//! The events are made from the run event log ([`planwright::runs::RunEventLog`]), never
+//! straight from a run: the stream follows the thread's runs in submission order, reading each
+//! run's stored stream (`metadata`, `values`, `updates`, `custom`, `tasks`, `checkpoints`, the
+//! end marker) and turning each stored event into the protocol's:
+//!
+//! - the run's first event: `lifecycle` `{event: "running", graph_name}`; its end: `lifecycle`
+//!   `completed`, `interrupted` (it paused for an answer) or `failed` (`error` says why);
+//! - `values` → `values` (the state, without `__interrupt__`);
+//! - `updates` → `updates` `{node, values}`, one per node; `{"__interrupt__": […]}` →
+//!   `input.requested` `{interrupt_id, payload}` per question (`value` too, as the Python SDK
+//!   reads it);
+//! - `custom` → `custom` `{payload}`; `tasks` → `tasks`; `checkpoints` → `checkpoints` `{id,
+//!   parent_id, step, source}`;
+//! - a subgraph's event (`mode|namespace…`) the same, under its `namespace`.
+//!
+//! Every event's `seq` is fixed by where it comes from: the run's submission number
+//! ([`RunRecord::seq`]) above [`SHIFT`] bits, the stored event's seq times [`SLOTS`] plus its
+//! place among the protocol events made from it below. So a stream read again, on any replica,
+//! gives every event the same `seq` (and `event_id`, its decimal text, also the SSE `id`), and a
+//! client that sends the last `seq` it saw as `since` resumes exactly after it. A run with more
+//! than 2^22 stored events, or a server past 2^27 runs, would leave JavaScript's exact integers;
+//! neither is near.
+//!
+//! The stream stays open after the runs end, waiting for the thread's next run (woken at once
+//! for runs started here, within a second for runs started elsewhere), until the client hangs
+//! up. A run whose stream was not stored (started by `POST …/runs` without `stream_resumable`,
+//! and never followed) shows only its end, from its record.
+
+use super::super::errors::ApiError;
+use super::super::publish::END;
+use super::super::thread_records::existing;
+use super::super::AppState;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::Json;
+use futures::Stream;
+use planwright::runs::{RunRecord, RunRecordStatus, StreamEvent};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Bits of an event's `seq` below its run's submission number.
+pub const SHIFT: u32 = 26;
+
+/// Protocol events one stored event may make (more are left out, with a warning).
+pub const SLOTS: u64 = 16;
+
+/// How many stored events one read takes.
+const READ_BATCH: usize = 256;
+
+/// The lowest `seq` a run's events may have: everything before it belongs to older runs.
+pub fn run_base(rec: &RunRecord) -> u64 {
+    (rec.seq + 1) << SHIFT
+}
+
+/// Bumped when this process starts a protocol run: streams waiting for a thread's next run look.
+static RUNS: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::channel(0).0);
+
+/// Wakes the streams waiting for a thread's next run (they look whether it is theirs).
+pub fn runs_changed() {
+    RUNS.send_modify(|n| *n = n.wrapping_add(1));
+}
+
+/// The protocol's lifecycle status for a run's record (`None` while it has not ended).
+pub fn lifecycle_of(rec: &RunRecord) -> Option<&'static str> {
+    match rec.status {
+        RunRecordStatus::Pending | RunRecordStatus::Running => None,
+        RunRecordStatus::Success => Some("completed"),
+        RunRecordStatus::Interrupted => Some("interrupted"),
+        RunRecordStatus::Error | RunRecordStatus::Timeout => Some("failed"),
+    }
+}
+
+/// The body: which events the client wants.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    /// `values`, `updates`, `messages`, `tools`, `lifecycle`, `input`, `checkpoints`, `tasks`,
+    /// `custom` or `custom:NAME`.
+    channels: Vec<String>,
+    /// Namespace prefixes (any namespace when absent).
+    #[serde(default)]
+    namespaces: Option<Vec<Vec<String>>>,
+    /// How far below a prefix (unbounded when absent).
+    #[serde(default)]
+    depth: Option<usize>,
+    /// Only events with a greater `seq`.
+    #[serde(default)]
+    since: Option<u64>,
+}
+
+/// One protocol event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtocolEvent {
+    /// Its place in the thread's stream.
+    pub seq: u64,
+    /// `lifecycle`, `values`, `updates`, `input.requested`, `custom`, `tasks`, `checkpoints`.
+    pub method: &'static str,
+    /// The subgraph it comes from (`[]`: the root graph).
+    pub namespace: Vec<String>,
+    /// Its `params.data`.
+    pub data: Value,
+}
+
+impl ProtocolEvent {
+    /// The event as it goes on the wire.
+    pub fn to_json(&self) -> Value {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        json!({
+            "type": "event",
+            "event_id": self.seq.to_string(),
+            "seq": self.seq,
+            "method": self.method,
+            "params": {"namespace": self.namespace, "timestamp": ms, "data": self.data},
+        })
+    }
+
+    /// The channel a subscription names it by.
+    fn channel(&self) -> String {
+        match self.method {
+            "input.requested" => "input".into(),
+            "custom" => match self.data["name"].as_str() {
+                Some(n) if !n.is_empty() => format!("custom:{n}"),
+                _ => "custom".into(),
+            },
+            m => m.into(),
+        }
+    }
+}
+
+/// A namespace segment without its `:task` suffix.
+fn bare(segment: &str) -> &str {
+    segment.split(':').next().unwrap_or(segment)
+}
+
+impl Filter {
+    /// Whether the client wants `ev`.
+    pub fn wants(&self, ev: &ProtocolEvent) -> bool {
+        if self.since.is_some_and(|s| ev.seq <= s) {
+            return false;
+        }
+        let channel = ev.channel();
+        let named = self
+            .channels
+            .iter()
+            .any(|c| *c == channel || (c == "custom" && channel.starts_with("custom:")));
+        if !named {
+            return false;
+        }
+        let Some(prefixes) = self.namespaces.as_ref().filter(|p| !p.is_empty()) else {
+            return true;
+        };
+        prefixes.iter().any(|prefix| {
+            prefix.len() <= ev.namespace.len()
+                && prefix
+                    .iter()
+                    .zip(&ev.namespace)
+                    .all(|(p, n)| p == n || (!p.contains(':') && bare(n) == p))
+                && self
+                    .depth
+                    .is_none_or(|d| ev.namespace.len() - prefix.len() <= d)
+        })
+    }
+
+    /// Whether every event of a run starting at `base` is at or before `since`.
+    fn passed(&self, base: u64) -> bool {
+        self.since.is_some_and(|s| s >= base + (1 << SHIFT) - 1)
+    }
+}
+
+/// One run's stored events turned into protocol events.
+pub struct Translation {
+    graph: String,
+    /// Interrupts already announced.
+    asked: HashSet<String>,
+    interrupted: bool,
+    error: Option<String>,
+    /// The end marker was read.
+    pub ended: bool,
+}
+
+impl Translation {
+    /// For a run of `graph`.
+    pub fn new(graph: &str) -> Self {
+        Self {
+            graph: graph.to_string(),
+            asked: HashSet::new(),
+            interrupted: false,
+            error: None,
+            ended: false,
+        }
+    }
+
+    /// The protocol events of stored event `e` of the run starting at `base`.
+    pub fn on_stored(&mut self, base: u64, e: &StreamEvent) -> Vec<ProtocolEvent> {
+        let mut out: Vec<(&'static str, Vec<String>, Value)> = Vec::new();
+        let mut parts = e.event.split('|');
+        let mode = parts.next().unwrap_or_default();
+        let ns: Vec<String> = parts.map(String::from).collect();
+        let data: Value = serde_json::from_str(&e.data).unwrap_or(Value::Null);
+        match mode {
+            "metadata" => out.push((
+                "lifecycle",
+                vec![],
+                json!({"event": "running", "graph_name": self.graph}),
+            )),
+            END => {
+                self.ended = true;
+                out.push(("lifecycle", vec![], self.terminal(None)));
+            }
+            "error" => {
+                let why = data["message"]
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| data.to_string());
+                self.error = Some(why);
+            }
+            "values" => {
+                let mut values = data;
+                if let Some(asked) = values
+                    .as_object_mut()
+                    .and_then(|o| o.remove("__interrupt__"))
+                {
+                    self.ask(&ns, &asked, &mut out);
+                }
+                if !values.as_object().is_some_and(|o| o.is_empty()) {
+                    out.push(("values", ns, values));
+                }
+            }
+            "updates" => {
+                if let Some(obj) = data.as_object() {
+                    for (node, values) in obj {
+                        if node == "__interrupt__" {
+                            self.ask(&ns, values, &mut out);
+                        } else {
+                            out.push((
+                                "updates",
+                                ns.clone(),
+                                json!({"node": node, "values": values}),
+                            ));
+                        }
+                    }
+                }
+            }
+            "custom" => out.push(("custom", ns, json!({ "payload": data }))),
+            "tasks" => out.push(("tasks", ns, data)),
+            "checkpoints" => {
+                let id = |c: &Value| c.pointer("/configurable/checkpoint_id").cloned();
+                let mut cp = json!({
+                    "id": id(&data["config"]).unwrap_or(Value::Null),
+                    "step": data["metadata"]["step"],
+                    "source": data["metadata"]["source"],
+                });
+                if let Some(parent) = id(&data["parent_config"]) {
+                    cp["parent_id"] = parent;
+                }
+                out.push(("checkpoints", ns, cp));
+            }
+            _ => {}
+        }
+        if out.len() as u64 > SLOTS {
+            tracing::warn!(
+                event = e.event,
+                made = out.len(),
+                "a stored event made more protocol events than it has ids for; the rest are left out"
+            );
+            out.truncate(SLOTS as usize);
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(k, (method, namespace, data))| ProtocolEvent {
+                seq: base + e.seq * SLOTS + k as u64,
+                method,
+                namespace,
+                data,
+            })
+            .collect()
+    }
+
+    /// `input.requested` for each question of an `__interrupt__` list not announced yet.
+    fn ask(
+        &mut self,
+        ns: &[String],
+        list: &Value,
+        out: &mut Vec<(&'static str, Vec<String>, Value)>,
+    ) {
+        if ns.is_empty() {
+            self.interrupted = true;
+        }
+        for i in list.as_array().into_iter().flatten() {
+            let Some(id) = i["id"].as_str() else { continue };
+            if self.asked.insert(id.to_string()) {
+                out.push((
+                    "input.requested",
+                    ns.to_vec(),
+                    json!({"interrupt_id": id, "payload": i["value"], "value": i["value"]}),
+                ));
+            }
+        }
+    }
+
+    /// The root's last lifecycle event: from what the stream said, or the record's `status`.
+    fn terminal(&self, status: Option<&str>) -> Value {
+        let status = status.unwrap_or(if self.error.is_some() {
+            "failed"
+        } else if self.interrupted {
+            "interrupted"
+        } else {
+            "completed"
+        });
+        let mut data = json!({"event": status, "graph_name": self.graph});
+        if status == "failed" {
+            data["error"] = json!(self.error.as_deref().unwrap_or("the run failed"));
+        }
+        data
+    }
+
+    /// The end of a run whose stream has no end marker, from its record.
+    fn ended_by_record(&mut self, seq: u64, rec: Option<&RunRecord>) -> ProtocolEvent {
+        self.ended = true;
+        if let Some(e) = rec.and_then(|r| r.error.clone()) {
+            self.error.get_or_insert(e);
+        }
+        let status = rec.and_then(lifecycle_of);
+        ProtocolEvent {
+            seq,
+            method: "lifecycle",
+            namespace: vec![],
+            data: self.terminal(status),
+        }
+    }
+}
+
+/// The endpoint: 404 for a thread that does not exist (yet), else the stream.
+pub async fn stream_events(
+    State(state): State<Arc<AppState>>,
+    Path(thread_id): Path<String>,
+    body: Result<Json<Filter>, JsonRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Json(filter) = body?;
+    existing(&state, &thread_id).await?;
+    let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
+    tokio::spawn(async move {
+        if let Err(e) = follow_thread(&state, &thread_id, &filter, &tx).await {
+            tracing::warn!(thread_id, error = %e, "thread event stream dropped: its runs' events cannot be read");
+            let frame =
+                json!({"type": "error", "id": null, "error": "unknown_error", "message": e});
+            let _ = tx
+                .send(Event::default().event("error").data(frame.to_string()))
+                .await;
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// Sends `ev` if the client wants it; false once the client is gone.
+async fn send(filter: &Filter, ev: &ProtocolEvent, tx: &mpsc::Sender<Event>) -> bool {
+    if !filter.wants(ev) {
+        return true;
+    }
+    let frame = Event::default()
+        .id(ev.seq.to_string())
+        .event(ev.method)
+        .data(ev.to_json().to_string());
+    tx.send(frame).await.is_ok()
+}
+
+/// Follows the thread's runs, oldest first, then waits for the next, until the client hangs up.
+async fn follow_thread(
+    state: &AppState,
+    thread_id: &str,
+    filter: &Filter,
+    tx: &mpsc::Sender<Event>,
+) -> Result<(), String> {
+    let mut news = RUNS.subscribe();
+    let mut done: HashSet<String> = HashSet::new();
+    loop {
+        news.borrow_and_update();
+        let mut runs = state
+            .run_store
+            .list_thread(thread_id, usize::MAX, 0)
+            .await
+            .map_err(|e| planwright::ErrorChain(&e).to_string())?;
+        runs.sort_by_key(|r| r.seq);
+        match runs.into_iter().find(|r| !done.contains(&r.run_id)) {
+            Some(run) => {
+                done.insert(run.run_id.clone());
+                if filter.passed(run_base(&run)) {
+                    continue;
+                }
+                if !follow_run(state, &run, filter, tx).await? {
+                    return Ok(());
+                }
+            }
+            None => {
+                tokio::select! {
+                    _ = news.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tx.closed() => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Sends one run's protocol events until its end; false once the client is gone.
+async fn follow_run(
+    state: &AppState,
+    run: &RunRecord,
+    filter: &Filter,
+    tx: &mpsc::Sender<Event>,
+) -> Result<bool, String> {
+    let base = run_base(run);
+    let mut tr = Translation::new(&run.assistant_id);
+    let mut woken = state.events.watch(&run.run_id);
+    let mut after = 0u64;
+    // Set (with the record as it ended) once the record says the run ended.
+    let mut ended: Option<Option<RunRecord>> = None;
+    loop {
+        woken.borrow_and_update();
+        let batch = state
+            .events
+            .read(&run.run_id, after, READ_BATCH)
+            .await
+            .map_err(|e| planwright::ErrorChain(&e).to_string())?;
+        for e in &batch {
+            after = e.seq;
+            for ev in tr.on_stored(base, e) {
+                if !send(filter, &ev, tx).await {
+                    return Ok(false);
+                }
+            }
+            if tr.ended {
+                return Ok(true);
+            }
+        }
+        if !batch.is_empty() {
+            continue;
+        }
+        if let Some(rec) = &ended {
+            // The record says it ended and its stream holds no end marker: it never will.
+            let ev = tr.ended_by_record(base + (after + 1) * SLOTS, rec.as_ref());
+            return Ok(send(filter, &ev, tx).await);
+        }
+        let idle = tokio::select! {
+            _ = woken.changed() => false,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => true,
+            _ = tx.closed() => return Ok(false),
+        };
+        if idle {
+            match state.run_store.get(&run.run_id).await {
+                Ok(Some(r)) if r.status.is_ended() => ended = Some(Some(r)),
+                Ok(Some(_)) => {}
+                Ok(None) => ended = Some(None),
+                Err(e) => return Err(planwright::ErrorChain(&e).to_string()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(seq: u64, event: &str, data: Value) -> StreamEvent {
+        StreamEvent {
+            seq,
+            event: event.into(),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_pause_becomes_a_question_and_an_interrupted_end() {
+        let mut tr = Translation::new("g");
+        let base = 1 << SHIFT;
+        let start = tr.on_stored(base, &stored(1, "metadata", json!({"run_id": "r"})));
+        assert_eq!(start[0].data["event"], "running");
+        assert_eq!(start[0].seq, base + SLOTS);
+        let asked = json!({"__interrupt__": [{"id": "i1", "value": {"q": 1}}]});
+        let evs = tr.on_stored(base, &stored(2, "updates", asked.clone()));
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].method, "input.requested");
+        assert_eq!(evs[0].data["interrupt_id"], "i1");
+        assert_eq!(evs[0].data["payload"], json!({"q": 1}));
+        // The final values repeat the question: it is not asked twice.
+        let mut values = json!({"a": 1});
+        values["__interrupt__"] = asked["__interrupt__"].clone();
+        let evs = tr.on_stored(base, &stored(3, "values", values));
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].data, json!({"a": 1}));
+        let end = tr.on_stored(base, &stored(4, END, Value::Null));
+        assert_eq!(end[0].data["event"], "interrupted");
+        assert!(tr.ended);
+    }
+
+    #[test]
+    fn filters_match_channels_namespaces_depth_and_since() {
+        let ev = |method, ns: &[&str], seq| ProtocolEvent {
+            seq,
+            method,
+            namespace: ns.iter().map(|s| s.to_string()).collect(),
+            data: json!({}),
+        };
+        let f: Filter = serde_json::from_value(json!({"channels": ["values", "input"]})).unwrap();
+        assert!(f.wants(&ev("values", &["sub:1"], 5)));
+        assert!(f.wants(&ev("input.requested", &[], 5)));
+        assert!(!f.wants(&ev("updates", &[], 5)));
+        let f: Filter = serde_json::from_value(
+            json!({"channels": ["values"], "namespaces": [["sub"]], "depth": 0, "since": 5}),
+        )
+        .unwrap();
+        assert!(f.wants(&ev("values", &["sub:1"], 6)));
+        assert!(!f.wants(&ev("values", &["sub:1"], 5)), "at the cursor");
+        assert!(
+            !f.wants(&ev("values", &["sub:1", "inner:2"], 6)),
+            "too deep"
+        );
+        assert!(!f.wants(&ev("values", &[], 6)), "outside the prefix");
+    }
+}

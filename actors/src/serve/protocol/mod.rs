@@ -1,0 +1,37 @@
+//! The thread-centric protocol the current official SDKs speak (`client.threads.stream(…)`: the
+//! JS SDK's `ThreadStream`, Python's `AsyncThreadStream`; typed by `@langchain/protocol` /
+//! `langchain-protocol`), over HTTP:
+//!
+//! - `POST /threads/{thread_id}/commands` takes one command `{"id", "method", "params"}` and
+//!   answers `{"type": "success", "id", "result", "meta": {"applied_through_seq"}}` or
+//!   `{"type": "error", "id", "error", "message"}` ([`commands`]): `run.start` starts a run
+//!   through the same path as `POST /threads/{thread_id}/runs` (creating the thread the SDK named
+//!   when it does not exist yet), `input.respond` resumes the paused thread with the answers
+//!   (`command.resume`), `state.get` and `state.listCheckpoints` read the thread, `state.fork`
+//!   runs from a past checkpoint, `agent.getTree` names the graph.
+//! - `POST /threads/{thread_id}/stream/events` with `{"channels", "namespaces"?, "depth"?,
+//!   "since"?}` follows the thread's runs as server-sent events ([`events`]): every protocol
+//!   event (`lifecycle`, `values`, `updates`, `input.requested`, `tasks`, `checkpoints`,
+//!   `custom`) carries a `seq` and an `event_id` (also the SSE `id`), and a client that sends the
+//!   last `seq` it saw as `since` gets only what came after it. The events are read from the run
+//!   event log, so a stream can be rejoined on any replica.
+//!
+//! See docs/server.md, "Thread-centric protocol".
+
+pub mod commands;
+pub mod events;
+
+use super::AppState;
+use axum::routing::post;
+use axum::Router;
+use std::sync::Arc;
+
+/// The protocol's two routes.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/threads/{thread_id}/commands", post(commands::command))
+        .route(
+            "/threads/{thread_id}/stream/events",
+            post(events::stream_events),
+        )
+}

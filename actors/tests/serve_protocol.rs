@@ -1,0 +1,305 @@
+//! The thread-centric protocol (`POST /threads/{id}/commands`, `POST /threads/{id}/stream/events`)
+//! over a real socket, with a graph the test registers: `run.start` creates the thread the client
+//! named and runs it; the event stream carries ids (`seq`, `event_id` and the SSE `id` agree and
+//! grow); a stream opened with `since` resumes exactly after that event; the question the graph
+//! asks comes as `input.requested`, `input.respond` answers it and the same stream carries the
+//! resumed run to its end; `state.get` reads the result; malformed and unknown commands are
+//! refused with the protocol's error codes.
+
+use planwright::graph::{StateGraph, END, START};
+use planwright::NodeContext;
+use planwright_actors::serve::{ServeArgs, Server};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+planwright::state! {
+    /// A reply a person approves before it goes out.
+    pub struct Reply => ReplyUpdate {
+        replace request: String,
+        replace draft: String,
+        append log: Vec<String>,
+    }
+}
+
+fn graph() -> planwright::CompiledGraph<Reply> {
+    StateGraph::<Reply>::new("replier")
+        .add_sync_node("draft", |s: &Reply, _: &NodeContext| {
+            Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
+        })
+        .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
+            let answer = ctx.interrupt(json!({"question": "send?", "draft": s.draft}))?;
+            Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
+        })
+        .add_sync_node("send", |s: &Reply, _: &NodeContext| {
+            Ok(ReplyUpdate::default().log(vec![format!("sent: {}", s.draft)]))
+        })
+        .add_edge(START, "draft")
+        .add_edge("draft", "approve")
+        .add_edge("approve", "send")
+        .add_edge("send", END)
+        .compile()
+        .expect("the graph compiles")
+}
+
+async fn server() -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-protocol-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = ServeArgs {
+        checkpoint: format!("sqlite:{}", dir.join("app.db").display()),
+        ..ServeArgs::default()
+    };
+    let server = Server::builder(args)
+        .graph("replier", graph())
+        .build()
+        .await
+        .expect("the server builds");
+    let app = server.router();
+    // The server's background work lives as long as the test process.
+    std::mem::forget(server.start_background());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+async fn command(api: &str, thread: &str, cmd: Value) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{api}/threads/{thread}/commands"))
+        .json(&cmd)
+        .send()
+        .await
+        .expect("the server answers");
+    let status = res.status().as_u16();
+    (status, res.json().await.expect("a JSON answer"))
+}
+
+/// An open event stream and what it has sent but not yet been read.
+struct Events {
+    res: reqwest::Response,
+    buf: String,
+}
+
+impl Events {
+    async fn open(api: &str, thread: &str, filter: Value) -> Result<Events, u16> {
+        let res = reqwest::Client::new()
+            .post(format!("{api}/threads/{thread}/stream/events"))
+            .header("accept", "text/event-stream")
+            .json(&filter)
+            .send()
+            .await
+            .expect("the server answers");
+        if !res.status().is_success() {
+            return Err(res.status().as_u16());
+        }
+        Ok(Events {
+            res,
+            buf: String::new(),
+        })
+    }
+
+    /// The next event: its SSE `id`, `event` and JSON data.
+    async fn next(&mut self) -> (String, String, Value) {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let frame: String = self.buf.drain(..end + 2).collect();
+                let (mut id, mut event, mut data) = (String::new(), String::new(), String::new());
+                for line in frame.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return (id, event, serde_json::from_str(&data).expect("JSON data"));
+            }
+            // A guard against a stream that never sends what the test waits for.
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.res.chunk())
+                .await
+                .expect("the stream sends within 30 s")
+                .expect("the stream reads")
+                .expect("the stream stays open");
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Events up to and including the first `stop` accepts; each one's ids checked.
+    async fn until(&mut self, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut got: Vec<Value> = Vec::new();
+        loop {
+            let (id, event, data) = self.next().await;
+            assert_eq!(data["type"], "event", "{data}");
+            assert_eq!(event, data["method"].as_str().unwrap(), "{data}");
+            let seq = data["seq"].as_u64().expect("a seq");
+            assert_eq!(id, seq.to_string(), "the SSE id is the seq");
+            assert_eq!(data["event_id"], json!(id), "the event_id is the seq");
+            if let Some(last) = got.last() {
+                assert!(seq > last["seq"].as_u64().unwrap(), "seqs grow: {data}");
+            }
+            let done = stop(&data);
+            got.push(data);
+            if done {
+                return got;
+            }
+        }
+    }
+}
+
+fn lifecycle(ev: &Value, status: &str) -> bool {
+    ev["method"] == "lifecycle"
+        && ev["params"]["namespace"] == json!([])
+        && ev["params"]["data"]["event"] == status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_started_followed_resumed_from_a_cursor_and_answered() {
+    let api = server().await;
+    let channels = json!(["lifecycle", "input", "values", "updates"]);
+
+    // No thread yet: no stream either (the SDKs open theirs after run.start).
+    assert_eq!(
+        Events::open(&api, "p1", json!({ "channels": channels }))
+            .await
+            .err(),
+        Some(404)
+    );
+
+    // run.start creates the thread the client named and starts the run.
+    let start = json!({"id": 1, "method": "run.start", "params": {
+        "assistant_id": "replier", "input": {"request": "refund order 42"}}});
+    let (s, ok) = command(&api, "p1", start).await;
+    assert_eq!(s, 200, "{ok}");
+    assert_eq!(ok["type"], "success", "{ok}");
+    assert_eq!(ok["id"], 1);
+    let run_id = ok["result"]["run_id"]
+        .as_str()
+        .expect("a run id")
+        .to_string();
+    let before = ok["meta"]["applied_through_seq"]
+        .as_u64()
+        .expect("a cursor");
+
+    // The whole run, from its start to its question.
+    let mut stream = Events::open(&api, "p1", json!({ "channels": channels }))
+        .await
+        .expect("a stream");
+    let first = stream.until(|e| lifecycle(e, "interrupted")).await;
+    assert!(lifecycle(&first[0], "running"), "{}", first[0]);
+    assert!(first[0]["seq"].as_u64().unwrap() > before);
+    let asked: Vec<&Value> = first
+        .iter()
+        .filter(|e| e["method"] == "input.requested")
+        .collect();
+    assert_eq!(asked.len(), 1, "one question: {first:?}");
+    let question = &asked[0]["params"]["data"];
+    assert_eq!(question["payload"]["question"], "send?", "{question}");
+    let interrupt_id = question["interrupt_id"].as_str().unwrap().to_string();
+    let drafted = first
+        .iter()
+        .find(|e| e["method"] == "updates" && e["params"]["data"]["node"] == "draft")
+        .expect("the draft node's update");
+    assert_eq!(
+        drafted["params"]["data"]["values"]["draft"],
+        "We will refund order 42."
+    );
+    assert!(first.iter().any(|e| e["method"] == "values"));
+
+    // A stream opened with `since` resumes right after that event, with the same ids.
+    let cursor = first[1]["seq"].as_u64().unwrap();
+    let mut again = Events::open(&api, "p1", json!({ "channels": channels, "since": cursor }))
+        .await
+        .expect("a stream");
+    let rest = again.until(|e| lifecycle(e, "interrupted")).await;
+    let seqs = |evs: &[Value]| -> Vec<(u64, String)> {
+        evs.iter()
+            .map(|e| {
+                (
+                    e["seq"].as_u64().unwrap(),
+                    e["method"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(seqs(&rest), seqs(&first[2..]));
+    // Filtered by channel: only the questions.
+    let mut questions = Events::open(&api, "p1", json!({"channels": ["input"]}))
+        .await
+        .expect("a stream");
+    let only = questions.until(|e| e["method"] == "input.requested").await;
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0]["seq"], asked[0]["seq"]);
+
+    // A wrong interrupt id is refused; the right one resumes the thread.
+    let wrong = json!({"id": 2, "method": "input.respond", "params": {
+        "namespace": [], "interrupt_id": "nope", "response": "yes"}});
+    let (_, refused) = command(&api, "p1", wrong).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["error"], "no_such_interrupt", "{refused}");
+    let respond = json!({"id": 3, "method": "input.respond", "params": {
+        "namespace": [], "interrupt_id": interrupt_id, "response": "yes"}});
+    let (s, ok) = command(&api, "p1", respond).await;
+    assert_eq!((s, &ok["type"]), (200, &json!("success")), "{ok}");
+    assert_eq!(ok["result"], json!({}));
+
+    // The first stream goes on with the resumed run, to its end.
+    let second = stream.until(|e| lifecycle(e, "completed")).await;
+    assert!(lifecycle(&second[0], "running"), "{}", second[0]);
+    let last_values = second
+        .iter()
+        .rev()
+        .find(|e| e["method"] == "values")
+        .expect("values");
+    assert_eq!(
+        last_values["params"]["data"]["log"],
+        json!(["approved: \"yes\"", "sent: We will refund order 42."])
+    );
+    assert!(second.iter().all(|e| e["method"] != "input.requested"));
+
+    // Two runs on the thread; state.get reads where they left it.
+    let (s, state) = command(
+        &api,
+        "p1",
+        json!({"id": 4, "method": "state.get", "params": {"namespace": [], "keys": ["log"]}}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(state["type"], "success", "{state}");
+    assert_eq!(
+        state["result"]["values"],
+        json!({"log": ["approved: \"yes\"", "sent: We will refund order 42."]})
+    );
+    assert!(state["result"]["checkpoint"]["id"].is_string(), "{state}");
+    let runs: Value = reqwest::get(format!("{api}/threads/p1/runs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["run_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 2, "{runs}");
+    assert!(ids.contains(&run_id.as_str()));
+
+    // Unknown and malformed commands.
+    let (s, e) = command(&api, "p1", json!({"id": 5, "method": "no.such"})).await;
+    assert_eq!((s, &e["error"]), (200, &json!("unknown_command")), "{e}");
+    let (s, e) = command(&api, "p1", json!({"method": "run.start"})).await;
+    assert_eq!((s, &e["error"]), (400, &json!("invalid_argument")), "{e}");
+    let (_, e) = command(
+        &api,
+        "p1",
+        json!({"id": 6, "method": "run.start", "params": {"input": {}}}),
+    )
+    .await;
+    assert_eq!(e["error"], "invalid_argument", "{e}");
+}
