@@ -11,28 +11,28 @@
 //! mailbox, which holds at most one message per task it dispatched plus control messages), and a
 //! node actor drains its mailbox independently of every supervisor. So no cycle of waits exists.
 
-use super::node_actor::{RunTask, TaskDone, TaskReply};
+mod dispatch;
+
+use super::node_actor::TaskDone;
 use super::shared::{RunControl, Shared};
-use crate::checkpoint::CheckpointSource;
 use crate::events::{EventSink, Interrupt, RunEvent, RunStatus};
 use crate::ids::{CheckpointId, InterruptId, RunId, ThreadId};
-use crate::node::{Memos, NodeContext, NodeError};
+use crate::node::{Memos, NodeError};
 use crate::runtime::error::RunError;
-use crate::runtime::machine::boundary::{self, AtBoundary, OnFailure, StepEnd};
+use crate::runtime::machine::boundary::{self, AfterResult, AtBoundary, AtStart};
+use crate::runtime::machine::boundary::{RecentNodes, StepEnd};
 use crate::runtime::machine::per_run::PerRun;
-use crate::runtime::machine::step::{Effect, End, Outcome, Step};
+use crate::runtime::machine::step::{End, Outcome, Step};
 use crate::runtime::machine::superstep;
 use crate::runtime::run::RunOutcome;
-use crate::runtime::storage::{self, persist, Durability, RunStorage, SavedThread, SavedWrite};
-use crate::runtime::subgraph;
+use crate::runtime::storage::{Durability, FinishedTask, Place, RunEnd};
+use crate::runtime::storage::{RunStorage, SavedThread};
 use crate::state::State;
 use kameo::actor::{Actor, ActorRef};
 use kameo::message::{Context, Message};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -99,7 +99,7 @@ pub(crate) struct Run<S: State> {
     events: EventSink,
     cancel: CancellationToken,
     outcome: Option<oneshot::Sender<Result<RunOutcome<S>, RunError>>>,
-    recent: VecDeque<Arc<str>>,
+    recent: RecentNodes,
     steps_run: u64,
     node_executions: u64,
     rng: SmallRng,
@@ -135,7 +135,7 @@ impl<S: State> Actor for Supervisor<S> {
             events: a.events,
             cancel: a.cancel,
             outcome: Some(a.outcome),
-            recent: VecDeque::with_capacity(8),
+            recent: RecentNodes::default(),
             steps_run: 0,
             node_executions: 0,
             rng: SmallRng::seed_from_u64(a.run_id.0),
@@ -150,146 +150,6 @@ impl<S: State> Actor for Supervisor<S> {
 }
 
 impl<S: State> Run<S> {
-    /// Sets up bookkeeping for `saved.tasks`, reusing saved writes.
-    fn reset_step(&mut self) {
-        let n = self.saved.tasks.len();
-        // Cleared and resized rather than made anew: their buffers serve every superstep.
-        self.step.reset(n);
-        self.memo_stores.clear();
-        self.memo_stores.resize(n, None);
-        self.update_json.clear();
-        if self.sh.graph.has_command_nodes() {
-            self.goto_slots.clear();
-            self.goto_slots.resize(n, None);
-        }
-        if self.saved.memos.len() < n {
-            self.saved.memos.resize(n, Default::default());
-        }
-        if self.saved.answers.len() != n {
-            self.saved.answers.resize(n, Vec::new());
-        }
-        for (i, w) in std::mem::take(&mut self.saved.writes)
-            .into_iter()
-            .enumerate()
-            .take(n)
-        {
-            match w {
-                Some(SavedWrite::Done(u)) => self.step.restore_done(i, u),
-                // Paused and not yet answered at the call it paused on.
-                Some(SavedWrite::Interrupted(int))
-                    if self.saved.answers[i].len() <= int.index as usize =>
-                {
-                    self.step.restore_interrupted(i, int)
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Whether each superstep is stored.
-    fn durable(&self) -> bool {
-        self.store.stores_each_step(&self.sh.storage)
-    }
-
-    /// Dispatches every task the superstep machine says is ready.
-    async fn pump(&mut self) -> Result<(), RunError> {
-        if self.cancel.is_cancelled() {
-            return Ok(());
-        }
-        let mut ready = std::mem::take(&mut self.ready);
-        self.step.ready_into(&self.saved.tasks, &mut ready);
-        let r = async {
-            for &i in &ready {
-                self.dispatch(i).await?;
-            }
-            Ok(())
-        }
-        .await;
-        self.ready = ready;
-        r
-    }
-
-    async fn dispatch(&mut self, i: usize) -> Result<(), RunError> {
-        let spec = &self.saved.tasks[i];
-        let state = if spec.after.is_empty() {
-            self.saved.state.clone()
-        } else {
-            Arc::new(superstep::dag_view(
-                &*self.saved.state,
-                &self.saved.tasks,
-                self.step.updates(),
-                i,
-            )?)
-        };
-        let attempt = self.step.dispatch(i);
-        let memos = Arc::new(Memos {
-            saved: self.saved.memos.get(i).cloned().unwrap_or_default(),
-            fresh: Default::default(),
-        });
-        self.memo_stores[i] = Some(memos.clone());
-        let graph_node = self.sh.graph.node(spec.node_id);
-        let special = (graph_node.command.is_some() || graph_node.subgraph.is_some()).then(|| {
-            let child_thread = graph_node.subgraph.is_some().then(|| {
-                subgraph::child_thread(&self.thread, &spec.node, self.saved.head, spec.id.index)
-            });
-            let special = Arc::new(crate::node::SpecialTask {
-                goto: Default::default(),
-                child_thread,
-            });
-            if graph_node.command.is_some() {
-                self.goto_slots[i] = Some(special.clone());
-            }
-            special
-        });
-        let ctx = NodeContext {
-            task: spec.id,
-            node: spec.node.clone(),
-            attempt,
-            input: spec.input.clone(),
-            answers: crate::node::Answers::new(self.saved.answers[i].clone()),
-            events: self.events.clone(),
-            cancel: self.cancel.clone(),
-            span: self.span.clone(),
-            memos,
-            context: self.per_run.context.clone(),
-            store: self.sh.store.clone(),
-            special,
-        };
-        let me = self
-            .me
-            .clone()
-            .ok_or_else(|| RunError::Internal("supervisor has no self reference".into()))?;
-        let reply = TaskReply::<S> {
-            tx: Some(Box::new(move |done| {
-                let _ = me.tell(done).try_send();
-            })),
-            index: i as u32,
-            attempt,
-        };
-        self.events.emit(|| RunEvent::NodeStarted {
-            node: spec.node_name(),
-            task: spec.id,
-            attempt,
-        });
-        let node = spec.node_id.index();
-        self.sh.stats[node].enqueued();
-        let msg = RunTask {
-            state,
-            ctx,
-            enqueued: tokio::time::Instant::now(),
-            reply,
-        };
-        if self.sh.nodes[node].tell(msg).send().await.is_err() {
-            self.sh.stats[node].dequeued();
-            self.step.undispatch(i);
-            return Err(RunError::Internal(format!(
-                "node actor `{}` is not running",
-                self.saved.tasks[i].node
-            )));
-        }
-        Ok(())
-    }
-
     async fn on_done(&mut self, done: TaskDone<S>) -> Result<(), RunError> {
         let i = done.index as usize;
         if !self.step.is_current(i, done.attempt) {
@@ -315,7 +175,15 @@ impl<S: State> Run<S> {
             queued_us: done.queued.as_micros() as u64,
             error: done.result.as_ref().err().map(|e| e.to_string()),
         });
-        // The I/O each result needs, then the machine's verdict.
+        // What storage keeps of each result, then the machine's verdict.
+        let sh = &self.sh;
+        let others = || sh.others_running();
+        let at = Place {
+            storage: &sh.storage,
+            thread: &self.thread,
+            others_running: &others,
+        };
+        let head = self.saved.head;
         let (outcome, failure) = match done.result {
             Ok(update) => {
                 let goto = self
@@ -323,38 +191,21 @@ impl<S: State> Run<S> {
                     .get_mut(i)
                     .and_then(Option::take)
                     .and_then(|s| s.goto.lock().unwrap_or_else(|p| p.into_inner()).take());
-                if self.saved.tasks.len() > 1 && self.durable() {
-                    let json = persist::update_json(&update)?;
-                    // The task that completes the superstep saves no write: the checkpoint
-                    // written next holds its update (and where its command said to go), as it
-                    // does for a superstep of one task.
-                    if !self.step.completes_with(i) {
-                        let mut writes = vec![persist::update_write_json(&spec, &json)];
-                        if let Some(g) = &goto {
-                            writes.push(persist::goto_write(&spec, g)?);
-                        }
-                        let dict = self.sh.graph.body_dictionary();
-                        let (sh, head) = (&self.sh, self.saved.head);
-                        self.store
-                            .save_updates(
-                                &sh.storage,
-                                || sh.others_running(),
-                                &self.thread,
-                                head,
-                                writes,
-                                dict,
-                            )
-                            .await?;
-                    }
-                    if self.update_json.len() < self.saved.tasks.len() {
-                        self.update_json.resize(self.saved.tasks.len(), None);
-                    }
+                let n = self.saved.tasks.len();
+                let finished = FinishedTask {
+                    task: &spec,
+                    update: &update,
+                    goto: goto.as_ref(),
+                    parallel: n > 1,
+                    completes_step: self.step.completes_with(i),
+                };
+                let dict = sh.graph.body_dictionary();
+                if let Some(json) = self.store.task_updated(&at, head, finished, dict).await? {
+                    self.update_json.resize(self.update_json.len().max(n), None);
                     self.update_json[i] = Some(json);
                 }
                 if let Some(g) = goto {
-                    if self.saved.gotos.len() <= i {
-                        self.saved.gotos.resize(self.saved.tasks.len(), None);
-                    }
+                    self.saved.gotos.resize(self.saved.gotos.len().max(n), None);
                     self.saved.gotos[i] = Some(g);
                 }
                 (Outcome::Updated(update), None)
@@ -368,38 +219,20 @@ impl<S: State> Run<S> {
                     value,
                     index,
                 };
-                if self.durable() {
-                    // What the task memoised before it paused is saved with the pause, so a
-                    // resume (in this process or another) does not redo it.
-                    let mut writes = persist::memo_writes(&spec, &fresh_memos)?;
-                    writes.push(persist::interrupt_write(&spec, &int)?);
-                    let (sh, head) = (&self.sh, self.saved.head);
-                    self.store
-                        .save_writes(
-                            &sh.storage,
-                            || sh.others_running(),
-                            &self.thread,
-                            head,
-                            writes,
-                        )
-                        .await?;
-                }
+                (self.store.task_paused(&at, head, &spec, &int, &fresh_memos)).await?;
                 (Outcome::Interrupted(int), None)
             }
             Err(NodeError::Cancelled) => return Err(RunError::Cancelled),
             Err(e) => {
-                let policy = &self.sh.graph.node(spec.node_id).options.retry;
+                let policy = &sh.graph.node(spec.node_id).options.retry;
                 let then = boundary::on_failure(policy, &e, done.attempt, self.rng.random::<f64>());
                 let retry = then.retries();
                 (Outcome::Failed { retry }, Some((e, then)))
             }
         };
-        match self.step.complete(i, done.attempt, outcome) {
-            Effect::Retry => {
-                let wait = match failure {
-                    Some((_, OnFailure::Retry { after })) => after,
-                    _ => Duration::ZERO,
-                };
+        let effect = self.step.complete(i, done.attempt, outcome);
+        match boundary::after_result(effect, failure.as_ref().map(|f| f.1)) {
+            AfterResult::RetryAfter(wait) => {
                 let me = self.me.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(wait).await;
@@ -408,7 +241,7 @@ impl<S: State> Run<S> {
                     }
                 });
             }
-            Effect::Fail => {
+            AfterResult::Fail => {
                 let message = failure.map(|(e, _)| e.to_string()).unwrap_or_default();
                 self.events.emit(|| RunEvent::Error {
                     node: Some(spec.node_name()),
@@ -420,7 +253,7 @@ impl<S: State> Run<S> {
                     message,
                 });
             }
-            Effect::Continue | Effect::Ignore => {}
+            AfterResult::Go => {}
         }
         self.advance().await
     }
@@ -451,14 +284,8 @@ impl<S: State> Run<S> {
                 "superstep ended with a task that produced no update".into(),
             ));
         }
-        let delta = if self.durable() {
-            Some(persist::delta_json(
-                &updates,
-                &std::mem::take(&mut self.update_json),
-            )?)
-        } else {
-            None
-        };
+        let kept = std::mem::take(&mut self.update_json);
+        let delta = self.store.step_delta(&self.sh.storage, &updates, &kept)?;
         let updated = self.events.wants_state_updates().then(|| {
             let values: Vec<_> = updates
                 .iter()
@@ -487,52 +314,39 @@ impl<S: State> Run<S> {
         }
         self.saved.step += 1;
         self.steps_run += 1;
-        for t in &tasks {
-            if self.recent.len() == 8 {
-                self.recent.pop_front();
-            }
-            self.recent.push_back(t.node.clone());
-        }
+        self.recent.ran(&tasks);
         let gotos = std::mem::take(&mut self.saved.gotos);
-        let next = superstep::next_tasks_after(
-            &self.sh.graph,
-            &self.saved.state,
+        let waiting = std::mem::take(&mut self.saved.deferred);
+        let (sh, saved) = (&self.sh, &mut self.saved);
+        let next = boundary::next_superstep(
+            &sh.graph,
+            &self.per_run,
+            &saved.state,
             &tasks,
             &gotos,
-            self.saved.step,
+            waiting,
+            saved.step,
         )?;
-        let waiting = std::mem::take(&mut self.saved.deferred);
-        let (next, waiting) = superstep::schedule(&self.sh.graph, next, waiting, self.saved.step);
-        let (graph, per_run) = (&self.sh.graph, &self.per_run);
-        let pause = boundary::pause(
-            &tasks,
-            &next,
-            |n| per_run.pauses_after(graph, n),
-            |n| per_run.pauses_before(graph, n),
-        );
-        if self.durable() {
-            let nodes = tasks.iter().map(|t| t.node_name()).collect();
-            let rec = persist::step_record(
-                &self.sh.graph,
-                &self.thread,
-                &mut self.saved,
-                CheckpointSource::Loop,
-                nodes,
+        let others = || sh.others_running();
+        let at = Place {
+            storage: &sh.storage,
+            thread: &self.thread,
+            others_running: &others,
+        };
+        let ahead = (&next.run[..], &next.waiting[..]);
+        (self.store)
+            .store_step(
+                &at,
+                &sh.graph,
+                saved,
+                &tasks,
                 delta,
-                &superstep::stored_next(&next, &waiting),
-                serde_json::Value::Null,
-                pause.clone(),
-            )?;
-            let sh = &self.sh;
-            self.store
-                .put_record(&sh.storage, || sh.others_running(), rec)
-                .await?;
-            self.store.settle().await?;
-        } else {
-            self.saved.head = Some(CheckpointId(self.saved.head.map_or(1, |h| h.0 + 1)));
-        }
-        self.saved.tasks = next;
-        self.saved.deferred = waiting;
+                ahead,
+                next.pause.as_ref(),
+            )
+            .await?;
+        self.saved.tasks = next.run;
+        self.saved.deferred = next.waiting;
         self.saved.writes = Vec::new();
         self.saved.memos = Vec::new();
         self.saved.answers = Vec::new();
@@ -542,7 +356,7 @@ impl<S: State> Run<S> {
             tasks_left: !self.saved.tasks.is_empty(),
             steps_run: self.steps_run,
             step_limit: limit,
-            pause,
+            pause: next.pause,
             draining: self.draining,
         };
         match boundary::step_end(at) {
@@ -550,7 +364,7 @@ impl<S: State> Run<S> {
             StepEnd::StepLimit => {
                 return Err(RunError::StepLimit {
                     limit,
-                    last_nodes: self.recent.iter().map(|n| n.to_string()).collect(),
+                    last_nodes: self.recent.names(),
                 })
             }
             StepEnd::Pause(pause) => {
@@ -579,45 +393,33 @@ impl<S: State> Run<S> {
             return;
         };
         self.cancel.cancel();
-        let settled = self.store.settle().await;
-        let result = match (result, settled) {
-            (Ok(status), Ok(())) => self.persist_end(status).await.map(|_| status),
-            (Ok(_), Err(e)) => Err(e),
-            (Err(e), settled) => {
-                if let Err(lost) = settled {
-                    // The run already failed with `e`; this one is only reported.
-                    tracing::warn!(error = %lost, "a task update of a failed run was not stored");
-                }
-                Err(e)
-            }
+        let sh = &self.sh;
+        let others = || sh.others_running();
+        let at = Place {
+            storage: &sh.storage,
+            thread: &self.thread,
+            others_running: &others,
         };
+        let end = RunEnd {
+            pauses: &self.pauses,
+            last_node: self.recent.last(),
+            updates: self.step.updates(),
+            interrupts: self.step.interrupts(),
+        };
+        let result = (self.store)
+            .close(&at, &sh.graph, &mut self.saved, result, end)
+            .await;
         // Remember the thread's position for ephemeral engines and the pending writes for resume.
         // (Moved out of the superstep, which ends with the run, rather than copied.)
-        let mut results = self.step.take_results().into_iter();
-        self.saved.writes = (0..self.saved.tasks.len())
-            .map(|_| match results.next() {
-                Some((Some(u), _)) => Some(SavedWrite::Done(u)),
-                Some((None, Some(int))) => Some(SavedWrite::Interrupted(int)),
-                _ => None,
-            })
-            .collect();
+        self.saved.keep_results(self.step.take_results());
+        let status = boundary::end_status(&result);
         if self.sh.storage.checkpointer.is_none() {
-            self.sh
-                .ephemeral
-                .insert(self.thread.clone(), self.saved.clone());
+            let saved = self.saved.clone();
+            self.sh.ephemeral.insert(self.thread.clone(), saved);
         } else {
-            // A paused thread's state stays in memory for its resume; any other end makes what
-            // was kept for the thread stale.
-            match (&result, storage::Kept::of(&self.saved)) {
-                (Ok(RunStatus::Interrupted), Some(kept)) => self.sh.paused.keep(&self.thread, kept),
-                _ => self.sh.paused.forget(&self.thread),
-            }
+            let paused = result.is_ok() && status == RunStatus::Interrupted;
+            self.sh.paused.run_ended(&self.thread, &self.saved, paused);
         }
-        let status = match &result {
-            Ok(s) => *s,
-            Err(RunError::Cancelled) => RunStatus::Cancelled,
-            Err(_) => RunStatus::Failed,
-        };
         if let Err(e) = &result {
             self.events.emit(|| RunEvent::Error {
                 node: None,
@@ -654,65 +456,6 @@ impl<S: State> Run<S> {
         let _ = outcome_tx.send(outcome);
     }
 
-    /// What the run's durability leaves for its end: waiting for the queued writes (`async`), or
-    /// storing the run's position and a pause's writes (`exit`).
-    async fn persist_end(&mut self, status: RunStatus) -> Result<(), RunError> {
-        let Some(cp) = self.sh.storage.checkpointer.clone() else {
-            return Ok(());
-        };
-        match self.store.durability() {
-            Durability::Async => self.store.flush(&self.sh.storage, &self.thread).await?,
-            Durability::Exit => {
-                if self.store.persisted_head() != self.saved.head {
-                    self.saved.head = self.store.persisted_head();
-                    // The pause goes with the only checkpoint this run stores, or a reload would
-                    // find the thread paused with nothing pending.
-                    let pause = self.saved.paused_before.then(|| crate::checkpoint::Pause {
-                        at: self.saved.pause_at,
-                        interrupts: self.pauses.clone(),
-                    });
-                    let tasks = self.saved.stored_tasks();
-                    let nodes = self
-                        .recent
-                        .back()
-                        .map(|n| vec![n.to_string()])
-                        .unwrap_or_default();
-                    let rec = persist::step_record(
-                        &self.sh.graph,
-                        &self.thread,
-                        &mut self.saved,
-                        CheckpointSource::Loop,
-                        nodes,
-                        None,
-                        &tasks,
-                        serde_json::Value::Null,
-                        pause,
-                    )?;
-                    self.store.put_final(&self.sh.storage, rec).await?;
-                }
-                if status == RunStatus::Interrupted {
-                    let mut writes = Vec::new();
-                    for (i, t) in self.saved.tasks.iter().enumerate() {
-                        if let Some(Some(u)) = self.step.updates().get(i) {
-                            writes.push(persist::update_write(&self.sh.graph, t, u)?);
-                            if let Some(Some(g)) = self.saved.gotos.get(i) {
-                                writes.push(persist::goto_write(t, g)?);
-                            }
-                        }
-                        if let Some(Some(int)) = self.step.interrupts().get(i) {
-                            writes.push(persist::interrupt_write(t, int)?);
-                        }
-                    }
-                    if let (false, Some(head)) = (writes.is_empty(), self.saved.head) {
-                        cp.put_writes(&self.thread, head, writes).await?;
-                    }
-                }
-            }
-            Durability::Sync => {}
-        }
-        Ok(())
-    }
-
     async fn handle_result(&mut self, r: Result<(), RunError>) {
         if let Err(e) = r {
             self.finish(Err(e)).await;
@@ -736,15 +479,16 @@ impl<S: State> Supervisor<S> {
             thread_id: self.thread.clone(),
             step: self.saved.step,
         });
-        let r = if self.saved.tasks.is_empty() {
-            self.finish(Ok(RunStatus::Finished)).await;
-            Ok(())
-        } else if self.saved.paused_before && self.steps_run == 0 {
-            // A new run whose first nodes are in `interrupt_before`: paused before they run.
-            let pauses = self.saved.pauses.clone();
-            self.pause(pauses).await
-        } else {
-            self.advance().await
+        let r = match boundary::at_start(!self.saved.tasks.is_empty(), self.saved.paused_before) {
+            AtStart::Finish => {
+                self.finish(Ok(RunStatus::Finished)).await;
+                Ok(())
+            }
+            AtStart::Pause => {
+                let pauses = self.saved.pauses.clone();
+                self.pause(pauses).await
+            }
+            AtStart::Run => self.advance().await,
         };
         self.handle_result(r).await;
         if self.outcome.is_none() {

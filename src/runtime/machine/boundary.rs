@@ -5,13 +5,28 @@
 //!   just ran, or `interrupt_before` one about to run) and with which interrupts.
 //! - [`step_end`]: once the superstep's checkpoint is stored, whether the run finishes, fails on
 //!   its step limit, pauses, suspends (the engine drains) or goes on.
-//! - [`on_failure`]: whether a failed attempt is retried, and after how long.
+//! - [`next_superstep`]: once a superstep is merged, what runs next, what waits and that pause.
+//! - [`step_end`]: once the superstep's checkpoint is stored, whether the run finishes, fails on
+//!   its step limit, pauses, suspends (the engine drains) or goes on.
+//! - [`on_failure`]: whether a failed attempt is retried, and after how long; [`after_result`]:
+//!   what the supervisor does once the superstep took a result (go on, wait and retry, fail).
+//! - [`at_start`]: whether a run finishes at once, pauses again or runs; [`end_status`]: the
+//!   status a run ended with.
+//! - [`RecentNodes`]: the nodes that ran last, which a step-limit failure names.
 
-use super::superstep::TaskSpec;
+use super::per_run::PerRun;
+use super::step::Effect;
+use super::superstep::{self, TaskSpec};
 use crate::checkpoint::{Pause, PauseAt};
+use crate::events::RunStatus;
+use crate::graph::{CompiledGraph, Route};
 use crate::ids::NodeId;
 use crate::node::NodeError;
 use crate::policy::RetryPolicy;
+use crate::runtime::error::RunError;
+use crate::state::State;
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The pause at the boundary between the `finished` superstep and the `next` one, if any.
@@ -42,6 +57,74 @@ pub(crate) fn pause(
     };
     let interrupts: Vec<_> = interrupts;
     (!interrupts.is_empty()).then_some(Pause { at, interrupts })
+}
+
+/// What follows a finished superstep.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NextStep {
+    /// The tasks of the next superstep.
+    pub run: Vec<TaskSpec>,
+    /// Tasks of deferred nodes, waiting for every other task to finish.
+    pub waiting: Vec<TaskSpec>,
+    /// The pause at this boundary ([`pause`]), if any.
+    pub pause: Option<Pause>,
+}
+
+/// What follows superstep `step` (its `finished` tasks, merged into `state`, `gotos` where its
+/// command nodes said to go): the next tasks from the graph's edges and routes, the deferred
+/// tasks still `waiting` scheduled with them, and the pause the graph and the run's settings ask
+/// for at this boundary.
+pub(crate) fn next_superstep<S: State>(
+    graph: &CompiledGraph<S>,
+    per_run: &PerRun,
+    state: &S,
+    finished: &[TaskSpec],
+    gotos: &[Option<Route>],
+    waiting: Vec<TaskSpec>,
+    step: u64,
+) -> Result<NextStep, RunError> {
+    let next = superstep::next_tasks_after(graph, state, finished, gotos, step)?;
+    let (run, waiting) = superstep::schedule(graph, next, waiting, step);
+    let pause = self::pause(
+        finished,
+        &run,
+        |n| per_run.pauses_after(graph, n),
+        |n| per_run.pauses_before(graph, n),
+    );
+    Ok(NextStep {
+        run,
+        waiting,
+        pause,
+    })
+}
+
+/// The names of the last nodes a run ran (at most eight), oldest first.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RecentNodes(VecDeque<Arc<str>>);
+
+impl RecentNodes {
+    /// Most nodes remembered.
+    const KEPT: usize = 8;
+
+    /// Notes that `tasks` ran, in task order.
+    pub fn ran(&mut self, tasks: &[TaskSpec]) {
+        for t in tasks {
+            if self.0.len() == Self::KEPT {
+                self.0.pop_front();
+            }
+            self.0.push_back(t.node.clone());
+        }
+    }
+
+    /// The node that ran last.
+    pub fn last(&self) -> Option<&str> {
+        self.0.back().map(|n| &**n)
+    }
+
+    /// The nodes remembered, oldest first.
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().map(|n| n.to_string()).collect()
+    }
 }
 
 /// Where a run stands once a superstep's checkpoint is stored.
@@ -128,6 +211,62 @@ pub(crate) fn on_failure(
     }
 }
 
+/// How a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtStart {
+    /// The thread has nothing to run: the run finishes at once.
+    Finish,
+    /// The thread is paused before its next superstep (`interrupt_before` its first nodes, or a
+    /// pause not yet answered): the run pauses again with the thread's pauses.
+    Pause,
+    /// The superstep runs.
+    Run,
+}
+
+/// How a run starts on a thread with `tasks_left`, `paused_before` its next superstep.
+pub(crate) fn at_start(tasks_left: bool, paused_before: bool) -> AtStart {
+    if !tasks_left {
+        AtStart::Finish
+    } else if paused_before {
+        AtStart::Pause
+    } else {
+        AtStart::Run
+    }
+}
+
+/// The status a run ended with: its own when it ended well, else cancelled or failed.
+pub(crate) fn end_status(result: &Result<RunStatus, RunError>) -> RunStatus {
+    match result {
+        Ok(s) => *s,
+        Err(RunError::Cancelled) => RunStatus::Cancelled,
+        Err(_) => RunStatus::Failed,
+    }
+}
+
+/// What the supervisor does once the superstep machine took a result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum AfterResult {
+    /// Dispatch what became ready.
+    Go,
+    /// Wait this long, then run the task again.
+    RetryAfter(Duration),
+    /// The task failed for good: the run fails.
+    Fail,
+}
+
+/// What follows the machine's `effect` for a result; `failure` is [`on_failure`]'s verdict when
+/// the attempt failed (a retry waits its backoff).
+pub(crate) fn after_result(effect: Effect, failure: Option<OnFailure>) -> AfterResult {
+    match effect {
+        Effect::Retry => AfterResult::RetryAfter(match failure {
+            Some(OnFailure::Retry { after }) => after,
+            _ => Duration::ZERO,
+        }),
+        Effect::Fail => AfterResult::Fail,
+        Effect::Continue | Effect::Ignore => AfterResult::Go,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +299,129 @@ mod tests {
 
     fn ids(p: &Pause) -> Vec<String> {
         p.interrupts.iter().map(|i| i.id.0.clone()).collect()
+    }
+
+    #[allow(dead_code)]
+    mod counting {
+        crate::state! {
+            /// A counter for the boundary tests.
+            pub struct Count => CountUpdate {
+                /// Supersteps counted.
+                replace n: u32,
+            }
+        }
+    }
+    use counting::{Count, CountUpdate};
+
+    fn bump(_: &Count, _: &crate::node::NodeContext) -> Result<CountUpdate, NodeError> {
+        Ok(CountUpdate::default())
+    }
+
+    /// START → a → b → END, `b` pausing before it in the graph when `graph_pauses`.
+    fn chain(graph_pauses: bool) -> CompiledGraph<Count> {
+        use crate::graph::{StateGraph, END, START};
+        let g = StateGraph::new("chain")
+            .add_sync_node("a", bump)
+            .add_sync_node("b", bump)
+            .add_edge(START, "a")
+            .add_edge("a", "b")
+            .add_edge("b", END);
+        let g = if graph_pauses {
+            g.interrupt_before(["b"])
+        } else {
+            g
+        };
+        g.compile().unwrap()
+    }
+
+    fn finished(graph: &CompiledGraph<Count>, node: &str) -> Vec<TaskSpec> {
+        let mut t = task(0, graph.node_id(node).unwrap().0);
+        t.node = Arc::from(node);
+        vec![t]
+    }
+
+    #[test]
+    fn after_a_superstep_its_successor_runs_and_the_pauses_asked_for_apply() {
+        let g = chain(false);
+        let quiet = PerRun::default();
+        let next = next_superstep(
+            &g,
+            &quiet,
+            &Count::default(),
+            &finished(&g, "a"),
+            &[],
+            Vec::new(),
+            1,
+        )
+        .unwrap();
+        assert_eq!(next.run.len(), 1);
+        assert_eq!(&*next.run[0].node, "b");
+        assert_eq!(next.run[0].id, TaskId { step: 1, index: 0 });
+        assert!(next.waiting.is_empty());
+        assert_eq!(next.pause, None);
+
+        let opts = crate::runtime::run::RunOptions {
+            interrupt_before: vec!["b".into()],
+            ..Default::default()
+        };
+        let asks = PerRun::resolve(&g, &opts).unwrap();
+        for (graph, per_run) in [(&chain(true), &quiet), (&g, &asks)] {
+            let next = next_superstep(
+                graph,
+                per_run,
+                &Count::default(),
+                &finished(graph, "a"),
+                &[],
+                Vec::new(),
+                1,
+            )
+            .unwrap();
+            let p = next.pause.expect("b pauses before it runs");
+            assert_eq!(p.at, PauseAt::Before);
+            assert_eq!(ids(&p), ["before:1.0"]);
+        }
+
+        let last = next_superstep(
+            &g,
+            &asks,
+            &Count::default(),
+            &finished(&g, "b"),
+            &[],
+            Vec::new(),
+            2,
+        )
+        .unwrap();
+        assert!(last.run.is_empty() && last.pause.is_none());
+    }
+
+    #[test]
+    fn a_run_starts_by_finishing_pausing_or_running() {
+        assert_eq!(at_start(false, true), AtStart::Finish);
+        assert_eq!(at_start(true, true), AtStart::Pause);
+        assert_eq!(at_start(true, false), AtStart::Run);
+    }
+
+    #[test]
+    fn a_run_that_failed_ends_failed_unless_cancelled() {
+        assert_eq!(end_status(&Ok(RunStatus::Suspended)), RunStatus::Suspended);
+        assert_eq!(end_status(&Err(RunError::Cancelled)), RunStatus::Cancelled);
+        let e = RunError::Internal("x".into());
+        assert_eq!(end_status(&Err(e)), RunStatus::Failed);
+    }
+
+    #[test]
+    fn a_retry_waits_what_the_failure_said_and_a_lost_cause_fails() {
+        let after = Duration::from_millis(30);
+        assert_eq!(
+            after_result(Effect::Retry, Some(OnFailure::Retry { after })),
+            AfterResult::RetryAfter(after)
+        );
+        assert_eq!(
+            after_result(Effect::Fail, Some(OnFailure::Fail)),
+            AfterResult::Fail
+        );
+        assert_eq!(after_result(Effect::Continue, None), AfterResult::Go);
+        assert_eq!(after_result(Effect::Ignore, None), AfterResult::Go);
     }
 
     #[test]
@@ -261,7 +523,56 @@ mod tests {
         ]
     }
 
+    fn effect() -> impl Strategy<Value = Effect> {
+        prop_oneof![
+            Just(Effect::Continue),
+            Just(Effect::Retry),
+            Just(Effect::Fail),
+            Just(Effect::Ignore),
+        ]
+    }
+
     proptest! {
+        /// The supervisor retries exactly when the machine says so, after the failure's backoff
+        /// (none known: at once), and fails exactly when the machine says the task failed for good.
+        #[test]
+        fn after_a_result_the_supervisor_does_what_the_machine_said(
+            effect in effect(),
+            failure in proptest::option::of(prop_oneof![
+                Just(OnFailure::Fail),
+                (0u64..5000).prop_map(|ms| OnFailure::Retry { after: Duration::from_millis(ms) }),
+            ]),
+        ) {
+            let then = after_result(effect, failure);
+            prop_assert_eq!(matches!(then, AfterResult::RetryAfter(_)), effect == Effect::Retry);
+            prop_assert_eq!(then == AfterResult::Fail, effect == Effect::Fail);
+            if let AfterResult::RetryAfter(wait) = then {
+                let want = match failure {
+                    Some(OnFailure::Retry { after }) => after,
+                    _ => Duration::ZERO,
+                };
+                prop_assert_eq!(wait, want);
+            }
+        }
+
+        /// The recent nodes are the last eight that ran, oldest first, whatever the supersteps'
+        /// sizes.
+        #[test]
+        fn the_recent_nodes_are_the_last_eight_that_ran(
+            steps in prop::collection::vec(prop::collection::vec(0u32..20, 0..5), 0..12),
+        ) {
+            let mut recent = RecentNodes::default();
+            let mut all = Vec::new();
+            for nodes in &steps {
+                let ts = tasks(nodes);
+                recent.ran(&ts);
+                all.extend(ts.iter().map(|t| t.node.to_string()));
+            }
+            let want = all[all.len().saturating_sub(8)..].to_vec();
+            prop_assert_eq!(recent.last().map(str::to_string), want.last().cloned());
+            prop_assert_eq!(recent.names(), want);
+        }
+
         /// The pause rule: an `interrupt_after` pause names exactly the finished tasks that pause
         /// after, and only when something runs next; otherwise an `interrupt_before` pause names
         /// exactly the next tasks that pause before; no pause means neither applies.

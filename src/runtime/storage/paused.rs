@@ -154,4 +154,13 @@ impl<S: State> PausedThreads<S> {
     pub fn forget(&self, thread: &ThreadId) {
         self.inner().by_thread.remove(thread);
     }
+
+    /// A run of `thread` ended at `saved`: a paused thread's state stays in memory for its
+    /// resume; any other end makes what was kept for the thread stale.
+    pub fn run_ended(&self, thread: &ThreadId, saved: &SavedThread<S>, paused: bool) {
+        match Kept::of(saved).filter(|_| paused) {
+            Some(kept) => self.keep(thread, kept),
+            None => self.forget(thread),
+        }
+    }
 }

@@ -10,15 +10,23 @@
 //! - `async`: queued to the writer, in order; the run waits only when it ends
 //!   ([`RunStorage::flush`]).
 //! - `exit`: nothing per superstep; the run's position is stored when it ends or pauses.
+//!
+//! The supervisor tells [`RunStorage`] what happened — a task finished or paused, a superstep
+//! ended, the run ended — and it alone decides, by the durability, what is stored and how.
 
 use super::counters::CheckpointCounters;
 use super::persist;
+use super::saved::SavedThread;
 use super::writer::{AsyncWriter, Receipt, WriterMsg};
 use crate::checkpoint::body_codec::Dictionary;
-use crate::checkpoint::{CheckpointRecord, Checkpointer, TaskWrite};
+use crate::checkpoint::{CheckpointRecord, CheckpointSource, Checkpointer, Pause, TaskWrite};
+use crate::events::{Interrupt, RunStatus};
+use crate::graph::{CompiledGraph, Route};
 use crate::ids::{CheckpointId, ThreadId};
 use crate::runtime::error::RunError;
+use crate::runtime::machine::superstep::{self, TaskSpec};
 use crate::runtime::run::Durability;
+use crate::state::State;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -107,6 +115,42 @@ impl Storage {
     }
 }
 
+/// Where a run's writes go: its engine's storage and its thread.
+pub(crate) struct Place<'a> {
+    /// The engine's storage.
+    pub storage: &'a Storage,
+    /// The run's thread.
+    pub thread: &'a ThreadId,
+    /// Whether other runs are going beside this one (asked only where group commit could apply).
+    pub others_running: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// A task that finished with an update, as [`RunStorage::task_updated`] takes it.
+pub(crate) struct FinishedTask<'a, U> {
+    /// The task.
+    pub task: &'a TaskSpec,
+    /// Its update.
+    pub update: &'a U,
+    /// Where its command said to go, for a command node.
+    pub goto: Option<&'a Route>,
+    /// Its superstep has other tasks.
+    pub parallel: bool,
+    /// It is the last of its superstep's tasks to finish.
+    pub completes_step: bool,
+}
+
+/// Where a run ended, as [`RunStorage::close`] takes it.
+pub(crate) struct RunEnd<'a, U> {
+    /// The pause it ended on, if it paused before a superstep.
+    pub pauses: &'a [Interrupt],
+    /// The node that ran last.
+    pub last_node: Option<&'a str>,
+    /// The pending superstep's updates so far, by task.
+    pub updates: &'a [Option<U>],
+    /// The pending superstep's interrupts, by task.
+    pub interrupts: &'a [Option<Interrupt>],
+}
+
 /// One run's way to its engine's [`Storage`] under the run's durability.
 pub(crate) struct RunStorage {
     durability: Durability,
@@ -126,19 +170,195 @@ impl RunStorage {
         }
     }
 
-    /// The run's durability.
-    pub fn durability(&self) -> Durability {
-        self.durability
-    }
-
-    /// The newest checkpoint this run stored (or the head it started from).
-    pub fn persisted_head(&self) -> Option<CheckpointId> {
-        self.persisted_head
-    }
-
     /// Whether each superstep is stored (a checkpointer, and a durability other than `exit`).
     pub fn stores_each_step(&self, st: &Storage) -> bool {
         st.checkpointer.is_some() && self.durability != Durability::Exit
+    }
+
+    /// A task finished with an update, at the thread's checkpoint `head`. In a parallel superstep
+    /// stored each step, the update (and its command's goto) is saved as a task write, so a crash
+    /// does not run the task again — except by the task that completes the superstep: the
+    /// checkpoint written next holds its update, as it does for a superstep of one task. Returns
+    /// the update's JSON, kept for the superstep's delta ([`Self::step_delta`]), when it was
+    /// made.
+    pub async fn task_updated<U: serde::Serialize>(
+        &mut self,
+        at: &Place<'_>,
+        head: Option<CheckpointId>,
+        done: FinishedTask<'_, U>,
+        dict: Option<&'static Dictionary>,
+    ) -> Result<Option<Vec<u8>>, RunError> {
+        if !done.parallel || !self.stores_each_step(at.storage) {
+            return Ok(None);
+        }
+        let json = persist::update_json(done.update)?;
+        if !done.completes_step {
+            let mut writes = vec![persist::update_write_json(done.task, &json)];
+            if let Some(g) = done.goto {
+                writes.push(persist::goto_write(done.task, g)?);
+            }
+            self.save_updates(at, head, writes, dict).await?;
+        }
+        Ok(Some(json))
+    }
+
+    /// A task paused at `interrupt`, at the thread's checkpoint `head`: when each superstep is
+    /// stored, the pause is saved, with what the task memoised before it (`memos`), so a resume
+    /// in this process or another does not redo it.
+    pub async fn task_paused(
+        &mut self,
+        at: &Place<'_>,
+        head: Option<CheckpointId>,
+        task: &TaskSpec,
+        interrupt: &Interrupt,
+        memos: &[(String, serde_json::Value)],
+    ) -> Result<(), RunError> {
+        if !self.stores_each_step(at.storage) {
+            return Ok(());
+        }
+        let mut writes = persist::memo_writes(task, memos)?;
+        writes.push(persist::interrupt_write(task, interrupt)?);
+        self.save_writes(at, head, writes).await
+    }
+
+    /// The JSON of a finished superstep's delta when each superstep is stored: the updates' JSON
+    /// `kept` from [`Self::task_updated`] joined, or the updates serialised.
+    pub fn step_delta<U: serde::Serialize>(
+        &self,
+        st: &Storage,
+        updates: &[U],
+        kept: &[Option<Vec<u8>>],
+    ) -> Result<Option<Vec<u8>>, RunError> {
+        if !self.stores_each_step(st) {
+            return Ok(None);
+        }
+        persist::delta_json(updates, kept).map(Some)
+    }
+
+    /// A superstep ended: `finished` ran, `delta` is [`Self::step_delta`]'s, `next` the tasks
+    /// that run next and `waiting` the deferred ones. When each superstep is stored, its
+    /// checkpoint is stored (with `pause`) and what its tasks saved is settled; otherwise the
+    /// thread's head only moves on in memory.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn store_step<S: State>(
+        &mut self,
+        at: &Place<'_>,
+        graph: &CompiledGraph<S>,
+        saved: &mut SavedThread<S>,
+        finished: &[TaskSpec],
+        delta: Option<Vec<u8>>,
+        (next, waiting): (&[TaskSpec], &[TaskSpec]),
+        pause: Option<&Pause>,
+    ) -> Result<(), RunError> {
+        if !self.stores_each_step(at.storage) {
+            saved.head = Some(CheckpointId(saved.head.map_or(1, |h| h.0 + 1)));
+            return Ok(());
+        }
+        let rec = persist::step_record(
+            graph,
+            at.thread,
+            saved,
+            CheckpointSource::Loop,
+            finished.iter().map(|t| t.node_name()).collect(),
+            delta,
+            &superstep::stored_next(next, waiting),
+            serde_json::Value::Null,
+            pause.cloned(),
+        )?;
+        self.put_record(at, rec).await?;
+        self.settle().await
+    }
+
+    /// The run ends with `result`: what its tasks saved is settled ([`Self::settle`]) and, for a
+    /// run that ended well, what its durability leaves for its end is stored
+    /// ([`Self::store_end`]). Returns the run's result: a failure to store fails a run that
+    /// ended well; a run that failed already keeps its own error (the other is only logged).
+    pub async fn close<S: State>(
+        &mut self,
+        at: &Place<'_>,
+        graph: &CompiledGraph<S>,
+        saved: &mut SavedThread<S>,
+        result: Result<RunStatus, RunError>,
+        end: RunEnd<'_, Box<S::Update>>,
+    ) -> Result<RunStatus, RunError> {
+        let settled = self.settle().await;
+        match (result, settled) {
+            (Ok(status), Ok(())) => (self.store_end(at, graph, saved, status, end))
+                .await
+                .map(|_| status),
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), settled) => {
+                if let Err(lost) = settled {
+                    // The run already failed with `e`; this one is only reported.
+                    tracing::warn!(error = %lost, "a task update of a failed run was not stored");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// What a run's durability leaves for its end with `status`. `async` waits for what was
+    /// queued; `exit` stores the run's position (with its pause) and, when it paused, the pending
+    /// superstep's writes; `sync` has stored everything already.
+    async fn store_end<S: State>(
+        &mut self,
+        at: &Place<'_>,
+        graph: &CompiledGraph<S>,
+        saved: &mut SavedThread<S>,
+        status: RunStatus,
+        end: RunEnd<'_, Box<S::Update>>,
+    ) -> Result<(), RunError> {
+        let Some(cp) = at.storage.checkpointer.clone() else {
+            return Ok(());
+        };
+        match self.durability {
+            Durability::Sync => {}
+            Durability::Async => self.flush(at.storage, at.thread).await?,
+            Durability::Exit => {
+                if self.persisted_head != saved.head {
+                    saved.head = self.persisted_head;
+                    // The pause goes with the only checkpoint this run stores, or a reload would
+                    // find the thread paused with nothing pending.
+                    let pause = saved.paused_before.then(|| Pause {
+                        at: saved.pause_at,
+                        interrupts: end.pauses.to_vec(),
+                    });
+                    let tasks = saved.stored_tasks();
+                    let rec = persist::step_record(
+                        graph,
+                        at.thread,
+                        saved,
+                        CheckpointSource::Loop,
+                        end.last_node
+                            .map(|n| vec![n.to_string()])
+                            .unwrap_or_default(),
+                        None,
+                        &tasks,
+                        serde_json::Value::Null,
+                        pause,
+                    )?;
+                    self.put_final(at.storage, rec).await?;
+                }
+                if status == RunStatus::Interrupted {
+                    let mut writes = Vec::new();
+                    for (i, t) in saved.tasks.iter().enumerate() {
+                        if let Some(Some(u)) = end.updates.get(i) {
+                            writes.push(persist::update_write(graph, t, u)?);
+                            if let Some(Some(g)) = saved.gotos.get(i) {
+                                writes.push(persist::goto_write(t, g)?);
+                            }
+                        }
+                        if let Some(Some(int)) = end.interrupts.get(i) {
+                            writes.push(persist::interrupt_write(t, int)?);
+                        }
+                    }
+                    if let (false, Some(head)) = (writes.is_empty(), saved.head) {
+                        cp.put_writes(at.thread, head, writes).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The checkpoint task writes go to (the head), counting the writes, when there is storage.
@@ -149,23 +369,22 @@ impl RunStorage {
     }
 
     /// Saves task writes (interrupts, memos) at `head`.
-    pub async fn save_writes(
+    async fn save_writes(
         &mut self,
-        st: &Storage,
-        others_running: impl FnOnce() -> bool,
-        thread: &ThreadId,
+        at: &Place<'_>,
         head: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
     ) -> Result<(), RunError> {
-        let Some(head) = Self::write_head(st, head) else {
+        let Some(head) = Self::write_head(at.storage, head) else {
             return Ok(());
         };
-        match (&st.writer, self.durability) {
+        match (&at.storage.writer, self.durability) {
             (Some(w), Durability::Async) => {
-                w.send(WriterMsg::Writes(thread.clone(), head, writes, None))
+                w.send(WriterMsg::Writes(at.thread.clone(), head, writes, None))
             }
             _ => {
-                st.writes_and_wait(thread, head, writes, others_running)
+                at.storage
+                    .writes_and_wait(at.thread, head, writes, at.others_running)
                     .await
             }
         }
@@ -175,25 +394,28 @@ impl RunStorage {
     /// run does not wait: the update is queued ahead of the superstep's checkpoint, which holds
     /// it too, so waiting would only hold the superstep back by a commit per task; its answer is
     /// read in [`Self::settle`].
-    pub async fn save_updates(
+    async fn save_updates(
         &mut self,
-        st: &Storage,
-        others_running: impl FnOnce() -> bool,
-        thread: &ThreadId,
+        at: &Place<'_>,
         head: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
         dict: Option<&'static Dictionary>,
     ) -> Result<(), RunError> {
-        let Some(head) = Self::write_head(st, head) else {
+        let Some(head) = Self::write_head(at.storage, head) else {
             return Ok(());
         };
-        match (&st.writer, self.durability) {
-            (Some(w), Durability::Async) => {
-                w.send(WriterMsg::Updates(thread.clone(), head, writes, dict, None))
-            }
+        match (&at.storage.writer, self.durability) {
+            (Some(w), Durability::Async) => w.send(WriterMsg::Updates(
+                at.thread.clone(),
+                head,
+                writes,
+                dict,
+                None,
+            )),
             _ => {
-                let receipt = st
-                    .updates_behind(thread, head, writes, dict, others_running)
+                let receipt = at
+                    .storage
+                    .updates_behind(at.thread, head, writes, dict, at.others_running)
                     .await?;
                 self.pending.extend(receipt);
                 Ok(())
@@ -203,12 +425,12 @@ impl RunStorage {
 
     /// Stores a superstep's checkpoint: queued under `async`, committed before the run goes on
     /// otherwise (with other runs' records when group commit pays).
-    pub async fn put_record(
+    async fn put_record(
         &mut self,
-        st: &Storage,
-        others_running: impl FnOnce() -> bool,
+        at: &Place<'_>,
         record: CheckpointRecord,
     ) -> Result<(), RunError> {
+        let st = at.storage;
         if st.checkpointer.is_none() {
             return Ok(());
         }
@@ -216,16 +438,12 @@ impl RunStorage {
         self.persisted_head = Some(record.id);
         match (&st.writer, self.durability) {
             (Some(w), Durability::Async) => w.send(WriterMsg::Put(record)),
-            _ => st.put_and_wait(record, others_running).await,
+            _ => st.put_and_wait(record, at.others_running).await,
         }
     }
 
     /// Stores the run's closing checkpoint (`exit` durability) straight to the checkpointer.
-    pub async fn put_final(
-        &mut self,
-        st: &Storage,
-        record: CheckpointRecord,
-    ) -> Result<(), RunError> {
+    async fn put_final(&mut self, st: &Storage, record: CheckpointRecord) -> Result<(), RunError> {
         let Some(cp) = &st.checkpointer else {
             return Ok(());
         };
@@ -253,7 +471,7 @@ impl RunStorage {
     }
 
     /// Waits for what the run queued (`async` durability) to be stored.
-    pub async fn flush(&self, st: &Storage, thread: &ThreadId) -> Result<(), RunError> {
+    async fn flush(&self, st: &Storage, thread: &ThreadId) -> Result<(), RunError> {
         match (&st.writer, self.durability) {
             (Some(w), Durability::Async) => w.flush(thread).await,
             _ => Ok(()),

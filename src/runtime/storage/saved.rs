@@ -7,6 +7,7 @@
 use crate::checkpoint::{BodyKind, CheckpointRecord};
 use crate::events::Interrupt;
 use crate::ids::CheckpointId;
+use crate::runtime::machine::step::Step;
 use crate::runtime::machine::superstep::{self, TaskSpec};
 use crate::state::State;
 use std::hash::{BuildHasher, Hasher};
@@ -52,6 +53,9 @@ impl HeadIdentity {
         }
     }
 }
+
+/// What a task of a superstep produced: its update, or the interrupt it paused at.
+pub(crate) type TaskResult<S> = (Option<Box<<S as State>::Update>>, Option<Interrupt>);
 
 /// A thread's resumable position.
 #[derive(Clone, Debug)]
@@ -99,6 +103,41 @@ impl<S: State> SavedThread<S> {
     /// deferred ones.
     pub fn stored_tasks(&self) -> Vec<TaskSpec> {
         superstep::stored_next(&self.tasks, &self.deferred)
+    }
+
+    /// Hands the saved writes of the pending superstep to `step` (taking them): a task that
+    /// finished is done and never runs again; one that paused stays paused while the call it
+    /// paused on has no answer.
+    pub fn restore_into(&mut self, step: &mut Step<Box<S::Update>>) {
+        let n = self.tasks.len();
+        for (i, w) in std::mem::take(&mut self.writes)
+            .into_iter()
+            .enumerate()
+            .take(n)
+        {
+            match w {
+                Some(SavedWrite::Done(u)) => step.restore_done(i, u),
+                Some(SavedWrite::Interrupted(int))
+                    if self.answers.get(i).map_or(0, Vec::len) <= int.index as usize =>
+                {
+                    step.restore_interrupted(i, int)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Keeps what the pending superstep's tasks produced (`results`, by task: [`Step::take_results`])
+    /// as its saved writes, for the thread's next run.
+    pub fn keep_results(&mut self, results: Vec<TaskResult<S>>) {
+        let mut results = results.into_iter();
+        self.writes = (0..self.tasks.len())
+            .map(|_| match results.next() {
+                Some((Some(u), _)) => Some(SavedWrite::Done(u)),
+                Some((None, Some(int))) => Some(SavedWrite::Interrupted(int)),
+                _ => None,
+            })
+            .collect();
     }
 
     /// Forgets the pending superstep: its tasks, the waiting deferred ones and their writes.
