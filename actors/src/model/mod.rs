@@ -194,6 +194,29 @@ pub trait ChatModel: Send + Sync {
     }
 }
 
+/// Where the answers of the model calls made inside [`stream_tokens`] go, chunk by chunk.
+pub type ChunkSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+tokio::task_local! {
+    static CHUNKS: ChunkSink;
+}
+
+/// Runs `fut` with the answer of every model call [`ask`] makes inside it streamed to `sink` as
+/// it comes ([`ChatModel::chat_streaming`]); outside such a scope `ask` calls
+/// [`ChatModel::chat`]. A node streams its model's tokens this way (to
+/// `NodeContext::stream_chunk`) without its policy trait carrying a callback.
+pub async fn stream_tokens<F: std::future::Future>(sink: ChunkSink, fut: F) -> F::Output {
+    CHUNKS.scope(sink, fut).await
+}
+
+/// One call of `model`: streamed to the sink of the enclosing [`stream_tokens`], if any.
+async fn chat_in_scope(model: &dyn ChatModel, req: &ChatRequest) -> Result<ChatReply, ModelError> {
+    match CHUNKS.try_with(Arc::clone) {
+        Ok(sink) => model.chat_streaming(req, &*sink).await,
+        Err(_) => model.chat(req).await,
+    }
+}
+
 /// `text` cut into word-sized chunks (each word with the whitespace before it), as a streaming
 /// model would send it: the chunks concatenate back to `text`.
 pub fn word_chunks(text: &str) -> Vec<&str> {
@@ -222,13 +245,14 @@ pub type Responder = Arc<dyn Fn(&ChatRequest) -> Result<String, ModelError> + Se
 
 /// Sends `req`, parses the reply as JSON and checks it against `req.schema`. An answer that does
 /// not parse or does not match is retried once with the problem fed back to the model; a second
-/// failure is [`ModelError::Malformed`]. Usage sums both attempts.
+/// failure is [`ModelError::Malformed`]. Usage sums both attempts. Inside [`stream_tokens`] each
+/// attempt's answer is streamed as it comes.
 pub async fn ask<T: serde::de::DeserializeOwned>(
     model: &dyn ChatModel,
     req: ChatRequest,
 ) -> Result<(T, Usage), ModelError> {
     let mut req = req;
-    let first = model.chat(&req).await?;
+    let first = chat_in_scope(model, &req).await?;
     let problem = match decode::<T>(&first.content, &req.schema) {
         Ok(v) => return Ok((v, first.usage)),
         Err(problem) => problem,
@@ -240,7 +264,7 @@ pub async fn ask<T: serde::de::DeserializeOwned>(
     req.messages.push(ChatMessage::user(format!(
         "Your answer was not valid: {problem}. Answer again with JSON that matches the schema exactly."
     )));
-    let second = model.chat(&req).await?;
+    let second = chat_in_scope(model, &req).await?;
     let usage = first.usage + second.usage;
     decode::<T>(&second.content, &req.schema)
         .map(|v| (v, usage))

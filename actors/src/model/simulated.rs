@@ -201,15 +201,28 @@ impl ChatModel for SimulatedModel {
         true
     }
 
+    /// The answer word by word ([`super::word_chunks`]), the call's drawn latency spread evenly
+    /// over the chunks (chunk `i` of `n` at `latency·(i+1)/n`), so the whole answer takes what
+    /// [`ChatModel::chat`] would; a drawn error comes after the whole latency, as there.
     async fn chat_streaming(
         &self,
         req: &ChatRequest,
         on_chunk: &super::OnChunk<'_>,
     ) -> Result<ChatReply, ModelError> {
-        let reply = self.chat(req).await?;
-        for chunk in super::word_chunks(&reply.content) {
+        let (latency, fault, pick) = self.draw();
+        let start = tokio::time::Instant::now();
+        let reply = match self.answer(req, latency, fault, pick) {
+            Ok(reply) => reply,
+            Err(e) => {
+                tokio::time::sleep(latency).await;
+                return Err(e);
+            }
+        };
+        let chunks = super::word_chunks(&reply.content);
+        let n = chunks.len().max(1) as u32;
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            tokio::time::sleep_until(start + latency * (i as u32 + 1) / n).await;
             on_chunk(chunk);
-            tokio::task::yield_now().await;
         }
         Ok(reply)
     }
@@ -217,6 +230,19 @@ impl ChatModel for SimulatedModel {
     async fn chat(&self, req: &ChatRequest) -> Result<ChatReply, ModelError> {
         let (latency, fault, pick) = self.draw();
         tokio::time::sleep(latency).await;
+        self.answer(req, latency, fault, pick)
+    }
+}
+
+impl SimulatedModel {
+    /// The reply to `req` for one draw (latency, fault, pick), without the wait.
+    fn answer(
+        &self,
+        req: &ChatRequest,
+        latency: Duration,
+        fault: u8,
+        pick: u64,
+    ) -> Result<ChatReply, ModelError> {
         match fault {
             1 => {
                 return Err(match pick % 3 {

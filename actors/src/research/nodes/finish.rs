@@ -5,7 +5,7 @@
 //! reported as a gap. `mark_needs_review` keeps everything (plan, history, errors, gaps) and says
 //! why the run stopped.
 
-use super::{emit_usage, policy_failure, Env};
+use super::{emit_usage, policy_failure, streamed, Env};
 use crate::research::citations;
 use crate::research::output::{evidence, final_output, used_notes, Ending};
 use crate::research::policy::offline::OVERVIEW;
@@ -160,7 +160,8 @@ pub async fn synthesize_report(
         sources: citable(&s),
         draft_reason: None,
     };
-    let reply = match env.policy.synthesize_report(&req).await {
+    let call = env.policy.synthesize_report(&req);
+    let reply = match streamed(&ctx, "synthesize_report", call).await {
         Ok(r) => r,
         Err(e) => {
             let mut u = policy_failure("synthesize_report", e, &ctx, env.model_attempts)?;

@@ -35,6 +35,24 @@ pub(crate) fn emit_usage(
     }]
 }
 
+/// Runs the policy call `call` of this task: when the run streams, its model's answer is
+/// streamed token by token (`NodeContext::stream_chunk`) as one message, `{call}-{task}-{attempt}`
+/// (a retried task's tokens make a message of their own). The offline policy calls no model, so
+/// it streams nothing.
+pub(crate) async fn streamed<F: std::future::Future>(
+    ctx: &NodeContext,
+    call: &str,
+    fut: F,
+) -> F::Output {
+    if !ctx.is_streaming() {
+        return fut.await;
+    }
+    let id = format!("{call}-{}-{}", ctx.task_id(), ctx.attempt());
+    let node = ctx.clone();
+    let sink = std::sync::Arc::new(move |chunk: &str| node.stream_chunk(&id, chunk));
+    crate::model::stream_tokens(sink, fut).await
+}
+
 /// A policy error: transient errors are retried by the runtime while attempts remain
 /// (`NodeError::Retryable`, with the node's backoff); any other, or the last, is recorded in
 /// `errors` and `execution_history` and stops the run with status `failed`.

@@ -1,7 +1,7 @@
 //! `create_plan`, `validate_plan`, `repair_plan` and `replan`: the nodes that make a plan and keep
 //! it valid.
 
-use super::{emit_usage, policy_failure, Env};
+use super::{emit_usage, policy_failure, streamed, Env};
 use crate::research::budget;
 use crate::research::nodes::assess::progress_score;
 use crate::research::nodes::review::needs_approval;
@@ -60,7 +60,7 @@ pub async fn create_plan(
         constraints: s.constraints.clone(),
         notes: plan_notes(&s).into(),
     };
-    match env.policy.create_plan(&req).await {
+    match streamed(&ctx, "create_plan", env.policy.create_plan(&req)).await {
         Ok(reply) => {
             let usage = emit_usage(&ctx, "create_plan", reply.usage);
             let mut plan = reply.value;
@@ -136,7 +136,7 @@ pub async fn repair_plan(
         plan: s.plan.shared(),
         errors: s.plan_errors.clone(),
     };
-    match env.policy.repair_plan(&req).await {
+    match streamed(&ctx, "repair_plan", env.policy.repair_plan(&req)).await {
         Ok(reply) => {
             let usage = emit_usage(&ctx, "repair_plan", reply.usage);
             let mut plan = reply.value;
@@ -183,7 +183,7 @@ pub async fn replan(
         knowledge_gaps: s.knowledge_gaps.clone(),
         replan_count: s.replan_count,
     };
-    match env.policy.replan(&req).await {
+    match streamed(&ctx, "replan", env.policy.replan(&req)).await {
         Ok(reply) => {
             let usage = emit_usage(&ctx, "replan", reply.usage);
             let mut plan = reply.value;
