@@ -251,7 +251,12 @@ impl Store for SqliteStore {
         let now = (self.clock)() as i64;
         let (ns, k) = (dotted(namespace), key.to_string());
         self.with("delete", move |c| {
-            let tx = c.transaction().map_err(be("delete"))?;
+            // IMMEDIATE: a deferred transaction that reads first and then writes fails at once
+            // (SQLITE_BUSY_SNAPSHOT, which no busy timeout retries) when another connection to the
+            // file — the checkpointer's, a second replica's — wrote in between.
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(be("delete"))?;
             let live: bool = tx
                 .query_row(
                     "SELECT EXISTS (SELECT 1 FROM planwright_store WHERE namespace = ?1 AND key = ?2

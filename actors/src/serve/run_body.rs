@@ -78,6 +78,9 @@ pub struct RunBody {
     pub webhook: Option<String>,
 }
 
+/// A command's `update` (values, if any) and `goto` (node names, maybe none).
+pub type CommandEdit = (Option<Value>, Vec<String>);
+
 /// `base` with `over`'s keys on top (objects one level deep, so `configurable` merges too).
 fn under(base: Value, over: Option<Value>) -> Value {
     let (Value::Object(mut out), Some(Value::Object(over))) = (base.clone(), over.clone()) else {
@@ -152,7 +155,7 @@ impl RunBody {
     /// `command.update` and `command.goto` (LangGraph's `Command`): values written to the state
     /// before the run, and the nodes it runs first (a name or a list; `Send`-style objects
     /// `{"node": …}` are read by their node).
-    pub fn command_edit(&self) -> Result<Option<(Option<Value>, Vec<String>)>, ApiError> {
+    pub fn command_edit(&self) -> Result<Option<CommandEdit>, ApiError> {
         let Some(c) = &self.command else {
             return Ok(None);
         };
