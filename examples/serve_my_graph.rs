@@ -35,7 +35,8 @@ fn graph() -> planwright::CompiledGraph<Reply> {
             Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
         })
         .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
-            let answer = ctx.interrupt(json!({"question": "send this reply?", "draft": s.draft}))?;
+            let answer =
+                ctx.interrupt(json!({"question": "send this reply?", "draft": s.draft}))?;
             Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
         })
         .add_sync_node("send", |s: &Reply, _: &NodeContext| {
@@ -56,7 +57,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         checkpoint: "sqlite:target/serve_my_graph.db".into(),
         ..ServeArgs::default()
     };
-    let server = Server::builder(args).graph("replier", graph()).build().await?;
+    let server = Server::builder(args)
+        .graph("replier", graph())
+        .build()
+        .await?;
     // Recovery of runs a stopped app left, and the sweepers; stopped when dropped.
     let _background = server.start_background();
     let app = axum::Router::new()

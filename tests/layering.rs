@@ -144,7 +144,14 @@ const KNOWN_LOOPS: &[(&str, &[&str])] = &[
     (
         "actors/src/serve",
         &[
-            "follow", "lifecycle", "publish", "queue", "replica", "run_body", "run_log", "start",
+            "follow",
+            "lifecycle",
+            "publish",
+            "queue",
+            "replica",
+            "run_body",
+            "run_log",
+            "start",
             "stream",
         ],
     ),

@@ -192,7 +192,10 @@ async fn a_command_writes_its_update_and_runs_its_goto_nodes_next() {
         let st = e.get_state(&t).await.unwrap().unwrap();
         assert_eq!(st.next, ["inc"], "the goto node runs next");
         assert_eq!(st.values.target, 3, "the update is written");
-        let out = e.continue_run(t.clone(), RunOptions::default()).await.unwrap();
+        let out = e
+            .continue_run(t.clone(), RunOptions::default())
+            .await
+            .unwrap();
         assert_eq!(out.state.trace, ["inc1", "done", "inc2", "inc3", "done"]);
         // A node the graph does not have is refused, and the thread is left as it was.
         let bad = vec!["nope".to_string()];

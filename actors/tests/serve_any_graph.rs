@@ -70,7 +70,10 @@ async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
     let res = req.send().await.expect("the server answers");
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +118,12 @@ async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_p
     assert_eq!(fields, ["draft", "log", "request"]);
 
     // A run pauses on the graph's interrupt; the thread shows it; a resume finishes it.
-    let (s, t) = call("POST", &format!("{api}/threads"), Some(json!({"thread_id": "t1"}))).await;
+    let (s, t) = call(
+        "POST",
+        &format!("{api}/threads"),
+        Some(json!({"thread_id": "t1"})),
+    )
+    .await;
     assert_eq!(s, 200, "{t}");
     let run = json!({"assistant_id": "replier", "input": {"request": "refund order 42"}});
     let (s, out) = call("POST", &format!("{api}/threads/t1/runs/wait"), Some(run)).await;
@@ -134,12 +142,22 @@ async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_p
         json!(["approved: \"yes\"", "sent: We will refund order 42."])
     );
     assert!(out.get("__interrupt__").is_none(), "{out}");
-    let (s, hist) = call("POST", &format!("{api}/threads/t1/history"), Some(json!({}))).await;
+    let (s, hist) = call(
+        "POST",
+        &format!("{api}/threads/t1/history"),
+        Some(json!({})),
+    )
+    .await;
     assert_eq!(s, 200, "{hist}");
     assert!(hist.as_array().unwrap().len() >= 3, "{hist}");
 
     // Refusals name the problem.
-    let (s, t2) = call("POST", &format!("{api}/threads"), Some(json!({"thread_id": "t2"}))).await;
+    let (s, t2) = call(
+        "POST",
+        &format!("{api}/threads"),
+        Some(json!({"thread_id": "t2"})),
+    )
+    .await;
     assert_eq!(s, 200, "{t2}");
     let bad = json!({"assistant_id": "replier", "input": {"request": 7}});
     let (s, e) = call("POST", &format!("{api}/threads/t2/runs/wait"), Some(bad)).await;
@@ -152,8 +170,7 @@ async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_p
     let (s, e) = call("POST", &format!("{api}/threads/t2/runs/wait"), Some(other)).await;
     assert_eq!(s, 404, "{e}");
     assert_eq!(
-        e["detail"],
-        "unknown assistant `research`: use `replier`",
+        e["detail"], "unknown assistant `research`: use `replier`",
         "the refusal names the assistants there are"
     );
     server.shutdown().await;
@@ -237,7 +254,12 @@ async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
             "malformed values",
         ),
     ] {
-        let (s, e) = call("POST", &format!("{api}/threads/fresh/runs/wait"), Some(body)).await;
+        let (s, e) = call(
+            "POST",
+            &format!("{api}/threads/fresh/runs/wait"),
+            Some(body),
+        )
+        .await;
         assert_eq!(s, status, "{e}");
         assert!(e["detail"].as_str().unwrap().contains(words), "{e}");
     }
@@ -247,7 +269,10 @@ async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
         Some(json!({"assistant_id": "replier", "input": {}})),
     )
     .await;
-    assert_eq!(s, 404, "without if_not_exists a missing thread is not made: {e}");
+    assert_eq!(
+        s, 404,
+        "without if_not_exists a missing thread is not made: {e}"
+    );
     server.shutdown().await;
 }
 
@@ -285,7 +310,10 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let at = res.headers()["content-location"].to_str().unwrap().to_string();
+    let at = res.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let out: Value = res.json().await.unwrap();
     assert_eq!(out["__interrupt__"][0]["value"]["question"], "send?");
     let thread = at.split('/').nth(2).unwrap().to_string();
@@ -307,14 +335,18 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
         .await
         .expect("a stateless run's thread is deleted when it ends");
     // `on_completion: keep` keeps it.
-    let keep = json!({"assistant_id": "replier", "input": {"request": "y"}, "on_completion": "keep"});
+    let keep =
+        json!({"assistant_id": "replier", "input": {"request": "y"}, "on_completion": "keep"});
     let res = reqwest::Client::new()
         .post(format!("{api}/runs/wait"))
         .json(&keep)
         .send()
         .await
         .unwrap();
-    let at = res.headers()["content-location"].to_str().unwrap().to_string();
+    let at = res.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let kept = at.split('/').nth(2).unwrap().to_string();
     let (s, t) = call("GET", &format!("{api}/threads/{kept}"), None).await;
     assert_eq!(s, 200, "{t}");
@@ -327,7 +359,10 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
     ]);
     let (s, e) = call("POST", &format!("{api}/runs/batch"), Some(bad)).await;
     assert_eq!(s, 404, "{e}");
-    assert!(e["detail"].as_str().unwrap().starts_with("run 1 of the batch: unknown assistant"));
+    assert!(e["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("run 1 of the batch: unknown assistant"));
     let batch = json!([
         {"assistant_id": "replier", "input": {"request": "a"}, "on_completion": "keep"},
         {"assistant_id": "replier", "input": {"request": "b"}, "on_completion": "keep"},
@@ -408,12 +443,24 @@ async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
     let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(go)).await;
     assert_eq!(s, 200, "{out}");
     // `approve` runs with the edited draft and asks its own question.
-    assert_eq!(out["__interrupt__"][0]["value"]["draft"], "Edited.", "{out}");
+    assert_eq!(
+        out["__interrupt__"][0]["value"]["draft"], "Edited.",
+        "{out}"
+    );
     // Paused inside `approve` (a node's question): an update with the answer is refused, named.
-    let both = json!({"assistant_id": "replier", "command": {"update": {"draft": "x"}, "resume": "yes"}});
-    let (s, e) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(both)).await;
+    let both =
+        json!({"assistant_id": "replier", "command": {"update": {"draft": "x"}, "resume": "yes"}});
+    let (s, e) = call(
+        "POST",
+        &format!("{api}/threads/{tid}/runs/wait"),
+        Some(both),
+    )
+    .await;
     assert_eq!(s, 400, "{e}");
-    assert!(e["detail"].as_str().unwrap().contains("answer it first"), "{e}");
+    assert!(
+        e["detail"].as_str().unwrap().contains("answer it first"),
+        "{e}"
+    );
     server.shutdown().await;
 }
 
@@ -440,7 +487,12 @@ async fn an_assistant_created_over_the_api_runs_its_graph() {
     assert_eq!(runs[0]["metadata"]["assistant_id"], id.as_str(), "{runs}");
     // Its thread runs the graph: the registered graph's id resumes it too.
     let resume = json!({"assistant_id": "replier", "command": {"resume": "yes"}});
-    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(resume)).await;
+    let (s, out) = call(
+        "POST",
+        &format!("{api}/threads/{tid}/runs/wait"),
+        Some(resume),
+    )
+    .await;
     assert_eq!(s, 200, "{out}");
     assert_eq!(out["log"][1], "sent: We will call back.");
     server.shutdown().await;

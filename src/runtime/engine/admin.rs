@@ -156,19 +156,21 @@ impl<S: State> Engine<S> {
             let tasks: Vec<_> = targets
                 .iter()
                 .enumerate()
-                .map(|(i, (name, node_id))| crate::runtime::machine::superstep::TaskSpec {
-                    id: crate::ids::TaskId {
-                        step: saved.step,
-                        index: i as u32,
+                .map(
+                    |(i, (name, node_id))| crate::runtime::machine::superstep::TaskSpec {
+                        id: crate::ids::TaskId {
+                            step: saved.step,
+                            index: i as u32,
+                        },
+                        node: Arc::from(*name),
+                        node_id: *node_id,
+                        input: None,
+                        after: vec![],
+                        batch: None,
+                        batch_limit: None,
+                        deferred: false,
                     },
-                    node: Arc::from(*name),
-                    node_id: *node_id,
-                    input: None,
-                    after: vec![],
-                    batch: None,
-                    batch_limit: None,
-                    deferred: false,
-                })
+                )
                 .collect();
             let next = match how {
                 // The node's edges decide what runs after it.
