@@ -8,12 +8,12 @@
 
 mod acquire;
 pub mod assistant;
-pub mod assistant_records;
+mod assistant_records;
 pub mod assistants;
 mod assistants_api;
 pub mod auth;
 mod cron_schedule;
-pub mod crons;
+mod crons;
 mod errors;
 mod fields;
 mod follow;

@@ -147,7 +147,7 @@ impl Server {
 
     /// Starts what runs beside the routes: recovery of runs a stopped server left, lease
     /// renewal and takeover between replicas, store and retention sweepers, and the cron
-    /// scheduler ([`super::crons::spawn_scheduler`]). Dropping the returned guard stops them.
+    /// scheduler (`crons::spawn_scheduler`). Dropping the returned guard stops them.
     pub fn start_background(&self) -> Background {
         let state = &self.state;
         let args = &self.args;
