@@ -8,10 +8,10 @@
 //! - `PATCH /runs/crons/{cron_id}` changes one (`end_time: null` clears the end);
 //!   `DELETE /runs/crons/{cron_id}` removes it.
 //!
-//! A schedule has five fields in UTC ([`super::cron_schedule`]). A cron's request (`input`,
+//! A schedule has five fields in UTC (`cron_schedule.rs`). A cron's request (`input`,
 //! `config`, `context`, `metadata`, `multitask_strategy`, `stream_mode`, …) is kept whole as its
 //! `payload` and each firing starts a run with it as `POST /threads/{id}/runs` does
-//! ([`super::lifecycle::begin`]), with `cron_id` and `scheduled_at` added to the run's metadata.
+//! (`lifecycle::begin`), with `cron_id` and `scheduled_at` added to the run's metadata.
 //!
 //! Records live in the server's store under `["__planwright__", "crons"]`, so they outlive a
 //! restart and every replica sees them. Every replica runs the scheduler ([`spawn_scheduler`]);
@@ -178,7 +178,7 @@ async fn visible(state: &AppState, id: &str) -> Result<CronRecord, ApiError> {
         .ok_or_else(|| ApiError::not_found(format!("cron `{id}` does not exist")))
 }
 
-/// The routes, for [`super::routes`] to mount.
+/// The routes, for `routes.rs` to mount.
 pub fn routes() -> axum::Router<Arc<AppState>> {
     use axum::routing::{patch, post};
     axum::Router::new()

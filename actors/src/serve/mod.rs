@@ -13,7 +13,7 @@ pub mod assistants;
 mod assistants_api;
 pub mod auth;
 mod cron_schedule;
-mod crons;
+pub mod crons;
 mod errors;
 mod fields;
 mod follow;
