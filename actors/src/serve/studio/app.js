@@ -149,6 +149,12 @@ function onStreamEvent(live, name, data) {
   if (name === "metadata") { live.runId = data.run_id; live.events.push({ t: now, kind: "metadata", data }); }
   else if (name === "values") { live.values = data; }
   else if (name === "error") { live.events.push({ t: now, kind: "error", data }); flash("run error: " + (data.message || pretty(data)), true); }
+  else if (name === "events" && data.event === "message") {
+    // A model's tokens: one log line per message, its text growing, not one line per token.
+    const last = live.events.findLast((e) => e.kind === "message" && e.data.message_id === data.message_id);
+    if (last) last.data = { ...last.data, chunk: last.data.chunk + data.chunk };
+    else live.events.push({ t: now, kind: "message", data: { ...data } });
+  }
   else if (name === "events") {
     live.events.push({ t: now, kind: data.event, data });
     if (data.event === "node_started") {
