@@ -174,57 +174,42 @@ impl<S: State> Engine<S> {
                 .collect();
             let next = match how {
                 // The node's edges decide what runs after it.
-                Edit::AsNode(_) => crate::runtime::machine::superstep::next_tasks(
+                Edit::AsNode(_) => Some(crate::runtime::machine::superstep::next_tasks(
                     &self.sh.graph,
                     &saved.state,
                     &tasks,
                     saved.step,
-                )?,
+                )?),
                 // An update with no goto leaves the pending superstep (and a pause before it) as
                 // it was; one whose tasks already wrote (or asked) is refused: those writes
                 // belong to the checkpoint the update would replace.
                 Edit::Goto([]) if saved.writes.iter().any(Option::is_some) => {
                     return Err(Refusal::Interrupted(thread.clone()).into());
                 }
-                Edit::Goto([]) => {
-                    let tasks = saved.stored_tasks();
-                    let pause = saved.pause();
-                    let rec = persist::step_record(
-                        &self.sh.graph,
-                        thread,
-                        &mut saved,
-                        CheckpointSource::Update,
-                        vec![writer.to_string()],
-                        Some(delta),
-                        &tasks,
-                        serde_json::Value::Null,
-                        pause,
-                    )?;
-                    let id = rec.id;
-                    self.put(rec).await?;
-                    return Ok(id);
-                }
+                Edit::Goto([]) => None,
                 // The goto targets run next.
-                Edit::Goto(_) => tasks,
+                Edit::Goto(_) => Some(tasks),
             };
-            // Deferred tasks the thread was holding keep waiting behind the edit's next tasks.
-            let waiting = std::mem::take(&mut saved.deferred);
-            (saved.tasks, saved.deferred) = crate::runtime::machine::superstep::schedule(
-                &self.sh.graph,
-                next,
-                waiting,
-                saved.step,
-            );
-            saved.writes = vec![None; saved.tasks.len()];
-            saved.gotos = Vec::new();
-            // Nodes that pause before running pause after an edit too, as they would after a
-            // superstep: the edit is what the approver reviews (the graph's own pauses: no run's
-            // options apply to an edit).
-            let pauses = crate::runtime::machine::per_run::PerRun::default()
-                .pauses_ahead_of(&self.sh.graph, &saved.tasks);
-            saved.paused_before = !pauses.is_empty();
-            saved.pause_at = crate::checkpoint::PauseAt::Before;
-            saved.pauses = pauses;
+            if let Some(next) = next {
+                // Deferred tasks the thread was holding keep waiting behind the edit's next tasks.
+                let waiting = std::mem::take(&mut saved.deferred);
+                (saved.tasks, saved.deferred) = crate::runtime::machine::superstep::schedule(
+                    &self.sh.graph,
+                    next,
+                    waiting,
+                    saved.step,
+                );
+                saved.writes = vec![None; saved.tasks.len()];
+                saved.gotos = Vec::new();
+                // Nodes that pause before running pause after an edit too, as they would after a
+                // superstep: the edit is what the approver reviews (the graph's own pauses: no
+                // run's options apply to an edit).
+                let pauses = crate::runtime::machine::per_run::PerRun::default()
+                    .pauses_ahead_of(&self.sh.graph, &saved.tasks);
+                saved.paused_before = !pauses.is_empty();
+                saved.pause_at = crate::checkpoint::PauseAt::Before;
+                saved.pauses = pauses;
+            }
             let tasks = saved.stored_tasks();
             let pause = saved.pause();
             let rec = persist::step_record(
