@@ -7,8 +7,8 @@ mod backends;
 mod store_suite;
 
 use planwright::store::{
-    connect, MemoryStore, NamespaceQuery, PostgresStore, PutOptions, SearchQuery, SqliteStore,
-    Store,
+    connect, Index, MemoryStore, NamespaceQuery, PostgresStore, PutOptions, SearchQuery,
+    SqliteStore, Store,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -102,6 +102,48 @@ async fn a_sqlite_store_keeps_its_items_across_reopening() {
 }
 
 #[tokio::test]
+async fn a_sqlite_table_from_before_indexes_is_upgraded_in_place() {
+    let path = backends::sqlite_path("store-old");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE planwright_store (namespace TEXT NOT NULL, key TEXT NOT NULL,
+               value TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+               expires_at INTEGER, ttl_ms INTEGER, owner TEXT, PRIMARY KEY (namespace, key));
+             INSERT INTO planwright_store VALUES ('a', 'k', '{\"t\": \"old words\"}', 1, 1,
+               NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(path.display().to_string()).await.unwrap();
+    let old = s.get(&ns(&["a"]), "k").await.unwrap().expect("kept");
+    assert_eq!(
+        old.index,
+        Index::Value,
+        "an old item indexes its whole value"
+    );
+    let hits = s
+        .search_text(&SearchQuery::under(["a"]), "words")
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    let opts = PutOptions {
+        index: Index::Off,
+        ..PutOptions::default()
+    };
+    s.put(&ns(&["a"]), "k", obj(json!({"t": "new words"})), opts)
+        .await
+        .unwrap();
+    let reopened = SqliteStore::open(path.display().to_string()).await.unwrap();
+    let new = reopened.get(&ns(&["a"]), "k").await.unwrap().unwrap();
+    assert_eq!(
+        new.index,
+        Index::Off,
+        "the index is stored in the new column"
+    );
+}
+
+#[tokio::test]
 async fn a_corrupt_stored_value_is_an_error_not_a_default() {
     let path = backends::sqlite_path("store-corrupt");
     let s = SqliteStore::open(path.display().to_string()).await.unwrap();
@@ -139,6 +181,7 @@ enum Op {
     Get(usize, usize, Option<usize>),
     Delete(usize, usize, Option<usize>),
     Search(usize, Option<i64>, Option<usize>, usize, usize),
+    SearchText(usize, i64, Option<usize>, usize, usize),
     Namespaces(usize, Option<usize>, Option<usize>),
     Advance(u64),
     Sweep,
@@ -155,6 +198,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..5usize, 0..3usize, prop::option::of(0..2usize)).prop_map(|(n, k, o)| Op::Delete(n, k, o)),
         2 => (0..5usize, prop::option::of(0..3i64), prop::option::of(0..2usize), 1..5usize, 0..3usize)
             .prop_map(|(n, v, o, l, off)| Op::Search(n, v, o, l, off)),
+        1 => (0..5usize, 0..3i64, prop::option::of(0..2usize), 1..5usize, 0..3usize)
+            .prop_map(|(n, v, o, l, off)| Op::SearchText(n, v, o, l, off)),
         1 => (0..5usize, prop::option::of(1..3usize), prop::option::of(0..2usize))
             .prop_map(|(n, d, o)| Op::Namespaces(n, d, o)),
         2 => (0..15u64).prop_map(Op::Advance),
@@ -174,12 +219,24 @@ async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
             let opts = PutOptions {
                 ttl: ttl.map(Duration::from_secs),
                 owner: owner.map(|o| OWNERS[o].to_string()),
+                // Key `k2` is never found by a text search; `k1` only by its `t` field.
+                index: match k {
+                    2 => Index::Off,
+                    1 => Index::from_json(&json!(["t"])).unwrap(),
+                    _ => Index::Value,
+                },
+                ..PutOptions::default()
             };
             format!(
                 "{:?}",
-                s.put(&space(*n), &format!("k{k}"), obj(json!({"v": v})), opts)
-                    .await
-                    .map(|i| i.created_at)
+                s.put(
+                    &space(*n),
+                    &format!("k{k}"),
+                    obj(json!({"v": v, "t": format!("w{v} w{k}")})),
+                    opts
+                )
+                .await
+                .map(|i| i.created_at)
             )
         }
         Op::Get(n, k, None) => format!("{:?}", s.get(&space(*n), &format!("k{k}")).await.unwrap()),
@@ -204,6 +261,12 @@ async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
             }
             q.owner = owner.map(|o| OWNERS[o].to_string());
             format!("{:?}", s.search(&q).await.unwrap())
+        }
+        Op::SearchText(n, v, owner, limit, offset) => {
+            let mut q = SearchQuery::under(space(*n)).page(*limit, *offset);
+            q.owner = owner.map(|o| OWNERS[o].to_string());
+            let hits = s.search_text(&q, &format!("{v} w{v}")).await.unwrap();
+            format!("{hits:?}")
         }
         Op::Namespaces(n, depth, owner) => {
             let q = NamespaceQuery {

@@ -173,6 +173,84 @@ async fn items_are_put_read_searched_listed_and_deleted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_ranks_the_items_whose_indexed_text_holds_its_words() {
+    let base = start().await;
+    let items = format!("{base}/store/items");
+    for (key, value, index) in [
+        (
+            "once",
+            json!({"text": "the rust book", "kind": "doc"}),
+            None,
+        ),
+        (
+            "twice",
+            json!({"text": "rust and more rust", "kind": "doc"}),
+            None,
+        ),
+        (
+            "title",
+            json!({"title": "Rust", "body": "beta"}),
+            Some(json!(["title"])),
+        ),
+        ("off", json!({"text": "rust beta"}), Some(json!(false))),
+        ("other", json!({"text": "python", "kind": "doc"}), None),
+    ] {
+        let mut body = json!({"namespace": ["q", "docs"], "key": key, "value": value});
+        if let Some(i) = index {
+            body["index"] = i;
+        }
+        let (s, err) = call(Method::PUT, &items, Some(body)).await;
+        assert_eq!(s, 204, "{err}");
+    }
+    let search = |body: Value| {
+        let url = format!("{base}/store/items/search");
+        async move {
+            let (s, got) = call(Method::POST, &url, Some(body)).await;
+            assert_eq!(s, 200, "{got}");
+            let items = got["items"].as_array().unwrap().clone();
+            let scores: Vec<f64> = items.iter().map(|i| i["score"].as_f64().unwrap()).collect();
+            assert!(scores.iter().all(|s| *s > 0.0), "{got}");
+            assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {got}");
+            let keys: Vec<String> = items
+                .iter()
+                .map(|i| i["key"].as_str().unwrap().to_string())
+                .collect();
+            keys
+        }
+    };
+    assert_eq!(
+        search(json!({"namespace_prefix": ["q"], "query": "RUST"})).await,
+        ["title", "twice", "once"],
+        "`off` is not indexed; the short title and the repeated word rank first"
+    );
+    assert_eq!(
+        search(json!({"namespace_prefix": ["q"], "query": "beta"})).await,
+        Vec::<String>::new(),
+        "`title` indexes its title only, `off` nothing"
+    );
+    assert_eq!(
+        search(
+            json!({"namespace_prefix": ["q"], "query": "rust", "filter": {"kind": "doc"},
+                      "limit": 1, "offset": 1})
+        )
+        .await,
+        ["once"],
+        "filtered, ranked, then paged"
+    );
+    let (_, plain) = call(
+        Method::POST,
+        &format!("{base}/store/items/search"),
+        Some(json!({"namespace_prefix": ["q"], "query": " "})),
+    )
+    .await;
+    assert_eq!(
+        plain["items"].as_array().unwrap().len(),
+        5,
+        "a blank query is a plain search: {plain}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_store_requests_are_refused_naming_the_problem() {
     let base = start().await;
     let items = format!("{base}/store/items");
@@ -216,8 +294,20 @@ async fn bad_store_requests_are_refused_naming_the_problem() {
         (
             Method::POST,
             format!("{base}/store/items/search"),
-            json!({"query": "cats"}),
-            "semantic search",
+            json!({"query": "?!"}),
+            "no word to look for",
+        ),
+        (
+            Method::PUT,
+            items.clone(),
+            json!({"namespace": ["a"], "key": "k", "value": {}, "index": ["a[x]"]}),
+            "index path `a[x]` is malformed",
+        ),
+        (
+            Method::PUT,
+            items.clone(),
+            json!({"namespace": ["a"], "key": "k", "value": {}, "index": true}),
+            "`index` must be false, null or a list",
         ),
         (
             Method::POST,

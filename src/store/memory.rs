@@ -106,6 +106,7 @@ impl Store for MemoryStore {
             updated_at: now,
             expires_at: ttl_ms.map(|t| now + t),
             owner: opts.owner.or_else(|| was.and_then(|w| w.owner.clone())),
+            index: opts.index,
         };
         items.insert(
             k,

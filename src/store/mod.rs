@@ -26,10 +26,14 @@
 //! - `search` returns items whose namespace starts with the prefix, whose value has every filter
 //!   field equal to the filter's, and (when asked) whose owner matches, ordered by the namespace's
 //!   dotted text then key, after `offset`, at most `limit`;
+//! - an item keeps the [`Index`] it was put with (what a text query searches: the whole value,
+//!   some paths, or nothing); [`Store::search_text`] ranks the items `search` would find by the
+//!   lexical relevance of a query to that text ([`lexical`]), with no embedding provider;
 //! - times come from the store's [`StoreClock`], by default anchored to tokio's clock so tests use
 //!   paused time.
 
 mod clock;
+pub mod lexical;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -39,6 +43,7 @@ mod sqlite;
 mod url;
 
 pub use clock::{system_clock, StoreClock};
+pub use lexical::{Index, IndexError, ScoredItem};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -73,6 +78,9 @@ pub struct Item {
     /// Who owns it (set by the server for an authenticated user; `None` for items a node or an
     /// admin created).
     pub owner: Option<String>,
+    /// What of its value a text query searches.
+    #[serde(default)]
+    pub index: Index,
 }
 
 /// How to write an item.
@@ -85,6 +93,8 @@ pub struct PutOptions {
     /// left as it is and the put answers [`StoreError::NotOwner`]. `None` (an admin, a graph's
     /// node): any item is replaced, keeping the owner it had (none for a new item).
     pub owner: Option<String>,
+    /// What of the value a text query searches ([`Store::search_text`]); replaced with the item.
+    pub index: Index,
 }
 
 impl PutOptions {
@@ -92,7 +102,7 @@ impl PutOptions {
     pub fn ttl(ttl: Duration) -> Self {
         Self {
             ttl: Some(ttl),
-            owner: None,
+            ..Self::default()
         }
     }
 }
@@ -215,6 +225,28 @@ pub trait Store: Send + Sync + 'static {
 
     /// Live items matching `query`.
     async fn search(&self, query: &SearchQuery) -> Result<Vec<Item>, StoreError>;
+
+    /// The live items `search` finds for `query`'s prefix, filter and owner whose indexed text
+    /// holds a word of `text`, ranked by lexical relevance ([`lexical::rank`]: BM25 over these
+    /// candidates), then paged by `query.offset` and `query.limit`. Items put with
+    /// [`Index::Off`] are never found.
+    ///
+    /// Every candidate is read to rank them, so the cost grows with the items under the prefix
+    /// that pass the filter (not with the page). Backends share this default; one may push the
+    /// word match into storage as long as the answer stays the same.
+    async fn search_text(
+        &self,
+        query: &SearchQuery,
+        text: &str,
+    ) -> Result<Vec<ScoredItem>, StoreError> {
+        check_prefix(&query.namespace_prefix)?;
+        let all = self.search(&query.clone().page(usize::MAX, 0)).await?;
+        Ok(lexical::rank(text, all)
+            .into_iter()
+            .skip(query.offset)
+            .take(query.limit)
+            .collect())
+    }
 
     /// Namespaces holding live items, matching `query`.
     async fn list_namespaces(&self, query: &NamespaceQuery) -> Result<Vec<Namespace>, StoreError>;

@@ -4,8 +4,8 @@
 //! byte-wise, as in the other backends.
 
 use super::{
-    check_item, check_prefix, dotted, system_clock, undotted, Item, Namespace, NamespaceQuery,
-    PutOptions, SearchQuery, Store, StoreClock, StoreError,
+    check_item, check_prefix, dotted, system_clock, undotted, Index, Item, Namespace,
+    NamespaceQuery, PutOptions, SearchQuery, Store, StoreClock, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -30,9 +30,11 @@ CREATE TABLE IF NOT EXISTS planwright_store (
 );
 CREATE INDEX IF NOT EXISTS planwright_store_expires ON planwright_store (expires_at)
     WHERE expires_at IS NOT NULL;
+ALTER TABLE planwright_store ADD COLUMN IF NOT EXISTS index_paths TEXT;
 "#;
 
-const COLUMNS: &str = "namespace, key, value::text, created_at, updated_at, expires_at, owner";
+const COLUMNS: &str =
+    "namespace, key, value::text, created_at, updated_at, expires_at, owner, index_paths";
 
 /// A store in a PostgreSQL database.
 pub struct PostgresStore {
@@ -151,6 +153,7 @@ fn item(row: &Row) -> Result<Item, StoreError> {
         updated_at: time(4)?.unwrap_or(0),
         expires_at: time(5)?,
         owner: row.try_get(6).map_err(&read)?,
+        index: Index::from_column(row.try_get::<_, Option<&str>>(7).map_err(&read)?, &ns, &key)?,
         key,
         value,
     })
@@ -215,6 +218,7 @@ impl Store for PostgresStore {
         let expires = ttl_ms.map(|t| now as i64 + t);
         let text = Value::Object(value.clone()).to_string();
         let ns = dotted(namespace);
+        let index = opts.index.to_column();
         let client = self.client("put").await?;
         // One statement checks the owner and writes (the row is locked while its WHERE is
         // evaluated): a user's write ($7 set) updates only an expired row or their own, an
@@ -222,9 +226,10 @@ impl Store for PostgresStore {
         // replacement is created now, with the new owner.
         let row = client
             .query_opt(
-                "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner)
-                 VALUES ($1, $2, $3::text::jsonb, $4, $4, $5, $6, $7::text)
+                "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner, index_paths)
+                 VALUES ($1, $2, $3::text::jsonb, $4, $4, $5, $6, $7::text, $8)
                  ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
+                   index_paths = excluded.index_paths,
                    created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > $4
                                 THEN s.created_at ELSE excluded.created_at END,
                    updated_at = excluded.updated_at, expires_at = excluded.expires_at,
@@ -234,7 +239,7 @@ impl Store for PostgresStore {
                  WHERE $7::text IS NULL OR s.owner IS NOT DISTINCT FROM $7::text
                    OR (s.expires_at IS NOT NULL AND s.expires_at <= $4)
                  RETURNING created_at, owner",
-                &[&ns, &key, &text, &(now as i64), &expires, &ttl_ms, &opts.owner],
+                &[&ns, &key, &text, &(now as i64), &expires, &ttl_ms, &opts.owner, &index],
             )
             .await
             .map_err(be("put"))?;
@@ -250,6 +255,7 @@ impl Store for PostgresStore {
             updated_at: now,
             expires_at: expires.map(|t| t as u64),
             owner: row.try_get(1).map_err(be("put"))?,
+            index: opts.index,
         })
     }
 

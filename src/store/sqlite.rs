@@ -4,8 +4,8 @@
 //! (filters with SQLite's `->` JSON operator), so a search reads only the page it returns.
 
 use super::{
-    check_item, check_prefix, dotted, system_clock, undotted, Item, Namespace, NamespaceQuery,
-    PutOptions, SearchQuery, Store, StoreClock, StoreError,
+    check_item, check_prefix, dotted, system_clock, undotted, Index, Item, Namespace,
+    NamespaceQuery, PutOptions, SearchQuery, Store, StoreClock, StoreError,
 };
 use async_trait::async_trait;
 use rusqlite::types::Value as Sql;
@@ -23,13 +23,37 @@ CREATE TABLE IF NOT EXISTS planwright_store (
     expires_at INTEGER,
     ttl_ms INTEGER,
     owner TEXT,
+    index_paths TEXT,
     PRIMARY KEY (namespace, key)
 );
 CREATE INDEX IF NOT EXISTS planwright_store_expires ON planwright_store (expires_at)
     WHERE expires_at IS NOT NULL;
 ";
 
-const COLUMNS: &str = "namespace, key, value, created_at, updated_at, expires_at, owner";
+const COLUMNS: &str =
+    "namespace, key, value, created_at, updated_at, expires_at, owner, index_paths";
+
+/// Adds the columns a table made by an older version lacks (SQLite has no `ADD COLUMN IF NOT
+/// EXISTS`): `index_paths`, the item's [`Index`](super::Index) as JSON, NULL for the whole value.
+/// Another process opening the same file may add the column first: then this one's `ALTER`
+/// fails and the column is there, which is all that is asked.
+fn upgrade(c: &Connection) -> rusqlite::Result<()> {
+    let has = || -> rusqlite::Result<bool> {
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('planwright_store')
+             WHERE name = 'index_paths')",
+            [],
+            |r| r.get(0),
+        )
+    };
+    if has()? {
+        return Ok(());
+    }
+    match c.execute_batch("ALTER TABLE planwright_store ADD COLUMN index_paths TEXT;") {
+        Err(_) if has()? => Ok(()),
+        other => other,
+    }
+}
 
 /// A store in a SQLite file.
 pub struct SqliteStore {
@@ -50,8 +74,10 @@ impl SqliteStore {
     /// Opens the store at `path` on `clock`.
     pub async fn open_with_clock(path: String, clock: StoreClock) -> Result<Self, StoreError> {
         let conn = tokio::task::spawn_blocking(move || {
-            crate::checkpoint::sqlite_side_connection(&path, SCHEMA)
-                .map_err(|(op, e)| StoreError::Backend { op, source: e })
+            let c = crate::checkpoint::sqlite_side_connection(&path, SCHEMA)
+                .map_err(|(op, e)| StoreError::Backend { op, source: e })?;
+            upgrade(&c).map_err(be("upgrade table"))?;
+            Ok::<_, StoreError>(c)
         })
         .await
         .map_err(|e| StoreError::backend("open", e))??;
@@ -140,6 +166,11 @@ fn item(row: &Row<'_>) -> Result<Item, StoreError> {
         updated_at: time(4)?.unwrap_or(0),
         expires_at: time(5)?,
         owner: row.get(6).map_err(&read)?,
+        index: Index::from_column(
+            row.get::<_, Option<String>>(7).map_err(&read)?.as_deref(),
+            &ns,
+            &key,
+        )?,
         key,
         value,
     })
@@ -188,7 +219,9 @@ impl Store for SqliteStore {
             updated_at: now,
             expires_at: ttl_ms.map(|t| now + t),
             owner: opts.owner,
+            index: opts.index,
         };
+        let index = it.index.to_column();
         let text = Value::Object(it.value.clone()).to_string();
         let (ns, k, owner, expires) = (
             dotted(namespace),
@@ -202,9 +235,10 @@ impl Store for SqliteStore {
         let written: Option<(i64, Option<String>)> = self
             .with("put", move |c| {
                 c.prepare_cached(
-                    "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner)
-                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7)
+                    "INSERT INTO planwright_store AS s (namespace, key, value, created_at, updated_at, expires_at, ttl_ms, owner, index_paths)
+                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8)
                      ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
+                       index_paths = excluded.index_paths,
                        created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > ?4
                                     THEN s.created_at ELSE excluded.created_at END,
                        updated_at = excluded.updated_at, expires_at = excluded.expires_at,
@@ -217,7 +251,7 @@ impl Store for SqliteStore {
                 )
                 .and_then(|mut st| {
                     st.query_row(
-                        params![ns, k, text, now as i64, expires.map(|t| t as i64), ttl_ms.map(|t| t as i64), owner],
+                        params![ns, k, text, now as i64, expires.map(|t| t as i64), ttl_ms.map(|t| t as i64), owner, index],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .optional()

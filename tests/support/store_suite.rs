@@ -4,7 +4,9 @@
 
 #![allow(dead_code)]
 
-use planwright::store::{NamespaceQuery, PutOptions, SearchQuery, Store, StoreClock, StoreError};
+use planwright::store::{
+    Index, NamespaceQuery, PutOptions, ScoredItem, SearchQuery, Store, StoreClock, StoreError,
+};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,6 +48,7 @@ pub async fn run_all(store: Arc<dyn Store>, clock: Clock, root: &str) {
     put_get_replace_and_delete(&*store, &clock, &format!("{root}-pgd")).await;
     bad_namespaces_and_keys_are_refused(&*store).await;
     search_by_prefix_filter_owner_and_page(&*store, &format!("{root}-search")).await;
+    text_search_ranks_indexed_words(&*store, &format!("{root}-text")).await;
     ttl_expires_refreshes_on_read_and_sweeps(&*store, &clock, &format!("{root}-ttl")).await;
     namespaces_list_by_prefix_suffix_and_depth(&*store, &format!("{root}-ns")).await;
     concurrent_writers_all_land(store.clone(), &format!("{root}-conc")).await;
@@ -207,6 +210,91 @@ async fn search_by_prefix_filter_owner_and_page(s: &dyn Store, root: &str) {
         4,
         "the default limit is 10"
     );
+}
+
+/// `search_text`: the prefix, filter and owner of `search`, then only items whose indexed text
+/// (the whole value, the paths of their `index`, never an `index: false` item's) holds a query
+/// word, ranked by relevance, paged after ranking; the index survives the round trip.
+async fn text_search_ranks_indexed_words(s: &dyn Store, root: &str) {
+    let put = |k: &'static str, v: Value, index: Value, owner: Option<&str>| {
+        let opts = PutOptions {
+            owner: owner.map(str::to_string),
+            index: Index::from_json(&index).unwrap(),
+            ..PutOptions::default()
+        };
+        async move { s.put(&ns(&[root, "m"]), k, obj(v), opts).await.unwrap() }
+    };
+    put(
+        "one",
+        json!({"text": "Rust is fast", "kind": "a"}),
+        Value::Null,
+        None,
+    )
+    .await;
+    put(
+        "two",
+        json!({"text": "rust, rust and rust", "kind": "a"}),
+        Value::Null,
+        None,
+    )
+    .await;
+    put(
+        "tokio",
+        json!({"text": "tokio on rust", "kind": "b"}),
+        Value::Null,
+        Some("ann"),
+    )
+    .await;
+    put(
+        "title",
+        json!({"title": "Beta", "body": "rust"}),
+        json!(["title"]),
+        None,
+    )
+    .await;
+    put(
+        "hidden",
+        json!({"text": "rust beta tokio"}),
+        json!(false),
+        None,
+    )
+    .await;
+    let got = s.get(&ns(&[root, "m"]), "title").await.unwrap().unwrap();
+    assert_eq!(got.index.to_json(), json!(["title"]), "the index is kept");
+    let q = SearchQuery::under([root]).page(100, 0);
+    let keys = |hits: Vec<ScoredItem>| -> Vec<String> {
+        assert!(hits.iter().all(|h| h.score > 0.0), "scores above 0");
+        assert!(
+            hits.windows(2).all(|w| w[0].score >= w[1].score),
+            "best first"
+        );
+        hits.into_iter().map(|h| h.item.key).collect()
+    };
+    assert_eq!(
+        keys(s.search_text(&q, "RUST tokio").await.unwrap()),
+        ["tokio", "two", "one"],
+        "the rarer word and more occurrences rank higher; `title` indexes only its title,          `hidden` nothing"
+    );
+    assert_eq!(keys(s.search_text(&q, "beta").await.unwrap()), ["title"]);
+    assert!(s.search_text(&q, "python").await.unwrap().is_empty());
+    let a = q.clone().with("kind", json!("a"));
+    assert_eq!(
+        keys(s.search_text(&a, "rust").await.unwrap()),
+        ["two", "one"]
+    );
+    let mut ann = q.clone();
+    ann.owner = Some("ann".into());
+    assert_eq!(keys(s.search_text(&ann, "rust").await.unwrap()), ["tokio"]);
+    let page = q.clone().page(1, 1);
+    assert_eq!(
+        keys(s.search_text(&page, "rust tokio").await.unwrap()),
+        ["two"]
+    );
+    let e = s
+        .search_text(&SearchQuery::under(["x", ""]), "rust")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::BadNamespace { .. }), "{e}");
 }
 
 async fn ttl_expires_refreshes_on_read_and_sweeps(s: &dyn Store, clock: &Clock, root: &str) {
@@ -432,6 +520,7 @@ async fn owners_guard_writes_reads_and_deletes(s: &dyn Store, clock: &Clock, roo
             PutOptions {
                 ttl: Some(Duration::from_secs(10)),
                 owner: Some("ann".into()),
+                ..PutOptions::default()
             },
         )
         .await
@@ -451,6 +540,7 @@ async fn owners_guard_writes_reads_and_deletes(s: &dyn Store, clock: &Clock, roo
     let ann_ttl = PutOptions {
         ttl: Some(Duration::from_secs(10)),
         owner: Some("ann".into()),
+        ..PutOptions::default()
     };
     s.put(&cache, "c", obj(json!({"n": 1})), ann_ttl.clone())
         .await

@@ -117,6 +117,7 @@ fn claim_token() -> PutOptions {
     PutOptions {
         ttl: None,
         owner: Some(format!("claim-{}", super::ids::new_uuid())),
+        ..PutOptions::default()
     }
 }
 

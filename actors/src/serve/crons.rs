@@ -545,6 +545,7 @@ pub async fn claim(state: &AppState, id: &str, at: u64, token: &str) -> Result<b
     let opts = PutOptions {
         ttl: Some(FIRING_TTL),
         owner: Some(token.to_string()),
+        ..PutOptions::default()
     };
     match state
         .store

@@ -1,10 +1,14 @@
 //! The `/store` endpoints of the LangGraph Server API over the runtime's [`Store`](planwright::store::Store): the same
 //! cross-thread memory the graphs' nodes read and write (`NodeContext::store`).
 //!
-//! - `PUT /store/items` `{"namespace": [...], "key", "value": {...}, "ttl": minutes?}` → 204
+//! - `PUT /store/items` `{"namespace": [...], "key", "value": {...}, "ttl": minutes?,
+//!   "index": false | ["path", ...]?}` → 204
 //! - `GET /store/items?namespace=a.b&key=k` → the item, or 404
 //! - `DELETE /store/items` `{"namespace": [...], "key"}` → 204 (404 when there was none)
-//! - `POST /store/items/search` `{"namespace_prefix", "filter", "limit", "offset"}` → `{"items"}`
+//! - `POST /store/items/search` `{"namespace_prefix", "filter", "limit", "offset", "query"?}` →
+//!   `{"items"}`; with a `query`, only items whose indexed text holds one of its words, best
+//!   first, each with its `score` ([`Store::search_text`](planwright::store::Store::search_text):
+//!   lexical BM25 ranking, no embeddings; docs/server.md says how it differs from LangGraph's)
 //! - `POST /store/namespaces` `{"prefix", "suffix", "max_depth", "limit", "offset"}` →
 //!   `{"namespaces"}`
 //!
@@ -30,7 +34,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use planwright::store::{Item, NamespaceQuery, PutOptions, SearchQuery, StoreError};
+use planwright::store::{Index, Item, NamespaceQuery, PutOptions, SearchQuery, StoreError};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -138,9 +142,9 @@ pub struct PutBody {
     /// Minutes (LangGraph's unit); absent or null: never expires.
     #[serde(default)]
     ttl: Option<f64>,
-    /// Accepted for compatibility (semantic indexing is not supported; see docs/server.md).
+    /// What a text search matches: absent or null the whole value, `false` nothing, a list of
+    /// field paths the text at those paths.
     #[serde(default)]
-    #[allow(dead_code)]
     index: Option<Value>,
 }
 
@@ -169,9 +173,12 @@ pub async fn put_item(
             )))
         }
     };
+    let index = Index::from_json(b.index.as_ref().unwrap_or(&Value::Null))
+        .map_err(|e| ApiError::bad(e.to_string()))?;
     let opts = PutOptions {
         ttl,
         owner: owner(&me),
+        index,
     };
     state
         .store
@@ -250,7 +257,8 @@ pub struct SearchBody {
     limit: Option<usize>,
     #[serde(default)]
     offset: Option<usize>,
-    /// A natural-language query needs semantic indexing, which this server does not have: refused.
+    /// Words to look for in the items' indexed text: the answer is ranked by lexical relevance
+    /// (empty or blank: a plain search).
     #[serde(default)]
     query: Option<String>,
     /// Accepted for compatibility (searches never refresh TTLs).
@@ -260,17 +268,20 @@ pub struct SearchBody {
 }
 
 /// `POST /store/items/search`: items under a prefix, filtered and paged (the caller's own, for a
-/// user).
+/// user); with a `query`, the ones matching its words, best first, each with its `score`.
 pub async fn search_items(
     State(state): State<Arc<AppState>>,
     axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
-    if b.query.as_deref().is_some_and(|q| !q.is_empty()) {
-        return Err(ApiError::bad(
-            "`query` (semantic search) is not supported: search by `namespace_prefix` and `filter`",
-        ));
+    let text = b.query.filter(|q| !q.trim().is_empty());
+    if let Some(t) = &text {
+        if planwright::store::lexical::words(t).next().is_none() {
+            return Err(ApiError::bad(format!(
+                "`query` {t:?} has no word to look for (a run of letters or digits)"
+            )));
+        }
     }
     let q = SearchQuery {
         namespace_prefix: b.namespace_prefix,
@@ -279,10 +290,23 @@ pub async fn search_items(
         limit: limit(b.limit, 10)?,
         offset: b.offset.unwrap_or(0),
     };
-    let items = state.store.search(&q).await.map_err(store_error)?;
-    Ok(Json(
-        json!({"items": items.iter().map(item_json).collect::<Vec<_>>()}),
-    ))
+    let items: Vec<Value> = match text {
+        None => {
+            let items = state.store.search(&q).await.map_err(store_error)?;
+            items.iter().map(item_json).collect()
+        }
+        Some(t) => {
+            let hits = state.store.search_text(&q, &t).await.map_err(store_error)?;
+            hits.iter()
+                .map(|h| {
+                    let mut v = item_json(&h.item);
+                    v["score"] = json!(h.score);
+                    v
+                })
+                .collect()
+        }
+    };
+    Ok(Json(json!({ "items": items })))
 }
 
 /// `POST /store/namespaces`.

@@ -899,7 +899,7 @@ class Walk:
 
         async def search_query():
             got = await c.store.search_items(ns, query="beta", limit=5)
-            need(any(i["key"] == "b" for i in got["items"]), short(got))
+            need([i["key"] for i in got["items"]] == ["b"] and got["items"][0]["score"] > 0, short(got))
         await self.call("store.search_query", search_query)
 
         async def namespaces():
