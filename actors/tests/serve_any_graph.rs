@@ -5,49 +5,15 @@
 //! unknown assistants are refused with errors that name the problem; a registry that cannot be
 //! served is refused at build time.
 
-use planwright::graph::{StateGraph, END, START};
-use planwright::NodeContext;
+mod serve_support;
+
 use planwright_actors::serve::{ServeArgs, ServeError, Server};
 use serde_json::{json, Value};
-
-planwright::state! {
-    /// A reply a person approves before it goes out.
-    pub struct Reply => ReplyUpdate {
-        replace request: String,
-        replace draft: String,
-        append log: Vec<String>,
-    }
-}
-
-fn graph(name: &str) -> planwright::CompiledGraph<Reply> {
-    StateGraph::<Reply>::new(name)
-        .add_sync_node("draft", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
-        })
-        .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
-            let answer = ctx.interrupt(json!({"question": "send?", "draft": s.draft}))?;
-            Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
-        })
-        .add_sync_node("send", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().log(vec![format!("sent: {}", s.draft)]))
-        })
-        .add_edge(START, "draft")
-        .add_edge("draft", "approve")
-        .add_edge("approve", "send")
-        .add_edge("send", END)
-        .compile()
-        .expect("the graph compiles")
-}
+use serve_support::call;
+use serve_support::in_process::{self, replier as graph, replier_server};
 
 fn args(name: &str) -> ServeArgs {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-any-graph-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    ServeArgs {
-        checkpoint: format!("sqlite:{}", dir.join("app.db").display()),
-        ..ServeArgs::default()
-    }
+    in_process::sqlite(&format!("serve-any-graph-{name}"))
 }
 
 /// The test's own application with the API under `/agents`, on a free port.
@@ -55,34 +21,12 @@ async fn app(server: &Server) -> String {
     let app = axum::Router::new()
         .route("/", axum::routing::get(|| async { "mine" }))
         .nest("/agents", server.router());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
-
-async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::Client::new();
-    let mut req = client.request(method.parse().unwrap(), url);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.expect("the server answers");
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    in_process::listen(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_path() {
-    let server = Server::builder(args("walk"))
-        .graph("replier", graph("replier"))
-        .build()
-        .await
-        .expect("the server builds");
+    let server = replier_server(args("walk")).await;
     let _background = server.start_background();
     let base = app(&server).await;
     let api = format!("{base}/agents");
@@ -206,11 +150,7 @@ async fn a_registry_that_cannot_be_served_is_refused_when_built() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
-    let server = Server::builder(args("runs"))
-        .graph("replier", graph("replier"))
-        .build()
-        .await
-        .expect("the server builds");
+    let server = replier_server(args("runs")).await;
     let base = app(&server).await;
     let api = format!("{base}/agents");
     // `if_not_exists: "create"` makes the thread; `interrupt_before` pauses before `draft`.
@@ -278,11 +218,7 @@ async fn per_run_pauses_commands_and_thread_creation_reach_the_graph() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
-    let server = Server::builder(args("stateless"))
-        .graph("replier", graph("replier"))
-        .build()
-        .await
-        .expect("the server builds");
+    let server = replier_server(args("stateless")).await;
     let base = app(&server).await;
     let api = format!("{base}/agents");
     // A webhook receiver over a real socket.
@@ -297,9 +233,7 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, hook).await });
+    let hook_url = format!("{}/hook", in_process::listen(hook).await);
 
     // A stateless wait runs on a thread of its own, deleted once the run ends.
     let run = json!({"assistant_id": "replier", "input": {"request": "x"}, "webhook": hook_url});
@@ -427,11 +361,7 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
-    let server = Server::builder(args("update-resume"))
-        .graph("replier", graph("replier"))
-        .build()
-        .await
-        .expect("the server builds");
+    let server = replier_server(args("update-resume")).await;
     let api = format!("{}/agents", app(&server).await);
     let (_, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
     let tid = t["thread_id"].as_str().unwrap();
@@ -466,11 +396,7 @@ async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_assistant_created_over_the_api_runs_its_graph() {
-    let server = Server::builder(args("created"))
-        .graph("replier", graph("replier"))
-        .build()
-        .await
-        .expect("the server builds");
+    let server = replier_server(args("created")).await;
     let api = format!("{}/agents", app(&server).await);
     let made = json!({"graph_id": "replier", "name": "polite", "config": {"configurable": {"tone": "warm"}}});
     let (s, a) = call("POST", &format!("{api}/assistants"), Some(made)).await;

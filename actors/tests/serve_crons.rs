@@ -5,10 +5,15 @@
 //! change and delete crons, refuse what they cannot do with errors naming it, and crons outlive
 //! a restart.
 
+mod serve_support;
+
 use planwright::graph::{StateGraph, END, START};
 use planwright::NodeContext;
 use planwright_actors::serve::{crons, ServeArgs, Server};
 use serde_json::{json, Value};
+// Requests over a socket; `call` below goes through the router without one.
+use serve_support::call as http;
+use serve_support::in_process;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tower::ServiceExt;
@@ -199,44 +204,11 @@ fn id_of(cron: &Value) -> String {
     cron["cron_id"].as_str().unwrap().to_string()
 }
 
-fn sqlite(name: &str) -> ServeArgs {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-crons-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    ServeArgs {
-        checkpoint: format!("sqlite:{}", dir.join("app.db").display()),
-        ..ServeArgs::default()
-    }
-}
-
-async fn listen(server: &Server) -> String {
-    let app = server.router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
-
-async fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.expect("the server answers");
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cron_endpoints_over_a_socket_and_across_a_restart() {
-    let args = sqlite("endpoints");
+    let args = in_process::sqlite("serve-crons-endpoints");
     let first = server(args.clone()).await;
-    let url = listen(&first).await;
+    let url = in_process::listen(first.router()).await;
     let (s, _) = http(
         "POST",
         &format!("{url}/threads"),
@@ -437,7 +409,7 @@ async fn the_cron_endpoints_over_a_socket_and_across_a_restart() {
 
     // A restarted server on the same file has the cron as it was left.
     let second = server(args).await;
-    let url = listen(&second).await;
+    let url = in_process::listen(second.router()).await;
     let (s, all) = http("POST", &format!("{url}/runs/crons/search"), Some(json!({}))).await;
     assert_eq!(s, 200, "{all}");
     assert_eq!(ids(&all), [id1]);

@@ -6,62 +6,18 @@
 //! resumed run to its end; `state.get` reads the result; malformed and unknown commands are
 //! refused with the protocol's error codes.
 
-use planwright::graph::{StateGraph, END, START};
-use planwright::NodeContext;
-use planwright_actors::serve::{ServeArgs, Server};
+mod serve_support;
+
 use serde_json::{json, Value};
+use serve_support::in_process::{self, replier_server};
 use std::time::Duration;
 
-planwright::state! {
-    /// A reply a person approves before it goes out.
-    pub struct Reply => ReplyUpdate {
-        replace request: String,
-        replace draft: String,
-        append log: Vec<String>,
-    }
-}
-
-fn graph() -> planwright::CompiledGraph<Reply> {
-    StateGraph::<Reply>::new("replier")
-        .add_sync_node("draft", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
-        })
-        .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
-            let answer = ctx.interrupt(json!({"question": "send?", "draft": s.draft}))?;
-            Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
-        })
-        .add_sync_node("send", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().log(vec![format!("sent: {}", s.draft)]))
-        })
-        .add_edge(START, "draft")
-        .add_edge("draft", "approve")
-        .add_edge("approve", "send")
-        .add_edge("send", END)
-        .compile()
-        .expect("the graph compiles")
-}
-
+/// The API on a free port, serving the `replier` graph over a SQLite file of its own.
 async fn server() -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-protocol-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let args = ServeArgs {
-        checkpoint: format!("sqlite:{}", dir.join("app.db").display()),
-        ..ServeArgs::default()
-    };
-    let server = Server::builder(args)
-        .graph("replier", graph())
-        .build()
-        .await
-        .expect("the server builds");
-    let app = server.router();
+    let server = replier_server(in_process::sqlite("serve-protocol")).await;
     // The server's background work lives as long as the test process.
     std::mem::forget(server.start_background());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
+    in_process::listen(server.router()).await
 }
 
 async fn command(api: &str, thread: &str, cmd: Value) -> (u16, Value) {

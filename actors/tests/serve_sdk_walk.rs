@@ -1,134 +1,28 @@
-//! Every call of both official LangGraph SDKs against a real `planwright serve` process: the
-//! Python walk (`tests/sdk/walk.py`, `langgraph-sdk` 0.4.14 and `RemoteGraph` from `langgraph`
-//! 1.2, in a venv) and the JavaScript walk (`tests/sdk/walk.mjs`, `@langchain/langgraph-sdk`
-//! 1.15 from npm), both installed once under the target directory.
+//! Every call of both official LangGraph SDKs (`tests/sdk/walk.py` and `tests/sdk/walk.mjs`, see
+//! `serve_support::sdk_walk`) against two real server processes: `planwright serve` serving the
+//! research planner (gaps in `tests/sdk/known_gaps.txt`), and a process serving a graph this file
+//! registers through `Server::builder(…).graph(…)`, as a user's program would (the same gaps, and
+//! those of a graph that is not a planner in `tests/sdk/known_gaps_graph.txt`).
 //!
-//! Each walk prints one JSON line per call. Every call must pass except those listed in
-//! `tests/sdk/known_gaps.txt` (one `py:…` or `js:…` name per line, then the reason); a listed
-//! call that passes fails the test too, so the list only shrinks as the server catches up.
+//! The second process is this test binary itself, started again to run only
+//! [`graph_server_process`] with the address to listen on in [`SERVE_GRAPH_AT`]: the graph is
+//! test code, and the process is as separate as `planwright serve` is, with no binary target
+//! of its own in the package.
 
 mod serve_support;
 
-use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// The API key the server is started with (`--token`); the walks send it as the SDKs do.
-const KEY: &str = "walk-secret";
-/// The Python SDK versions the walk is written against.
-const PY_PACKAGES: [&str; 2] = ["langgraph-sdk==0.4.14", "langgraph>=1.2,<1.3"];
-/// The JavaScript SDK version the walk is written against.
-const JS_PACKAGE: &str = "@langchain/langgraph-sdk@~1.15.0";
-
-fn sdk_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk")
-}
-
-/// A venv with both Python packages, made once under the target directory.
-fn python() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-walk-venv");
-    let python = dir.join("bin/python");
-    let check = "from importlib.metadata import version as v; \
-                 assert v('langgraph-sdk') == '0.4.14' and v('langgraph').startswith('1.2.')";
-    let ready = python.exists()
-        && Command::new(&python)
-            .args(["-c", check])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !ready {
-        let ok = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&dir)
-            .status()
-            .expect("python3 runs")
-            .success();
-        assert!(ok, "cannot create a venv at {}", dir.display());
-        let ok = Command::new(dir.join("bin/pip"))
-            .args(["install", "--quiet"])
-            .args(PY_PACKAGES)
-            .status()
-            .expect("pip runs")
-            .success();
-        assert!(ok, "cannot install {PY_PACKAGES:?} from PyPI");
-    }
-    python
-}
-
-/// A directory with the JavaScript SDK in its `node_modules`, installed once by npm.
-fn node_modules() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-walk-npm");
-    let manifest = dir.join("node_modules/@langchain/langgraph-sdk/package.json");
-    let ready = std::fs::read_to_string(&manifest)
-        .ok()
-        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
-        .is_some_and(|p| {
-            p["version"]
-                .as_str()
-                .is_some_and(|v| v.starts_with("1.15."))
-        });
-    if !ready {
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(JS_PACKAGE)
-            .status()
-            .expect("npm runs")
-            .success();
-        assert!(ok, "cannot install {JS_PACKAGE} from npm");
-    }
-    dir
-}
-
-/// One walk's lines: call name → the error (empty when the call passed).
-fn results(name: &str, out: &Output) -> BTreeMap<String, String> {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the {name} walk did not run:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let calls: BTreeMap<String, String> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| {
-            let call = v["call"].as_str()?.to_string();
-            let error = if v["ok"].as_bool()? {
-                String::new()
-            } else {
-                v["error"].as_str().unwrap_or("failed").to_string()
-            };
-            Some((call, error))
-        })
-        .collect();
-    assert!(
-        !calls.is_empty(),
-        "the {name} walk printed no calls:\n{stdout}"
-    );
-    calls
-}
-
-/// The checked-in gaps: call name → reason.
-fn known_gaps() -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(sdk_dir().join("known_gaps.txt")).unwrap();
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| match l.split_once(char::is_whitespace) {
-            Some((name, reason)) => (name.to_string(), reason.trim().to_string()),
-            None => (l.to_string(), String::new()),
-        })
-        .collect()
-}
+use planwright::graph::{Route, StateGraph, END, START};
+use planwright::NodeContext;
+use planwright_actors::serve::{ServeArgs, Server};
+use serde_json::json;
+use serve_support::sdk_walk::{self, Target, KEY};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_of_both_sdks_passes_but_the_known_gaps() {
-    let (python, npm) = tokio::join!(
-        tokio::task::spawn_blocking(python),
-        tokio::task::spawn_blocking(node_modules)
-    );
-    let (python, npm) = (python.unwrap(), npm.unwrap());
+    sdk_walk::install().await;
     let dir = serve_support::fresh_dir("sdk-walk");
     let checkpoint = format!("sqlite:{}", dir.join("serve.sqlite").display());
     // Model calls of ~150 ms, as in serve_sdk.rs: a run lasts long enough that a cancel or a
@@ -139,56 +33,156 @@ async fn every_call_of_both_sdks_passes_but_the_known_gaps() {
         &["--token", KEY],
     )
     .await;
-    let config = sdk_dir().join("research.json");
-    let py = {
-        let (url, config) = (url.clone(), config.clone());
-        tokio::task::spawn_blocking(move || {
-            Command::new(python)
-                .arg(sdk_dir().join("walk.py"))
-                .arg(&url)
-                .args(["--api-key", KEY, "--assistant", "research", "--config"])
-                .arg(&config)
-                .output()
-                .expect("python runs")
-        })
-    };
-    let js = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(sdk_dir().join("walk.mjs"))
-            .arg(&url)
-            .args(["--api-key", KEY, "--assistant", "research", "--config"])
-            .arg(&config)
-            .arg("--sdk")
-            .arg(&npm)
-            .output()
-            .expect("node runs")
-    });
-    let (py, js) = tokio::join!(py, js);
-    let mut calls = results("python", &py.unwrap());
-    calls.extend(results("javascript", &js.unwrap()));
+    sdk_walk::walk_both(Target {
+        url: &url,
+        assistant: "research",
+        config: "research.json",
+        gaps: &["known_gaps.txt"],
+    })
+    .await;
+}
 
-    let gaps = known_gaps();
-    let mut wrong = Vec::new();
-    for (call, error) in &calls {
-        match (error.is_empty(), gaps.contains_key(call)) {
-            (false, false) => wrong.push(format!("FAILS  {call}: {error}")),
-            (true, true) => wrong.push(format!(
-                "PASSES {call}: listed in known_gaps.txt; take it off the list"
-            )),
-            _ => {}
-        }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_both_sdks_passes_against_a_graph_the_test_registers_but_its_known_gaps() {
+    sdk_walk::install().await;
+    let dir = serve_support::fresh_dir("sdk-walk-graph");
+    let port = serve_support::free_port();
+    let mut process = Command::new(std::env::current_exe().expect("the test binary's path"));
+    process
+        .args([
+            "graph_server_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(SERVE_GRAPH_AT, format!("127.0.0.1:{port}"))
+        .env(GRAPH_DB, dir.join("app.sqlite"));
+    let _server = serve_support::start(process, port).await;
+    sdk_walk::walk_both(Target {
+        url: &format!("http://127.0.0.1:{port}"),
+        assistant: "support",
+        config: "graph.json",
+        gaps: &["known_gaps.txt", "known_gaps_graph.txt"],
+    })
+    .await;
+}
+
+/// Where [`graph_server_process`] listens; without it the function returns at once.
+const SERVE_GRAPH_AT: &str = "PLANWRIGHT_WALK_GRAPH_ADDR";
+/// The SQLite file [`graph_server_process`] keeps its threads in.
+const GRAPH_DB: &str = "PLANWRIGHT_WALK_GRAPH_DB";
+
+/// Not a check: the server process of the walk against a registered graph. It serves [`support`]
+/// as assistant `support` with the API key [`KEY`] until it is killed, when started with
+/// [`SERVE_GRAPH_AT`] set; run any other way, it returns at once.
+#[test]
+#[ignore = "the server process of the walk against a registered graph, which starts it"]
+fn graph_server_process() {
+    let (Some(addr), Some(db)) = (
+        std::env::var(SERVE_GRAPH_AT).ok(),
+        std::env::var_os(GRAPH_DB),
+    ) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async move {
+        let args = ServeArgs {
+            addr: addr.clone(),
+            checkpoint: format!("sqlite:{}", std::path::Path::new(&db).display()),
+            token: Some(KEY.into()),
+            ..ServeArgs::default()
+        };
+        let server = Server::builder(args)
+            .graph("support", support())
+            .build()
+            .await
+            .expect("the server builds");
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
+        server.serve(listener).await.expect("the server serves");
+    });
+}
+
+planwright::state! {
+    /// A support ticket's reply, approved by a person when the request asks for it.
+    pub struct Ticket => TicketUpdate {
+        /// What the customer asked.
+        replace request: String,
+        /// True when a person approves the reply before it goes out.
+        replace needs_approval: bool,
+        /// The drafted reply.
+        replace draft: String,
+        /// Where the ticket is: `drafted`, `approved`, `rejected`, `sent`, `escalated`.
+        replace status: String,
+        /// What happened, in order.
+        append log: Vec<String>,
     }
-    for gap in gaps.keys().filter(|g| !calls.contains_key(*g)) {
-        wrong.push(format!(
-            "STALE  {gap}: in known_gaps.txt but no walk makes this call"
-        ));
-    }
-    let passed = calls.values().filter(|e| e.is_empty()).count();
-    assert!(
-        wrong.is_empty(),
-        "{passed} of {} calls pass; {} differ from tests/sdk/known_gaps.txt:\n{}",
-        calls.len(),
-        wrong.len(),
-        wrong.join("\n")
-    );
+}
+
+/// How long [`support`]'s draft node takes per word it streams: a run lasts long enough
+/// (~0.3 s) that a cancel or a second run sent right after it finds it running.
+const WORD_EVERY: Duration = Duration::from_millis(40);
+
+/// A user-style graph: `draft` streams its reply word by word (message chunks) and reports its
+/// progress (custom events); a request that needs approval goes to `approve`, which asks a
+/// person (an interrupt) and routes to `send`, or to `escalate` when the answer is `no`.
+fn support() -> planwright::CompiledGraph<Ticket> {
+    StateGraph::<Ticket>::new("support")
+        .add_node("draft", |s: Arc<Ticket>, ctx: NodeContext| async move {
+            let draft = format!("We will {} within two working days.", s.request);
+            let words: Vec<&str> = draft.split_inclusive(' ').collect();
+            let message = format!("draft-{}-{:x}", ctx.task_id(), rand::random::<u64>());
+            for (i, word) in words.iter().enumerate() {
+                tokio::time::sleep(WORD_EVERY).await;
+                ctx.stream_chunk(&message, word);
+                ctx.emit(json!({"words": i + 1, "of": words.len()}));
+            }
+            Ok(TicketUpdate::default()
+                .draft(draft)
+                .status("drafted".to_string()))
+        })
+        .add_sync_node("approve", |s: &Ticket, ctx: &NodeContext| {
+            let answer =
+                ctx.interrupt(json!({"question": "send this reply?", "draft": s.draft}))?;
+            let status = if answer == "no" {
+                "rejected"
+            } else {
+                "approved"
+            };
+            Ok(TicketUpdate::default()
+                .status(status.to_string())
+                .log(vec![format!("{status}: {answer}")]))
+        })
+        .add_sync_node("send", |s: &Ticket, _: &NodeContext| {
+            Ok(TicketUpdate::default()
+                .status("sent".to_string())
+                .log(vec![format!("sent: {}", s.draft)]))
+        })
+        .add_sync_node("escalate", |_: &Ticket, _: &NodeContext| {
+            Ok(TicketUpdate::default()
+                .status("escalated".to_string())
+                .log(vec!["escalated to a person".into()]))
+        })
+        .add_edge(START, "draft")
+        .add_conditional_edges(
+            "draft",
+            |s: &Ticket| Route::to(if s.needs_approval { "approve" } else { "send" }),
+            [("approve", "approve"), ("send", "send")],
+        )
+        .add_conditional_edges(
+            "approve",
+            |s: &Ticket| {
+                Route::to(if s.status == "rejected" {
+                    "escalate"
+                } else {
+                    "send"
+                })
+            },
+            [("escalate", "escalate"), ("send", "send")],
+        )
+        .add_edge("send", END)
+        .add_edge("escalate", END)
+        .compile()
+        .expect("the graph compiles")
 }

@@ -8,40 +8,19 @@
 mod backends;
 #[path = "../../tests/support/pg_database.rs"]
 mod pg_database;
+mod serve_support;
 
 use planwright::graph::{StateGraph, END, START};
 use planwright::NodeContext;
 use planwright_actors::serve::{ServeArgs, Server};
 use serde_json::{json, Value};
+use serve_support::call;
+use serve_support::in_process::{self, replier_server};
 use std::sync::Arc;
 
-planwright::state! {
-    /// A reply a person approves before it goes out.
-    pub struct Reply => ReplyUpdate {
-        replace request: String,
-        replace draft: String,
-        append log: Vec<String>,
-    }
-}
-
-fn graph() -> planwright::CompiledGraph<Reply> {
-    StateGraph::<Reply>::new("replier")
-        .add_sync_node("draft", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().draft(format!("We will {}.", s.request)))
-        })
-        .add_sync_node("approve", |s: &Reply, ctx: &NodeContext| {
-            let answer = ctx.interrupt(json!({"question": "send?", "draft": s.draft}))?;
-            Ok(ReplyUpdate::default().log(vec![format!("approved: {answer}")]))
-        })
-        .add_sync_node("send", |s: &Reply, _: &NodeContext| {
-            Ok(ReplyUpdate::default().log(vec![format!("sent: {}", s.draft)]))
-        })
-        .add_edge(START, "draft")
-        .add_edge("draft", "approve")
-        .add_edge("approve", "send")
-        .add_edge("send", END)
-        .compile()
-        .expect("the graph compiles")
+/// Settings over a fresh SQLite file of the test `name`.
+fn sqlite(name: &str) -> ServeArgs {
+    in_process::sqlite(&format!("serve-threads-api-{name}"))
 }
 
 planwright::state! {
@@ -71,28 +50,6 @@ fn gate(
         .expect("the graph compiles")
 }
 
-fn sqlite(name: &str) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-threads-api-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    format!("sqlite:{}", dir.join("app.db").display())
-}
-
-async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.expect("the server answers");
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 fn ids(v: &Value) -> Vec<&str> {
     v.as_array()
         .unwrap_or_else(|| panic!("a list: {v}"))
@@ -101,23 +58,11 @@ fn ids(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// The whole walk on the storage at `checkpoint`.
-async fn walk(checkpoint: String) {
-    let args = ServeArgs {
-        checkpoint,
-        ..ServeArgs::default()
-    };
-    let server = Server::builder(args)
-        .graph("replier", graph())
-        .build()
-        .await
-        .expect("the server builds");
+/// The whole walk on the storage of `args`.
+async fn walk(args: ServeArgs) {
+    let server = replier_server(args).await;
     let _background = server.start_background();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = server.router();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let api = format!("http://{addr}");
+    let api = in_process::listen(server.router()).await;
     let post = |path: &str, body: Value| {
         let url = format!("{api}{path}");
         async move { call("POST", &url, Some(body)).await }
@@ -372,27 +317,23 @@ async fn the_threads_api_on_postgres() {
     let Some(db) = pg_database::FreshDatabase::create("pwthreads").await else {
         return;
     };
-    walk(db.url()).await;
+    walk(ServeArgs {
+        checkpoint: db.url(),
+        ..ServeArgs::default()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_thread_refuses_a_state_update_until_its_run_ends() {
     let (entered, release) = (Arc::default(), Arc::<tokio::sync::Notify>::default());
-    let args = ServeArgs {
-        checkpoint: sqlite("busy"),
-        ..ServeArgs::default()
-    };
-    let server = Server::builder(args)
+    let server = Server::builder(sqlite("busy"))
         .graph("gate", gate(Arc::clone(&entered), Arc::clone(&release)))
         .build()
         .await
         .expect("the server builds");
     let _background = server.start_background();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = server.router();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let api = format!("http://{addr}");
+    let api = in_process::listen(server.router()).await;
 
     let (s, t) = call(
         "POST",

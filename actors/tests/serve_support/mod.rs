@@ -1,7 +1,12 @@
 //! The real `planwright serve` binary for HTTP tests: started on a free port and a SQLite file
-//! (or any checkpoint URL), ready once `/ok` answers 200, killed (SIGKILL) when dropped.
+//! (or any checkpoint URL), ready once `/ok` answers 200, killed (SIGKILL) when dropped. Any
+//! other process that serves the API starts the same way ([`start`]). Beside it: the server
+//! library inside the test process ([`in_process`]) and the official SDKs' walks ([`sdk_walk`]).
 
 #![allow(dead_code)]
+
+pub mod in_process;
+pub mod sdk_walk;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -73,10 +78,17 @@ pub async fn serve_on(checkpoint: &str, model: &str, extra: &[&str]) -> (Server,
 /// Starts `serve` on `port` over `checkpoint` with `model` and `extra` flags, and waits until it
 /// is ready.
 pub async fn serve_with(port: u16, checkpoint: &str, model: &str, extra: &[&str]) -> Server {
-    let child = Command::new(env!("CARGO_BIN_EXE_planwright"))
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_planwright"));
+    serve
         .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
         .args(["--model", model, "--checkpoint", checkpoint])
-        .args(extra)
+        .args(extra);
+    start(serve, port).await
+}
+
+/// Starts `server`, a process that serves the API on `port`, and waits until it is ready.
+pub async fn start(mut server: Command, port: u16) -> Server {
+    let child = server
         .stdout(Stdio::null())
         // `PLANWRIGHT_TEST_SERVER_LOG=1` shows the server's log, for debugging a test.
         .stderr(
@@ -87,7 +99,7 @@ pub async fn serve_with(port: u16, checkpoint: &str, model: &str, extra: &[&str]
             },
         )
         .spawn()
-        .expect("serve starts");
+        .expect("the server process starts");
     let server = Server(child);
     // Ready: recovered and storage answering.
     for _ in 0..800 {
@@ -98,18 +110,25 @@ pub async fn serve_with(port: u16, checkpoint: &str, model: &str, extra: &[&str]
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("serve on {port} never became ready");
+    panic!("the server on {port} never became ready");
 }
 
-/// One request; the status and the JSON body (`null` when there is none).
+/// One request; the status and the JSON body (`null` when there is none, a string when the body
+/// is not JSON).
 pub async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
     let mut req = reqwest::Client::new().request(method.parse().unwrap(), url);
     if let Some(b) = body {
         req = req.json(&b);
     }
-    let r = req.send().await.unwrap();
+    let r = req.send().await.expect("the server answers");
     let s = r.status().as_u16();
-    (s, r.json().await.unwrap_or(Value::Null))
+    let text = r.text().await.unwrap_or_default();
+    let body = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) if text.is_empty() => Value::Null,
+        Err(_) => Value::String(text),
+    };
+    (s, body)
 }
 
 /// Server `base`'s `/metrics` page.
