@@ -18,6 +18,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
+use planwright::runs::StreamEvent;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +43,15 @@ pub fn sse(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
     tokio::spawn(async move {
-        match follow(&state, &run_id, after, only.as_deref(), ask, &tx).await {
+        let shape = |e: &StreamEvent| {
+            wanted(only.as_deref(), &e.event).then(|| {
+                Event::default()
+                    .id(e.seq.to_string())
+                    .event(&e.event)
+                    .data(&e.data)
+            })
+        };
+        match follow(&state, &run_id, after, ask, &tx, &shape).await {
             Ok(Followed::ClientGone) if cancel_on_disconnect => cancel_run(&state, &run_id).await,
             Ok(_) => {}
             Err(e) => {
@@ -58,6 +67,11 @@ pub fn sse(
             }
         }
     });
+    events_of(rx)
+}
+
+/// The SSE response of the events a follower sends to `rx`'s channel.
+pub fn events_of(rx: mpsc::Receiver<Event>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
@@ -118,26 +132,34 @@ fn wanted(only: Option<&[String]>, name: &str) -> bool {
     })
 }
 
+/// How a follower turns a stored event into what its client gets (`None`: left out).
+pub type Shape<'a> = &'a (dyn Fn(&StreamEvent) -> Option<Event> + Send + Sync);
+
 /// How following a stream stopped.
-enum Followed {
-    /// The stream is complete (or the run ended without one).
-    Complete,
+pub enum Followed {
+    /// The stream is complete (or the run ended without one); `last` is the seq of the last
+    /// event read, the stream's end marker included.
+    Complete {
+        /// The seq of the last event read.
+        last: u64,
+    },
     /// The client hung up first.
     ClientGone,
 }
 
-/// Sends the run's events after `after` to `tx` until the stream ends or the client goes away.
+/// Sends the run's events after `after` to `tx`, as `shape` makes them, until the stream ends
+/// or the client goes away.
 /// With `ask` (a run that is not resumable publishes only once followed), asks the run's writer
 /// for the stream at once and at each idle second until events come, then every
 /// [`ASK_AGAIN_EVERY`] idle seconds until the stream ends: the run may not have started yet, or
 /// may have been queued again, or continued on another replica.
-async fn follow(
+pub async fn follow(
     state: &AppState,
     run_id: &str,
     mut after: u64,
-    only: Option<&[String]>,
     ask: bool,
     tx: &mpsc::Sender<Event>,
+    shape: Shape<'_>,
 ) -> Result<Followed, String> {
     let mut woken = state.events.watch(run_id);
     let mut ended = false;
@@ -176,13 +198,9 @@ async fn follow(
             seen = true;
             quiet = 0;
             if e.event == END {
-                return Ok(Followed::Complete);
+                return Ok(Followed::Complete { last: e.seq });
             }
-            if wanted(only, &e.event) {
-                let ev = Event::default()
-                    .id(e.seq.to_string())
-                    .event(&e.event)
-                    .data(&e.data);
+            if let Some(ev) = shape(e) {
                 if tx.send(ev).await.is_err() {
                     return Ok(Followed::ClientGone);
                 }
@@ -193,7 +211,7 @@ async fn follow(
         }
         if ended {
             // The record said the run ended, and the log holds nothing more: it never will.
-            return Ok(Followed::Complete);
+            return Ok(Followed::Complete { last: after });
         }
         let idle = tokio::select! {
             _ = woken.changed() => false,

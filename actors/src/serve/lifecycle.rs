@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// This process's runs that have not ended.
+/// This process's runs that have not ended, and its clients following whole threads.
 #[derive(Default)]
 pub struct LiveRuns {
     /// Run id → its final status once it has one (watchers wait on it).
@@ -39,12 +39,17 @@ pub struct LiveRuns {
     abandoned: DashSet<String>,
     /// Run id → how its event stream is controlled, until [`super::publish::drive`] takes it.
     streams: DashMap<String, StreamControl>,
+    /// The threads clients of this process follow whole, and the runs accepted on them.
+    pub thread_followers: Arc<super::thread_followers::Followers>,
 }
 
 /// A run's event stream as [`super::publish::drive`] controls it: the engine's switch for it,
 /// and the receiver of followers' requests for it, subscribed before the run starts so that no
 /// request is missed.
 pub struct StreamControl {
+    /// Whether the whole stream is published from the run's start: the run is resumable, or a
+    /// client of this process follows its thread.
+    pub from_start: bool,
     /// On: the engine builds the run's events.
     pub switch: EventSwitch,
     /// Changes when a follower asks for the stream (`RunEventLog::watch_requests`).
@@ -52,10 +57,13 @@ pub struct StreamControl {
 }
 
 impl StreamControl {
-    /// For `rec`: switched on from the start when the run is resumable.
+    /// For `rec`: switched on from the start when the run is resumable or its thread followed.
     fn of(state: &AppState, rec: &RunRecord) -> Self {
+        let from_start =
+            resumable(rec) || state.live.thread_followers.follows(&rec.thread_id);
         Self {
-            switch: EventSwitch::new(resumable(rec)),
+            from_start,
+            switch: EventSwitch::new(from_start),
             asked: state.events.watch_requests(&rec.run_id),
         }
     }
@@ -115,6 +123,7 @@ pub async fn accept(
         .insert(r)
         .await
         .map_err(ApiError::internal)?;
+    state.live.thread_followers.accepted(&r.thread_id);
     state
         .live
         .ends

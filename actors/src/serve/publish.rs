@@ -12,8 +12,9 @@
 //! (`runs/stream`, or created with `stream_resumable: true`) publishes them all; any other has
 //! its stream switched off (the engine builds nothing) until a client follows it
 //! (`GET …/runs/{run_id}/stream`, on any replica): from then on, after a `metadata` event and the
-//! thread's values so far (with `values` in its `stream_mode`). A run nobody follows stores no
-//! stream.
+//! thread's values so far (with `values` in its `stream_mode`). A run accepted on a thread that a
+//! client of this process follows whole ([`super::thread_stream`]) publishes from its start, as a
+//! resumable run does. A run nobody follows stores no stream.
 //!
 //! Only the replica holding the run's lease appends (the log checks it): a run taken over is
 //! continued by its new replica after the last stored event — it first publishes the thread's
@@ -121,7 +122,9 @@ pub async fn drive(
         super::run_log::finished(state, rec, &result, since).await;
         return result;
     };
-    let resumable = lifecycle::resumable(rec);
+    let resumable = control
+        .as_ref()
+        .map_or_else(|| lifecycle::resumable(rec), |c| c.from_start);
     // A run continued here whose stream was being published (it was followed) goes on with it;
     // when the log cannot tell, it publishes rather than risk a follower waiting in vain.
     let stored = !resumable

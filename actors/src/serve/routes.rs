@@ -4,7 +4,7 @@
 use super::{assistants_api, crons};
 use super::{
     auth, errors, follow, health, history, listen, metrics, runs, stateless, store, stream, studio,
-    thread_copy, thread_search, thread_state, threads, AppState,
+    thread_copy, thread_search, thread_state, thread_stream, threads, AppState,
 };
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -70,6 +70,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(runs::cancel),
         )
         .route("/threads/{thread_id}/history", post(history::history))
+        .route("/threads/{thread_id}/stream", get(thread_stream::join))
         .merge(assistants_api::routes())
         .merge(crons::routes())
         .merge(super::protocol::routes())

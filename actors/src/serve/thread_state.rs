@@ -22,11 +22,16 @@ type ApiResult = Result<Json<Value>, ApiError>;
 
 /// `GET /threads/{thread_id}/state`.
 pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let (thread, rec) = existing(&state, &id).await?;
-    let assistant = assistants::of(&state, &thread, &rec);
+    current(&state, &id).await.map(Json)
+}
+
+/// Thread `id`'s state at its head, as `GET /threads/{thread_id}/state` shows it.
+pub async fn current(state: &AppState, id: &str) -> Result<Value, ApiError> {
+    let (thread, rec) = existing(state, id).await?;
+    let assistant = assistants::of(state, &thread, &rec);
     let st = assistant.view(&thread).await.map_err(ApiError::internal)?;
     let head = match st.as_ref().and_then(|s| s.checkpoint) {
-        Some(cp) => placement(&state, &thread, Some(cp)).await?,
+        Some(cp) => placement(state, &thread, Some(cp)).await?,
         None => None,
     };
     let placed = head
@@ -36,7 +41,7 @@ pub async fn thread_state(State(state): State<Arc<AppState>>, Path(id): Path<Str
             metadata,
         });
     let shown = thread_shape::state_json(thread.as_str(), st.as_ref(), placed);
-    Ok(Json(with_patched_metadata(&rec, shown)))
+    Ok(with_patched_metadata(&rec, shown))
 }
 
 /// The checkpoint a body names: `checkpoint_id`, else `checkpoint.checkpoint_id`.

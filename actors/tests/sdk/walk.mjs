@@ -387,7 +387,8 @@ await call("threads.prune", async () => {
 });
 await call("threads.join_stream", async () => {
   const t = await newThread();
-  await c.runs.create(t, AID, { input: cfg.plain_input, streamMode: ["values"] });
+  // Pending for a second, so the stream joins before the run starts.
+  await c.runs.create(t, AID, { input: cfg.plain_input, streamMode: ["values"], afterSeconds: 1 });
   const events = [];
   for await (const p of c.threads.joinStream(t)) {
     events.push(p.event);

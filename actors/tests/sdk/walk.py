@@ -495,7 +495,10 @@ class Walk:
 
         async def join_stream():
             tid = await self.new_thread()
-            await c.runs.create(tid, aid, input=cfg["plain_input"], stream_mode=["values"])
+            # Pending for a second, so the stream joins before the run starts, as a client that
+            # watches a thread does.
+            await c.runs.create(tid, aid, input=cfg["plain_input"], stream_mode=["values"],
+                                after_seconds=1)
             events = []
             async for p in await c.threads.join_stream(tid):
                 events.append(p.event)

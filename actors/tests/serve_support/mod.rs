@@ -202,8 +202,10 @@ pub async fn wait_runs_ended(url: &str, thread: &str) -> Vec<String> {
 /// One server-sent event: its id (when it has one), name and JSON data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SseEvent {
-    /// The `id:` field.
+    /// The `id:` field, when it is a number (a run stream's ids).
     pub id: Option<u64>,
+    /// The `id:` field as sent (a thread stream's ids are `{run}-{event}`).
+    pub raw_id: Option<String>,
     /// The `event:` field.
     pub event: String,
     /// The `data:` field, parsed.
@@ -243,6 +245,7 @@ impl SseReader {
                 };
                 return Some(SseEvent {
                     id: field("id:").and_then(|i| i.parse().ok()),
+                    raw_id: field("id:"),
                     event,
                     data: serde_json::from_str(&field("data:").unwrap_or_default())
                         .unwrap_or(Value::Null),
