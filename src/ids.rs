@@ -127,24 +127,50 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// A stable interrupt id: the task that raised it plus the interrupt's index within that task.
+/// A stable interrupt id: a digest of the task that raised it plus the call's index within that
+/// task, as 32 lowercase hex digits.
+///
+/// Why a digest and not the readable `node@step.index`: LangGraph treats a resume map
+/// (`Command(resume={id: value})`) as answers by id only when every key has this shape (its
+/// `is_xxh3_128_hexdigest`); a LangGraph parent graph that runs one of our graphs as a
+/// `RemoteGraph` node forwards such a map to the server, and any other key makes it keep the
+/// values to itself. The node that asked travels beside the id ([`crate::Interrupt::node`]).
+/// Interrupts stored before ids were digests keep the ids they were stored with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct InterruptId(pub String);
 
 impl InterruptId {
-    /// The id of interrupt `n` raised by task `task` of thread step.
+    /// The id of the first interrupt raised by task `task` of `node`.
     pub fn for_task(task: TaskId, node: &str) -> Self {
-        Self(format!("{node}@{task}"))
+        Self::for_call(task, node, 0)
     }
 
-    /// The id of the `index`-th `interrupt` call of task `task` (the first keeps `for_task`'s id).
+    /// The id of the `index`-th `interrupt` call of task `task` of `node`: the FNV-1a 128-bit
+    /// digest of `node@step.index` (`#index` appended after the first call), in hex. Stable
+    /// across processes and versions: a paused thread's id is the one a client was shown.
     pub fn for_call(task: TaskId, node: &str, index: u32) -> Self {
-        match index {
-            0 => Self::for_task(task, node),
-            n => Self(format!("{node}@{task}#{n}")),
-        }
+        let text = match index {
+            0 => format!("{node}@{task}"),
+            n => format!("{node}@{task}#{n}"),
+        };
+        Self(format!("{:032x}", fnv1a_128(text.as_bytes())))
     }
+
+    /// True when `id` has the shape of a digest id: 32 lowercase hex digits (LangGraph's test
+    /// for the keys of a resume map).
+    pub fn is_digest(id: &str) -> bool {
+        id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    }
+}
+
+/// FNV-1a, 128 bits: small, dependency-free and fixed by its specification.
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013b;
+    bytes
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(PRIME))
 }
 
 impl fmt::Display for InterruptId {
@@ -170,5 +196,28 @@ mod tests {
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"c42:planner:v2\"");
         let back: ThreadId = serde_json::from_str("\"c42:planner:v2\"").unwrap();
         assert_eq!(back, a);
+    }
+
+    /// Interrupt ids are digests LangGraph reads as ids: 32 lowercase hex digits, one per call,
+    /// the same in every process.
+    #[test]
+    fn interrupt_ids_are_stable_hex_digests_one_per_call() {
+        use super::{InterruptId, TaskId};
+        let t = TaskId { step: 3, index: 1 };
+        let first = InterruptId::for_call(t, "review", 0);
+        assert!(InterruptId::is_digest(&first.0), "{first}");
+        assert_eq!(first, InterruptId::for_task(t, "review"));
+        assert_ne!(first, InterruptId::for_call(t, "review", 1));
+        assert_ne!(
+            first,
+            InterruptId::for_call(TaskId { step: 3, index: 2 }, "review", 0)
+        );
+        // FNV-1a 128 of the empty input is its offset basis: the digest follows the standard.
+        assert_eq!(
+            format!("{:032x}", super::fnv1a_128(b"")),
+            "6c62272e07bb014262b821756295c58d"
+        );
+        assert!(!InterruptId::is_digest("review@3.1"));
+        assert!(!InterruptId::is_digest(&first.0.to_uppercase()));
     }
 }

@@ -1,6 +1,7 @@
 //! Time travel on the same thread: `Engine::branch` takes a thread back to a past checkpoint
 //! (history keeps what came after and shows the branch), `replay` runs again from there, and a
-//! branch to a paused checkpoint is paused again — on every backend.
+//! branch to a paused checkpoint is paused again; a command's update and answer to a thread
+//! paused inside a node — on every backend.
 
 #[path = "support/backends.rs"]
 mod backends;
@@ -8,9 +9,14 @@ mod support;
 
 use backends::{engine, on_every_backend};
 use planwright::checkpoint::CheckpointSource;
+use planwright::graph::{END, START};
 use planwright::runtime::Resume;
-use planwright::{CheckpointId, Engine, RunError, RunOptions, RunStatus, ThreadId};
+use planwright::{
+    CheckpointId, Engine, NodeContext, NodeError, RunError, RunOptions, RunStatus, ThreadId,
+};
 use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,6 +211,188 @@ async fn a_command_writes_its_update_and_runs_its_goto_nodes_next() {
             .unwrap_err();
         assert!(matches!(err, RunError::Refused(_)), "{err}");
         assert!(e.get_state(&t).await.unwrap().unwrap().next.is_empty());
+    })
+    .await;
+}
+
+/// `ask` asks for a size, reading `target` as it stands when it runs, and records what it saw
+/// and was told. With `hang`, it never returns once answered (a process that dies mid-node).
+fn ask_graph(runs: Arc<AtomicU32>, hang: bool) -> planwright::StateGraph<Walk> {
+    planwright::StateGraph::new("ask")
+        .add_node("ask", move |s: Arc<Walk>, ctx: NodeContext| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                let answer = ctx.interrupt(json!("size?"))?;
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                Ok(WalkUpdate::default().trace(vec![format!("target {}: {answer}", s.target)]))
+            }) as futures::future::BoxFuture<'static, Result<WalkUpdate, NodeError>>
+        })
+        .add_edge(START, "ask")
+        .add_edge("ask", END)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_updates_a_thread_paused_inside_a_node_and_answers_it() {
+    on_every_backend("command_resume", |cp, p| async move {
+        let runs = Arc::new(AtomicU32::new(0));
+        let e = engine(ask_graph(runs.clone(), false), &cp).await;
+        let t = ThreadId::new(format!("{p}/update_resume"));
+        let start = WalkUpdate::default().target(1);
+        let out = e
+            .run(t.clone(), start, RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Interrupted);
+        let paused = e.get_state(&t).await.unwrap().unwrap();
+        // The update lands beside the answer: the node runs again from its start, sees it, and
+        // its question returns the answer.
+        let h = e
+            .start_resume_updated(
+                t.clone(),
+                WalkUpdate::default().target(7),
+                Resume::Value(json!("large")),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        let done = h.wait().await.unwrap();
+        assert_eq!(done.status, RunStatus::Finished);
+        assert_eq!(done.state.trace, ["target 7: \"large\""]);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        // No checkpoint of its own: the paused checkpoint's superstep holds it.
+        let history = e.history(&t, 100).await.unwrap();
+        assert_eq!(
+            history
+                .iter()
+                .filter(|c| c.id > paused.checkpoint.unwrap())
+                .count(),
+            1,
+            "one checkpoint after the pause: the superstep's"
+        );
+        // A fresh engine (a restart) reads the thread as it ended: the update is in its state
+        // once, not applied again.
+        let again = engine(ask_graph(runs.clone(), false), &cp).await;
+        let st = again.get_state(&t).await.unwrap().unwrap();
+        assert_eq!((st.values.target, st.next.len()), (7, 0));
+        assert_eq!(st.values.trace, ["target 7: \"large\""]);
+        // Refused with nothing written: a thread that is not paused, and a resume that does not
+        // fit what is pending.
+        let err = e
+            .start_resume_updated(
+                t.clone(),
+                WalkUpdate::default().target(9),
+                Resume::Value(json!(1)),
+                RunOptions::default(),
+            )
+            .await
+            .err()
+            .expect("refused");
+        assert!(matches!(err, RunError::Refused(_)), "{err}");
+        let t2 = ThreadId::new(format!("{p}/bad_resume"));
+        e.run(t2.clone(), WalkUpdate::default(), RunOptions::default())
+            .await
+            .unwrap();
+        let bad = Resume::ById([("nope".to_string(), json!(1))].into());
+        let err = e
+            .start_resume_updated(
+                t2.clone(),
+                WalkUpdate::default().target(9),
+                bad,
+                RunOptions::default(),
+            )
+            .await
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("nope"), "{err}");
+        assert_eq!(e.get_state(&t2).await.unwrap().unwrap().values.target, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_update_and_answer_survive_a_crash_before_the_node_finishes() {
+    on_every_backend("command_crash", |cp, p| async move {
+        let runs = Arc::new(AtomicU32::new(0));
+        let t = ThreadId::new(format!("{p}/crash"));
+        {
+            // The first process pauses, takes the command, and dies inside the node.
+            let e = engine(ask_graph(runs.clone(), true), &cp).await;
+            let out = e
+                .run(
+                    t.clone(),
+                    WalkUpdate::default().target(1),
+                    RunOptions::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.status, RunStatus::Interrupted);
+            let _running = e
+                .start_resume_updated(
+                    t.clone(),
+                    WalkUpdate::default().target(7).items(vec![1]),
+                    Resume::Value(json!("large")),
+                    RunOptions::default(),
+                )
+                .await
+                .unwrap();
+            while runs.load(Ordering::SeqCst) < 2 {
+                tokio::task::yield_now().await;
+            }
+        }
+        // The next process finds both: the update in the state (once), the answer waiting for
+        // the node, which a continue runs.
+        let e = engine(ask_graph(runs.clone(), false), &cp).await;
+        let st = e.get_state(&t).await.unwrap().unwrap();
+        assert_eq!((st.values.target, &st.values.items), (7, &vec![1]));
+        assert_eq!(st.next, ["ask"]);
+        let done = e
+            .continue_run(t.clone(), RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(done.status, RunStatus::Finished);
+        assert_eq!(done.state.trace, ["target 7: \"large\""]);
+        assert_eq!(done.state.items, [1], "the appended update applied once");
+        let reread = engine(ask_graph(runs.clone(), false), &cp).await;
+        assert_eq!(
+            reread.get_state(&t).await.unwrap().unwrap().values.items,
+            [1]
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_with_no_answer_runs_the_paused_node_again_and_it_asks_again() {
+    on_every_backend("no_answer", |cp, p| async move {
+        let runs = Arc::new(AtomicU32::new(0));
+        let e = engine(ask_graph(runs.clone(), false), &cp).await;
+        let t = ThreadId::new(format!("{p}/no_answer"));
+        let first = e
+            .run(t.clone(), WalkUpdate::default(), RunOptions::default())
+            .await
+            .unwrap();
+        let again = e
+            .resume(t.clone(), Resume::NoAnswer, RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(again.status, RunStatus::Interrupted);
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "the node ran again");
+        assert_eq!(
+            again.interrupts, first.interrupts,
+            "the same question, same id"
+        );
+        let id = first.interrupts[0].id.0.clone();
+        let done = e
+            .resume(
+                t.clone(),
+                Resume::ById([(id, json!("s"))].into()),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.state.trace, ["target 0: \"s\""]);
     })
     .await;
 }

@@ -208,6 +208,10 @@ pub enum Resume {
     Value(serde_json::Value),
     /// Values by interrupt id; every pending interrupt needs one.
     ById(BTreeMap<String, serde_json::Value>),
+    /// No value (LangGraph resuming a subgraph it has no answer for): a pause before or after a
+    /// node is consumed; a task paused inside a node runs again from its start and, its
+    /// question still unanswered, pauses there again.
+    NoAnswer,
 }
 
 /// A thread's state as seen from outside.

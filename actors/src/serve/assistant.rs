@@ -22,13 +22,26 @@ use tokio::sync::mpsc;
 /// the graph's own input or resume value, opaque to the server.
 pub struct Checked(Box<dyn Any + Send>);
 
+/// What a request answers a paused thread with (`RunBody::resume` reads it from a request).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResumeAsk {
+    /// One value for the pending interrupt (or pause).
+    Value(Value),
+    /// Values by interrupt id.
+    ById(std::collections::BTreeMap<String, Value>),
+    /// No value: the pending superstep goes on, and a node that asked asks again
+    /// ([`planwright::Resume::NoAnswer`]).
+    NoAnswer,
+}
+
 /// What a run asks of a thread.
 #[derive(Clone, Debug)]
 pub enum Start {
     /// New input, merged into the thread's state.
     Input(Value),
-    /// An answer to the thread's pending interrupt (`command: {"resume": …}`).
-    Resume(Value),
+    /// An answer to the thread's pending interrupts (`command: {"resume": …}`, or a
+    /// `RemoteGraph` node's re-run).
+    Resume(ResumeAsk),
 }
 
 /// A thread's current position, as the API shows it.
@@ -111,6 +124,15 @@ pub trait Assistant: Send + Sync + 'static {
         thread: ThreadId,
         start: Checked,
         replace: bool,
+        opts: RunOptions,
+    ) -> Result<Box<dyn AssistantRun>, RunError>;
+    /// Writes a checked update to a paused `thread` and resumes it with a checked resume
+    /// (`command: {"update", "resume"}`): [`Engine::start_resume_updated`].
+    async fn start_updated(
+        &self,
+        thread: ThreadId,
+        update: Checked,
+        resume: Checked,
         opts: RunOptions,
     ) -> Result<Box<dyn AssistantRun>, RunError>;
     /// Continues `thread` from its newest checkpoint (a run with no input).
@@ -269,7 +291,7 @@ impl<S: State, I: GraphIo<S>> GraphAssistant<S, I> {
 /// What [`GraphAssistant::check`] hands to [`GraphAssistant::start`].
 enum TypedStart<S: State> {
     Input(S::Update),
-    Resume(Value),
+    Resume(Resume),
 }
 
 struct GraphRun<S: State, I: GraphIo<S>> {
@@ -365,7 +387,15 @@ impl<S: State, I: GraphIo<S>> Assistant for GraphAssistant<S, I> {
     fn check(&self, thread: &ThreadId, start: Start) -> Result<Checked, String> {
         let typed: TypedStart<S> = match start {
             Start::Input(v) => TypedStart::Input(self.io.input(thread, v)?),
-            Start::Resume(v) => TypedStart::Resume(self.io.resume(v)?),
+            Start::Resume(ResumeAsk::Value(v)) => {
+                TypedStart::Resume(Resume::Value(self.io.resume(v)?))
+            }
+            Start::Resume(ResumeAsk::ById(map)) => TypedStart::Resume(Resume::ById(
+                map.into_iter()
+                    .map(|(id, v)| Ok((id, self.io.resume(v)?)))
+                    .collect::<Result<_, String>>()?,
+            )),
+            Start::Resume(ResumeAsk::NoAnswer) => TypedStart::Resume(Resume::NoAnswer),
         };
         Ok(Checked(Box::new(typed)))
     }
@@ -393,12 +423,33 @@ impl<S: State, I: GraphIo<S>> Assistant for GraphAssistant<S, I> {
                 self.engine.start_replacing(thread, update, opts).await?
             }
             TypedStart::Input(update) => self.engine.start(thread, update, opts).await?,
-            TypedStart::Resume(v) => {
-                self.engine
-                    .start_resume(thread, Resume::Value(v), opts)
-                    .await?
-            }
+            TypedStart::Resume(r) => self.engine.start_resume(thread, r, opts).await?,
         };
+        Ok(self.boxed(handle))
+    }
+
+    async fn start_updated(
+        &self,
+        thread: ThreadId,
+        update: Checked,
+        resume: Checked,
+        opts: RunOptions,
+    ) -> Result<Box<dyn AssistantRun>, RunError> {
+        let (Ok(update), Ok(resume)) = (
+            update.0.downcast::<S::Update>(),
+            resume.0.downcast::<TypedStart<S>>(),
+        ) else {
+            return Err(foreign_check(&self.id));
+        };
+        let TypedStart::Resume(r) = *resume else {
+            return Err(RunError::Serde(
+                "a command's update goes with a resume, not with input".into(),
+            ));
+        };
+        let handle = self
+            .engine
+            .start_resume_updated(thread, *update, r, opts)
+            .await?;
         Ok(self.boxed(handle))
     }
 

@@ -3,6 +3,7 @@
 //! anything is recorded. Kept whole in the run's record, so a queued run starts after a restart as
 //! it was asked for.
 
+use super::assistant::ResumeAsk;
 use super::errors::ApiError;
 use super::AppState;
 use axum::http::StatusCode;
@@ -49,7 +50,8 @@ pub struct RunBody {
     /// Time travel, as `{"checkpoint_id": …}` (the SDKs' `checkpoint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checkpoint: Option<Value>,
-    /// A run config; only `configurable.checkpoint_id` is read (`RemoteGraph` sends it there).
+    /// A run config; `configurable.checkpoint_id` is read (`RemoteGraph` sends it there), and
+    /// `configurable.__pregel_resuming` / `__pregel_resume_map` ([`RunBody::resume`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     config: Option<Value>,
     /// The run's context (kept with the run; the graph's nodes read their own settings).
@@ -150,6 +152,69 @@ impl RunBody {
                 "checkpoint_id must be a string, not {other}"
             ))),
         }
+    }
+
+    /// True when the request says it resumes a paused superstep (`RemoteGraph` run as a node of
+    /// a LangGraph parent that is resuming: `config.configurable.__pregel_resuming`).
+    pub fn pregel_resuming(&self) -> bool {
+        self.config
+            .as_ref()
+            .and_then(|c| c.pointer("/configurable/__pregel_resuming"))
+            .is_some_and(|v| v == &Value::Bool(true))
+    }
+
+    /// The answer the request brings to its thread's pending interrupts (`pending`: their ids,
+    /// empty when the thread is not paused), or `None` when it brings none: the one place that
+    /// says whether a request resumes. LangGraph's rules:
+    /// - `command.resume`: an object whose keys are all interrupt ids in LangGraph's form (32
+    ///   lowercase hex digits) answers by id; any other value is the one answer.
+    /// - `input` on a paused thread with `configurable.__pregel_resuming` (a `RemoteGraph` node
+    ///   re-run by its resuming parent, which sends its original input again): a resume, the
+    ///   input unused. With `configurable.__pregel_resume_map` (the parent was resumed with
+    ///   `Command(resume={id: value})`), the values whose ids are pending answer by id (400
+    ///   naming the ids when none is); without one, no answer: the parent kept a single resume
+    ///   value in its own process, so the paused node runs again and asks again.
+    pub fn resume(&self, pending: &[String]) -> Result<Option<ResumeAsk>, ApiError> {
+        if let Some(v) = self.command.as_ref().and_then(|c| c.get("resume")) {
+            return Ok(Some(match v {
+                Value::Object(m)
+                    if !m.is_empty()
+                        && m.keys().all(|k| planwright::ids::InterruptId::is_digest(k)) =>
+                {
+                    ResumeAsk::ById(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                }
+                v => ResumeAsk::Value(v.clone()),
+            }));
+        }
+        if self.input.is_none() || pending.is_empty() || !self.pregel_resuming() {
+            return Ok(None);
+        }
+        let map = self
+            .config
+            .as_ref()
+            .and_then(|c| c.pointer("/configurable/__pregel_resume_map"));
+        let Some(map) = map.filter(|m| !m.is_null()) else {
+            return Ok(Some(ResumeAsk::NoAnswer));
+        };
+        let Some(map) = map.as_object() else {
+            return Err(ApiError::bad(format!(
+                "configurable.__pregel_resume_map must map interrupt ids to values, not {map}"
+            )));
+        };
+        let answers: std::collections::BTreeMap<String, Value> = map
+            .iter()
+            .filter(|(k, _)| pending.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if answers.is_empty() {
+            return Err(ApiError::bad(format!(
+                "configurable.__pregel_resume_map answers interrupts {} but the thread waits \
+                 on {}",
+                map.keys().cloned().collect::<Vec<_>>().join(", "),
+                pending.join(", ")
+            )));
+        }
+        Ok(Some(ResumeAsk::ById(answers)))
     }
 
     /// `command.update` and `command.goto` (LangGraph's `Command`): values written to the state

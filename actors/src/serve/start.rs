@@ -34,8 +34,17 @@ pub async fn start_run(
     if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
         opts = opts.with_values();
     }
-    let resume = body.command.as_ref().and_then(|c| c.get("resume")).cloned();
     let body_checkpoint = body.checkpoint()?;
+    // Whether the request resumes is `RunBody::resume`'s call; the thread's pending interrupts
+    // matter to it only for a `RemoteGraph` node's re-run (input with `__pregel_resuming`).
+    let pending: Vec<String> = if body.pregel_resuming() && body.input.is_some() {
+        let view = assistant.view(&thread).await.map_err(ApiError::internal)?;
+        view.map(|v| v.interrupts.iter().map(|i| i.id.0.clone()).collect())
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let resume = body.resume(&pending)?;
     if let Some((update, goto)) = body.command_edit()? {
         if resume.is_some() && !goto.is_empty() {
             return Err(ApiError::bad(
@@ -44,28 +53,42 @@ pub async fn start_run(
                     .to_string(),
             ));
         }
-        // `command: {"update", "goto"}`: written to the thread before the run goes on from it.
         let checked = update
             .map(|u| assistant.check_update(u))
             .transpose()
             .map_err(ApiError::bad)?;
-        assistants::bind(state, &thread, rec.clone(), &assistant, false).await?;
-        branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
-        assistant
-            .update_goto(&thread, checked, &goto)
-            .await
-            .map_err(|e| match e {
-                EditError::Values(v) => ApiError::bad(v),
-                EditError::Run(RunError::Refused(Refusal::Interrupted(_))) if resume.is_some() => {
-                    ApiError::bad(format!(
-                        "thread `{id}` is paused inside a node that asked a question: its update \
-                         would lose the question's place; answer it first, then update the thread"
-                    ))
+        match (checked, &resume) {
+            (Some(update), Some(r)) => {
+                // `command: {"update", "resume"}`: the update is written with the answer and
+                // applied before the paused node runs again (`Engine::start_resume_updated`).
+                let answer = assistant
+                    .check(&thread, Start::Resume(r.clone()))
+                    .map_err(ApiError::bad)?;
+                assistants::bind(state, &thread, rec, &assistant, true).await?;
+                branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
+                let h = assistant
+                    .start_updated(thread.clone(), update, answer, opts)
+                    .await
+                    .map_err(|e| run_error(id, e))?;
+                if after_cancel {
+                    mark_cancelled(state, &thread, None).await?;
                 }
-                EditError::Run(e) => run_error(id, e),
-            })?;
-        if resume.is_none() {
-            return continue_thread(state, id, thread, rec, assistant, opts).await;
+                return Ok((thread, assistant, h));
+            }
+            (checked, _) => {
+                // `command: {"update", "goto"}`: written to the thread before the run goes on
+                // from it.
+                assistants::bind(state, &thread, rec.clone(), &assistant, false).await?;
+                branch_if_asked(id, &body_checkpoint, &assistant, &thread).await?;
+                assistant
+                    .update_goto(&thread, checked, &goto)
+                    .await
+                    .map_err(|e| match e {
+                        EditError::Values(v) => ApiError::bad(v),
+                        EditError::Run(e) => run_error(id, e),
+                    })?;
+                return continue_thread(state, id, thread, rec, assistant, opts).await;
+            }
         }
     }
     if resume.is_none() && body.input.is_none() {

@@ -976,11 +976,28 @@ class Walk:
             State = TypedDict("State", fields, total=False)
             parent = (StateGraph(State).add_node("remote", remote)
                       .add_edge(START, "remote").compile(checkpointer=InMemorySaver()))
-            pc = conf(str(uuid.uuid4()))
-            out = await parent.ainvoke(cfg["input"], pc)
-            need("__interrupt__" in out, f"the parent did not pause: {short(out)}")
-            out = await parent.ainvoke(Command(resume=cfg["resume"]), pc)
+            hexdigits = set("0123456789abcdef")
+
+            async def paused_parent():
+                pc = conf(str(uuid.uuid4()))
+                out = await parent.ainvoke(cfg["input"], pc)
+                need("__interrupt__" in out, f"the parent did not pause: {short(out)}")
+                ids = [i.id for i in out["__interrupt__"]]
+                need(all(len(i) == 32 and set(i) <= hexdigits for i in ids),
+                     f"interrupt ids a parent cannot forward as a resume map: {ids}")
+                return pc, out["__interrupt__"]
+            # The documented way to answer specific interrupts: a map of id to value, which the
+            # parent forwards to the server (`configurable.__pregel_resume_map`).
+            pc, interrupts = await paused_parent()
+            out = await parent.ainvoke(Command(resume={i.id: cfg["resume"] for i in interrupts}),
+                                       pc)
             need("__interrupt__" not in out, f"the resume did not reach the remote: {short(out)}")
+            # A single value never leaves the parent's process: the remote node runs again with
+            # no answer and asks again (docs/server.md).
+            pc, interrupts = await paused_parent()
+            out = await parent.ainvoke(Command(resume=cfg["resume"]), pc)
+            need([i.id for i in out.get("__interrupt__", [])] == [i.id for i in interrupts],
+                 f"a single resume value: want the same question again, got {short(out)}")
         await self.call("remote.as_node_interrupt", as_node)
 
     async def protocol(self):

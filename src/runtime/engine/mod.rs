@@ -182,7 +182,8 @@ enum StartMode<S: State> {
     /// Input that replaces an unfinished (not interrupted) superstep the thread was left in.
     Replace(S::Update),
     Continue,
-    Resume(Resume),
+    /// A resume, with a command's update applied first when there is one.
+    Resume(Resume, Option<S::Update>),
 }
 
 /// Runs conversations of one compiled graph. Cheap to clone; clones share everything.
@@ -299,7 +300,29 @@ impl<S: State> Engine<S> {
         resume: Resume,
         opts: RunOptions,
     ) -> Result<RunHandle<S>, RunError> {
-        self.launch(thread, StartMode::Resume(resume), opts).await
+        self.launch(thread, StartMode::Resume(resume, None), opts)
+            .await
+    }
+
+    /// Writes `update` to an interrupted thread and resumes it (LangGraph's
+    /// `Command(update=…, resume=…)`), returning the run's handle at once. On a thread paused
+    /// inside a node, the update is saved beside the answers at the thread's head checkpoint
+    /// (the null task's writes: no new checkpoint, one commit with the answers) and applied
+    /// before the pending tasks run: the paused node runs again from its start, sees the
+    /// updated state, and its `interrupt` call returns the answer. A crash before the node
+    /// finishes loses neither: loading the thread applies the update again and a continue runs
+    /// the answered node. On a thread paused before or after a node, the update goes into the
+    /// checkpoint that marks the pause consumed. The resume is checked before anything is
+    /// written.
+    pub async fn start_resume_updated(
+        &self,
+        thread: ThreadId,
+        update: S::Update,
+        resume: Resume,
+        opts: RunOptions,
+    ) -> Result<RunHandle<S>, RunError> {
+        self.launch(thread, StartMode::Resume(resume, Some(update)), opts)
+            .await
     }
 
     /// Cancels the thread's active run; false if it has none.

@@ -16,6 +16,8 @@ pub(crate) enum ResumePlan {
     ConsumePause,
     /// The answers to give, as (task index, value), one per pending interrupt.
     Answer(Vec<(usize, serde_json::Value)>),
+    /// No answers ([`Resume::NoAnswer`]): these tasks, paused inside their node, run again.
+    Rerun(Vec<usize>),
 }
 
 /// The interrupts of `saved` still waiting for an answer at the call they paused on.
@@ -65,6 +67,7 @@ pub(crate) fn plan<S: State>(
     let pending = pending(saved);
     let ids: Vec<&str> = pending.iter().map(|(_, p)| p.id.0.as_str()).collect();
     match value {
+        Resume::NoAnswer => Ok(ResumePlan::Rerun(pending.iter().map(|(i, _)| *i).collect())),
         Resume::Value(v) => match pending.as_slice() {
             [(i, _)] => Ok(ResumePlan::Answer(vec![(*i, v)])),
             _ => Err(bad(format!(
@@ -175,5 +178,14 @@ mod tests {
             ResumePlan::ConsumePause
         );
         assert!(plan(&t, &before, by_id(&[("nope", 1)])).is_err());
+        // No answer consumes a pause before a node, and re-runs the tasks still asking.
+        assert_eq!(
+            plan(&t, &before, Resume::NoAnswer).unwrap(),
+            ResumePlan::ConsumePause
+        );
+        assert_eq!(
+            plan(&t, &s, Resume::NoAnswer).unwrap(),
+            ResumePlan::Rerun(vec![0, 2])
+        );
     }
 }

@@ -86,11 +86,12 @@ impl<S: State> Engine<S> {
                     return Err(Refusal::Interrupted(thread.clone()).into());
                 }
             }
-            StartMode::Resume(value) => {
+            StartMode::Resume(value, update) => {
                 if !saved.is_interrupted() {
                     return Err(Refusal::NotInterrupted(thread.clone()).into());
                 }
-                self.assign_resume(thread, &mut saved, value).await?;
+                self.assign_resume(thread, &mut saved, value, update)
+                    .await?;
                 // Resuming a pause before a node stores a checkpoint marking it consumed: the run
                 // goes on from there (an `Exit` run's one checkpoint must follow it).
                 persisted_head = saved.head;
@@ -100,50 +101,90 @@ impl<S: State> Engine<S> {
     }
 
     /// Checks the resume value ([`super::resume_plan::plan`], pure) and performs what it says:
-    /// stores the answers, or the checkpoint that marks a pause consumed.
+    /// stores the answers, or the checkpoint that marks a pause consumed; a command's `update`
+    /// is stored with them in the same write (see [`Engine::start_resume_updated`]).
     pub(super) async fn assign_resume(
         &self,
         thread: &ThreadId,
         saved: &mut SavedThread<S>,
         value: Resume,
+        update: Option<S::Update>,
     ) -> Result<(), RunError> {
-        match super::resume_plan::plan(thread, saved, value)? {
-            super::resume_plan::ResumePlan::ConsumePause => {
-                saved.paused_before = false;
-                saved.pauses.clear();
-                if self.sh.storage.checkpointer.is_some() {
-                    // Mark the pause consumed so a crash now does not pause again.
-                    let tasks = saved.stored_tasks();
-                    let rec = persist::step_record(
-                        &self.sh.graph,
-                        thread,
-                        saved,
-                        CheckpointSource::Update,
-                        vec!["__resume__".into()],
-                        Some(b"[]".to_vec()),
-                        &tasks,
-                        serde_json::Value::Null,
-                        None,
-                    )?;
-                    self.put(rec).await?;
+        use super::resume_plan::ResumePlan;
+        let plan = super::resume_plan::plan(thread, saved, value)?;
+        if let ResumePlan::ConsumePause = plan {
+            saved.paused_before = false;
+            saved.pauses.clear();
+            // The update, if any, goes into the checkpoint that marks the pause consumed.
+            let (writer, delta) = match &update {
+                Some(u) => (persist::COMMAND_WRITER, crate::json::to_vec(&[u])?),
+                None => ("__resume__", b"[]".to_vec()),
+            };
+            if let Some(u) = update {
+                let mut ctx = MergeCtx::new();
+                ctx.set_writer(writer);
+                Arc::make_mut(&mut saved.state).apply(u, &mut ctx)?;
+            }
+            if self.sh.storage.checkpointer.is_some() {
+                // Mark the pause consumed so a crash now does not pause again.
+                let tasks = saved.stored_tasks();
+                let rec = persist::step_record(
+                    &self.sh.graph,
+                    thread,
+                    saved,
+                    CheckpointSource::Update,
+                    vec![writer.into()],
+                    Some(delta),
+                    &tasks,
+                    serde_json::Value::Null,
+                    None,
+                )?;
+                self.put(rec).await?;
+            }
+            return Ok(());
+        }
+        let mut writes = Vec::new();
+        if let Some(u) = update {
+            // Saved at the head beside the answers (the null task's write), applied now for
+            // this run and by every later load until the superstep's checkpoint holds it.
+            writes.push(persist::command_update_write(
+                &self.sh.graph,
+                saved.step,
+                saved.head_edits,
+                &u,
+            )?);
+            let mut ctx = MergeCtx::new();
+            ctx.set_writer(persist::COMMAND_WRITER);
+            Arc::make_mut(&mut saved.state).apply(u, &mut ctx)?;
+            saved.head_edits += 1;
+            saved.deltas_since_snapshot = u64::MAX;
+        }
+        match plan {
+            ResumePlan::ConsumePause => {}
+            ResumePlan::Rerun(tasks) => {
+                // The paused tasks run again from their start; their unanswered calls pause
+                // again. Their stored interrupts stay until those runs replace them.
+                for i in tasks {
+                    saved.writes[i] = None;
                 }
             }
-            super::resume_plan::ResumePlan::Answer(answers) => {
+            ResumePlan::Answer(answers) => {
                 if saved.answers.len() != saved.tasks.len() {
                     saved.answers.resize(saved.tasks.len(), Vec::new());
                 }
-                let mut writes = Vec::new();
                 for (i, v) in answers {
                     let index = saved.answers[i].len();
                     writes.push(persist::resume_write(&saved.tasks[i], &v, index)?);
                     saved.answers[i].push(v);
                 }
-                if let Some(head) = saved.head {
-                    self.sh
-                        .storage
-                        .writes_and_wait(thread, head, writes, || self.sh.others_running())
-                        .await?;
-                }
+            }
+        }
+        if !writes.is_empty() {
+            if let Some(head) = saved.head {
+                self.sh
+                    .storage
+                    .writes_and_wait(thread, head, writes, || self.sh.others_running())
+                    .await?;
             }
         }
         Ok(())

@@ -39,8 +39,13 @@ pub(crate) struct Kept<S: State> {
 
 impl<S: State> Kept<S> {
     /// What to keep of `saved`: `None` when its head is not the checkpoint its identity names
-    /// (a run that stored no checkpoint of its own position).
+    /// (a run that stored no checkpoint of its own position), or when its state carries command
+    /// updates saved at the head ([`SavedThread::head_edits`]).
     pub fn of(saved: &SavedThread<S>) -> Option<Self> {
+        if saved.head_edits > 0 {
+            // The state has command updates on top of the head's: a load applies them again.
+            return None;
+        }
         let head = saved.head_identity.filter(|i| Some(i.id) == saved.head)?;
         Some(Self {
             state: saved.state.clone(),

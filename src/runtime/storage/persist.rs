@@ -97,7 +97,36 @@ pub(crate) fn step_record<S: State>(
     };
     saved.head = Some(id);
     saved.head_identity = Some(HeadIdentity::of(&record));
+    // Whatever command updates the old head carried, the new record holds them.
+    saved.head_edits = 0;
     Ok(record)
+}
+
+/// The index of the null task: the task id of a command's update saved at a checkpoint whose
+/// superstep is pending (LangGraph's `NULL_TASK_ID`), `step.` this. No real task has it.
+pub(crate) const COMMAND_TASK_INDEX: u32 = u32::MAX;
+
+/// The writer a command's update is applied as.
+pub(crate) const COMMAND_WRITER: &str = "__command__";
+
+/// The write of a command's `update` saved at the head of a thread paused inside a node: the
+/// `n`-th such update of that superstep (key `n`, so several apply in order).
+pub(crate) fn command_update_write<S: State>(
+    graph: &CompiledGraph<S>,
+    step: u64,
+    n: u32,
+    update: &S::Update,
+) -> Result<TaskWrite, RunError> {
+    Ok(TaskWrite {
+        task: TaskId {
+            step,
+            index: COMMAND_TASK_INDEX,
+        },
+        node: COMMAND_WRITER.to_string(),
+        kind: WriteKind::Update,
+        key: n.to_string(),
+        payload: body_codec::encode_slice_with(&update_json(update)?, graph.body_dictionary()),
+    })
 }
 
 /// A task write of an update.
@@ -419,7 +448,22 @@ pub(crate) async fn position_at<S: State>(
             WritesAt::Fetch => cp.get_writes(thread, head.id).await?,
             WritesAt::Read(writes) => writes,
         };
+        let mut edits: Vec<(u32, S::Update)> = Vec::new();
         for w in writes {
+            if w.task.index == COMMAND_TASK_INDEX && w.kind == WriteKind::Update {
+                let n = w.key.parse::<u32>().map_err(|_| {
+                    corrupt(
+                        thread,
+                        format!("command update at {}: key `{}`", head.id, w.key),
+                    )
+                })?;
+                let json = body_codec::decode(&w.payload)
+                    .map_err(|e| corrupt(thread, format!("command update at {}: {e}", head.id)))?;
+                let u = serde_json::from_slice(&json)
+                    .map_err(|e| corrupt(thread, format!("command update at {}: {e}", head.id)))?;
+                edits.push((n, u));
+                continue;
+            }
             let Some(i) = task_index(&tasks, w.task) else {
                 continue;
             };
@@ -486,6 +530,16 @@ pub(crate) async fn position_at<S: State>(
             .collect::<Result<_, _>>()?;
         saved.tasks = tasks;
         saved.deferred = deferred;
+        // Command updates saved at the head apply, in order, before its pending tasks run.
+        edits.sort_by_key(|(n, _)| *n);
+        let mut ctx = MergeCtx::new();
+        ctx.set_writer(COMMAND_WRITER);
+        for (_, u) in edits {
+            std::sync::Arc::make_mut(&mut saved.state).apply(u, &mut ctx)?;
+            saved.head_edits += 1;
+            // The state is no longer the head's: the next checkpoint must be a snapshot.
+            saved.deltas_since_snapshot = u64::MAX;
+        }
     }
     Ok(fingerprint)
 }

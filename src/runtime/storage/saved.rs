@@ -96,6 +96,11 @@ pub(crate) struct SavedThread<S: State> {
     pub delta_bytes_since_snapshot: u64,
     /// Bytes of the last snapshot.
     pub snapshot_bytes: u64,
+    /// Command updates saved as writes at the head and already applied to `state` (LangGraph's
+    /// writes of the null task: `command: {update, resume}` on a thread paused inside a node).
+    /// While there are any, `state` is not the head checkpoint's: the next checkpoint is a
+    /// snapshot, and the state is not kept in memory as the head's ([`super::paused`]).
+    pub head_edits: u32,
 }
 
 impl<S: State> SavedThread<S> {
@@ -167,6 +172,7 @@ impl<S: State> SavedThread<S> {
             deltas_since_snapshot: 0,
             delta_bytes_since_snapshot: 0,
             snapshot_bytes: 0,
+            head_edits: 0,
         }
     }
 
