@@ -1,43 +1,20 @@
 //! The official LangGraph SDK (`langgraph-sdk` from PyPI) against `planwright serve`: create a
 //! thread, run and wait, see an interrupt, resume, read state, stream; and an `acquire` thread
 //! paused on a question, answered with a resume command; the store client (put, get, search,
-//! namespaces, delete). The test makes its own venv
-//! under the target directory (CI has nothing installed by hand) and installs the SDK when missing.
+//! namespaces, delete). The SDK comes from the walks' venv under the target directory
+//! ([`serve_support::sdk_walk::python`]: CI has nothing installed by hand), installed when missing.
 
-use std::path::{Path, PathBuf};
+mod serve_support;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn venv() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("langgraph-sdk-venv");
-    let python = dir.join("bin/python");
-    let has_sdk = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import langgraph_sdk"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-    if !has_sdk {
-        let ok = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&dir)
-            .status()
-            .expect("python3 runs")
-            .success();
-        assert!(ok, "cannot create a venv at {}", dir.display());
-        let ok = Command::new(dir.join("bin/pip"))
-            .args(["install", "--quiet", "langgraph-sdk"])
-            .status()
-            .expect("pip runs")
-            .success();
-        assert!(ok, "cannot install langgraph-sdk from PyPI");
-    }
-    python
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_langgraph_sdk_works_against_the_server() {
-    let python = tokio::task::spawn_blocking(venv).await.unwrap();
+    let python = tokio::task::spawn_blocking(serve_support::sdk_walk::python)
+        .await
+        .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -371,7 +371,9 @@ fn constant_eq(a: &str, b: &str) -> bool {
 fn thread_of_path(path: &str) -> Option<String> {
     let rest = path.strip_prefix("/threads/")?;
     let id = rest.split('/').next()?;
-    if id.is_empty() || (id == "search" && !rest.contains('/')) {
+    // `/threads/search`, `/threads/count` and `/threads/prune` name collections, not threads.
+    let collection = matches!(id, "search" | "count" | "prune") && !rest.contains('/');
+    if id.is_empty() || collection {
         return None;
     }
     let decoded = percent_decode(id);
@@ -519,6 +521,9 @@ mod tests {
         assert_eq!(thread_of_path("/threads/a-1/state").as_deref(), Some("a-1"));
         assert_eq!(thread_of_path("/threads/a-1").as_deref(), Some("a-1"));
         assert_eq!(thread_of_path("/threads/search"), None);
+        assert_eq!(thread_of_path("/threads/count"), None);
+        assert_eq!(thread_of_path("/threads/prune"), None);
+        assert_eq!(thread_of_path("/threads/count/state").as_deref(), Some("count"));
         assert_eq!(
             thread_of_path("/threads/search/runs").as_deref(),
             Some("search")

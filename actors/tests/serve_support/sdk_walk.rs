@@ -31,8 +31,8 @@ pub fn sdk_dir() -> PathBuf {
 }
 
 /// A venv with both Python packages, made once under the target directory (once per process:
-/// tests that walk at the same time wait for one install).
-fn python() -> PathBuf {
+/// tests that walk at the same time wait for one install); the interpreter's path.
+pub fn python() -> PathBuf {
     static READY: OnceLock<PathBuf> = OnceLock::new();
     READY.get_or_init(install_python).clone()
 }
