@@ -393,3 +393,68 @@ impl RunBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(mut v: Value) -> RunBody {
+        v["assistant_id"] = json!("a");
+        serde_json::from_value(v).expect("a run body")
+    }
+
+    const ID: &str = "0123456789abcdef0123456789abcdef";
+
+    /// Every way a request can answer a paused thread, and the ways it does not, read by the
+    /// one rule.
+    #[test]
+    fn one_rule_says_whether_and_how_a_request_resumes() {
+        let pending = [ID.to_string()];
+        let resuming = |map: Option<Value>| {
+            let mut conf = json!({"__pregel_resuming": true});
+            if let Some(m) = map {
+                conf["__pregel_resume_map"] = m;
+            }
+            body(json!({"input": {"x": 1}, "config": {"configurable": conf}}))
+        };
+        let by_id = |v: Value| ResumeAsk::ById([(ID.to_string(), v)].into());
+        // `command.resume`: a map of digest ids answers by id, anything else is the answer.
+        let cases = [
+            (
+                body(json!({"command": {"resume": {ID: 1}}})),
+                Some(by_id(json!(1))),
+            ),
+            (
+                body(json!({"command": {"resume": {"action": "approve"}}})),
+                Some(ResumeAsk::Value(json!({"action": "approve"}))),
+            ),
+            (
+                body(json!({"command": {"resume": "yes"}})),
+                Some(ResumeAsk::Value(json!("yes"))),
+            ),
+            // A `RemoteGraph` node's re-run: by id from the parent's map, ids not pending
+            // left out; with no map, no answer.
+            (
+                resuming(Some(
+                    json!({ID: "ok", "ffffffffffffffffffffffffffffffff": 2}),
+                )),
+                Some(by_id(json!("ok"))),
+            ),
+            (resuming(None), Some(ResumeAsk::NoAnswer)),
+            // Plain input is input.
+            (body(json!({"input": {"x": 1}})), None),
+        ];
+        for (b, want) in cases {
+            assert_eq!(b.resume(&pending).unwrap(), want);
+        }
+        // On a thread that is not paused, a re-run's input is input.
+        assert_eq!(resuming(None).resume(&[]).unwrap(), None);
+        // A map that answers none of the pending interrupts is refused, naming both.
+        let other = "ffffffffffffffffffffffffffffffff";
+        let e = resuming(Some(json!({other: 1})))
+            .resume(&pending)
+            .unwrap_err();
+        assert_eq!(e.0, StatusCode::BAD_REQUEST);
+        assert!(e.1.contains(other) && e.1.contains(ID), "{}", e.1);
+    }
+}
