@@ -296,9 +296,26 @@ async fn walk(args: ServeArgs) {
     assert_eq!((s, &p), (200, &json!({"pruned_count": 1})));
     let (s, _) = call("GET", &format!("{api}/threads/a2"), None).await;
     assert_eq!(s, 404);
+    // keep_latest keeps the thread, its state and only its newest checkpoint.
+    let a1_state = format!("{api}/threads/a1/state");
+    let (_, before) = call("GET", &a1_state, None).await;
+    let (_, hist) = post("/threads/a1/history", json!({"limit": 100})).await;
+    assert!(hist.as_array().unwrap().len() > 1, "{hist}");
+    let (s, p) = post(
+        "/threads/prune",
+        json!({"thread_ids": ["a1", "zz"], "strategy": "keep_latest"}),
+    )
+    .await;
+    assert_eq!((s, &p), (200, &json!({"pruned_count": 1})));
+    let (_, after) = call("GET", &a1_state, None).await;
+    assert_eq!(after["values"], before["values"]);
+    assert_eq!(after["checkpoint"], before["checkpoint"]);
+    assert_eq!(after["next"], before["next"]);
+    let (_, hist) = post("/threads/a1/history", json!({"limit": 100})).await;
+    assert_eq!(hist.as_array().unwrap().len(), 1, "{hist}");
     let (s, e) = post(
         "/threads/prune",
-        json!({"thread_ids": ["b1"], "strategy": "keep_latest"}),
+        json!({"thread_ids": ["b1"], "strategy": "keep_some"}),
     )
     .await;
     assert_eq!(s, 422, "{e}");

@@ -185,6 +185,9 @@ pub trait Assistant: Send + Sync + 'static {
     ) -> Result<CheckpointId, RunError>;
     /// Deletes the thread and everything stored for it.
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), RunError>;
+    /// Keeps only the thread's newest `keep` checkpoints (at least one; the oldest kept holds
+    /// the whole state), deleting the older ones and their writes.
+    async fn prune(&self, thread: &ThreadId, keep: usize) -> Result<(), RunError>;
     /// Each node's statistics now.
     fn node_stats(&self) -> Vec<NodeStatsSnapshot>;
     /// Runs in progress.
@@ -535,6 +538,10 @@ impl<S: State, I: GraphIo<S>> Assistant for GraphAssistant<S, I> {
 
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), RunError> {
         self.engine.delete_thread(thread).await
+    }
+
+    async fn prune(&self, thread: &ThreadId, keep: usize) -> Result<(), RunError> {
+        self.engine.prune(thread, keep).await
     }
 
     fn node_stats(&self) -> Vec<NodeStatsSnapshot> {

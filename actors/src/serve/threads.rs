@@ -159,6 +159,29 @@ pub(super) async fn delete_one(
     }
 }
 
+/// Drops every checkpoint of `thread` but its newest, unless a run of it is pending or running
+/// (on any replica: its rollback goes back to the checkpoint it started from); whether it did.
+async fn keep_only_head(
+    state: &AppState,
+    thread: &ThreadId,
+    rec: &Value,
+) -> Result<bool, ApiError> {
+    let newest = state
+        .run_store
+        .list_thread(thread.as_str(), 1, 0)
+        .await
+        .map_err(ApiError::internal)?;
+    if newest.first().is_some_and(|r| !r.status.is_ended()) {
+        return Ok(false);
+    }
+    let assistant = assistants::of(state, thread, rec);
+    match assistant.prune(thread, 1).await {
+        Ok(()) => Ok(true),
+        Err(RunError::Refused(Refusal::UnknownThread(_))) => Ok(false),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
 /// `PATCH /threads/{thread_id}` body.
 #[derive(Deserialize, Default)]
 pub struct PatchThread {
@@ -221,29 +244,25 @@ pub struct Prune {
     strategy: Option<String>,
 }
 
-/// `POST /threads/prune`: deletes the caller's threads among `thread_ids` (strategy `delete`,
-/// the default) as `DELETE /threads/{id}` does; answers `{"pruned_count": n}`. Unknown threads,
-/// other users' and busy ones are left out of the count. `keep_latest` (drop all but the newest
-/// checkpoint) is refused (422): assistants have no way to prune a thread yet.
+/// `POST /threads/prune`: with strategy `delete` (the default), deletes the caller's threads
+/// among `thread_ids` as `DELETE /threads/{id}` does; with `keep_latest`, keeps each thread but
+/// only its newest checkpoint (its history goes, its state and pending writes stay). Answers
+/// `{"pruned_count": n}`; unknown threads, other users' and busy ones are left out of the count.
 pub async fn prune_threads(
     State(state): State<Arc<AppState>>,
     axum::Extension(me): axum::Extension<Principal>,
     body: Result<Json<Prune>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    match body.strategy.as_deref() {
-        None | Some("delete") => {}
-        Some("keep_latest") => {
-            return Err(ApiError::unprocessable(
-                "strategy `keep_latest` is not supported by this server; use `delete`".to_string(),
-            ))
-        }
+    let keep_latest = match body.strategy.as_deref() {
+        None | Some("delete") => false,
+        Some("keep_latest") => true,
         Some(other) => {
             return Err(ApiError::unprocessable(format!(
                 "strategy `{other}`: use delete or keep_latest"
             )))
         }
-    }
+    };
     let mut pruned = 0;
     for id in &body.thread_ids {
         let thread = ThreadId::new(id.as_str());
@@ -253,9 +272,11 @@ pub async fn prune_threads(
         if !me.may_see(&rec) {
             continue;
         }
-        if delete_one(&state, &thread, &rec).await? {
-            pruned += 1;
-        }
+        let done = match keep_latest {
+            true => keep_only_head(&state, &thread, &rec).await?,
+            false => delete_one(&state, &thread, &rec).await?,
+        };
+        pruned += usize::from(done);
     }
     Ok(Json(json!({"pruned_count": pruned})))
 }
