@@ -396,3 +396,43 @@ async fn a_resume_with_no_answer_runs_the_paused_node_again_and_it_asks_again() 
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_update_with_the_answer_to_a_pause_before_a_node_goes_into_its_checkpoint() {
+    on_every_backend("command_before", |cp, p| async move {
+        let e = engine(counter_graph().interrupt_before(["done"]), &cp).await;
+        let t = ThreadId::new(format!("{p}/before"));
+        let out = e
+            .run(
+                t.clone(),
+                WalkUpdate::default().target(1),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Interrupted);
+        let done = e
+            .start_resume_updated(
+                t.clone(),
+                WalkUpdate::default().items(vec![5]),
+                Resume::Value(json!(null)),
+                RunOptions::default(),
+            )
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(done.status, RunStatus::Finished);
+        assert_eq!(
+            (done.state.items.clone(), done.state.trace.clone()),
+            (vec![5], vec!["inc1".to_string(), "done".to_string()])
+        );
+        // Read back from storage by a fresh engine: the update stored once, in the chain.
+        let again = engine(counter_graph().interrupt_before(["done"]), &cp).await;
+        let st = again.get_state(&t).await.unwrap().unwrap();
+        assert_eq!(st.values.items, [5]);
+        assert_eq!(st.values.trace, ["inc1", "done"]);
+    })
+    .await;
+}
