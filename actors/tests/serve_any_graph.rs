@@ -360,7 +360,7 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
+async fn an_update_sent_with_the_answer_is_what_the_resumed_node_sees() {
     let server = replier_server(args("update-resume")).await;
     let api = format!("{}/agents", app(&server).await);
     let (_, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
@@ -377,20 +377,18 @@ async fn an_update_sent_with_the_answer_lands_before_a_pause_ahead_of_a_node() {
         out["__interrupt__"][0]["value"]["draft"], "Edited.",
         "{out}"
     );
-    // Paused inside `approve` (a node's question): an update with the answer is refused, named.
+    // Paused inside `approve` (a node's question): the update lands with the answer, and the
+    // node, run again, sees the new draft and gets the answer.
     let both =
         json!({"assistant_id": "replier", "command": {"update": {"draft": "x"}, "resume": "yes"}});
-    let (s, e) = call(
+    let (s, out) = call(
         "POST",
         &format!("{api}/threads/{tid}/runs/wait"),
         Some(both),
     )
     .await;
-    assert_eq!(s, 400, "{e}");
-    assert!(
-        e["detail"].as_str().unwrap().contains("answer it first"),
-        "{e}"
-    );
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["log"], json!(["approved: \"yes\"", "sent: x"]), "{out}");
     server.shutdown().await;
 }
 
@@ -421,5 +419,59 @@ async fn an_assistant_created_over_the_api_runs_its_graph() {
     .await;
     assert_eq!(s, 200, "{out}");
     assert_eq!(out["log"][1], "sent: We will call back.");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_read_the_requests_config_and_context() {
+    use planwright::graph::{StateGraph, END, START};
+    use planwright::NodeContext;
+    use planwright_actors::serve::RunRequest;
+    use serve_support::in_process::{Reply, ReplyUpdate};
+    // A node that writes what its run's request gave it: the configurable, the context and
+    // where it runs.
+    let graph = StateGraph::<Reply>::new("echo")
+        .add_sync_node("draft", |_: &Reply, ctx: &NodeContext| {
+            let r = ctx.require_context::<RunRequest>()?;
+            let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("-").to_string();
+            Ok(ReplyUpdate::default().draft(format!(
+                "{} {} {} on {} by {} of {}",
+                text(r.configurable("tone")),
+                text(r.context_value("user")),
+                text(r.context_value("lang")),
+                r.thread_id,
+                r.assistant_id,
+                r.graph_id
+            )))
+        })
+        .add_edge(START, "draft")
+        .add_edge("draft", END)
+        .compile()
+        .unwrap();
+    let server = Server::builder(args("request"))
+        .graph("echo", graph)
+        .build()
+        .await
+        .unwrap();
+    let api = format!("{}/agents", app(&server).await);
+    let made = json!({"graph_id": "echo", "config": {"configurable": {"tone": "warm"}},
+                      "context": {"user": "ann"}});
+    let (s, a) = call("POST", &format!("{api}/assistants"), Some(made)).await;
+    assert_eq!(s, 200, "{a}");
+    let id = a["assistant_id"].as_str().unwrap().to_string();
+    let (_, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
+    let tid = t["thread_id"].as_str().unwrap();
+    let run = json!({"assistant_id": id, "input": {"request": "x"}, "context": {"lang": "fr"}});
+    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        out["draft"],
+        format!("warm ann fr on {tid} by {id} of echo")
+    );
+    // The graph's own id, with nothing given: the node sees nothing.
+    let run = json!({"assistant_id": "echo", "input": {"request": "x"}});
+    let (s, out) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(run)).await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["draft"], format!("- - - on {tid} by echo of echo"));
     server.shutdown().await;
 }

@@ -33,6 +33,7 @@ pub mod replica;
 mod routes;
 mod run_body;
 mod run_log;
+pub mod run_request;
 mod runs;
 mod server;
 mod start;
@@ -58,6 +59,7 @@ use planwright::store::Store;
 use std::sync::Arc;
 
 pub use assistant::{Assistant, GraphAssistant, GraphIo, PlainIo};
+pub use run_request::RunRequest;
 pub use routes::{router, router_with_limits};
 pub use server::{run, state, Server, ServerBuilder};
 

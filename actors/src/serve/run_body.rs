@@ -5,6 +5,7 @@
 
 use super::assistant::ResumeAsk;
 use super::errors::ApiError;
+use super::run_request::RunRequest;
 use super::AppState;
 use axum::http::StatusCode;
 use planwright::{CheckpointId, Durability, RunOptions};
@@ -124,6 +125,24 @@ impl RunBody {
     /// The run's metadata (`{}` when none was given).
     pub fn metadata(&self) -> Value {
         self.metadata.clone().unwrap_or_else(|| json!({}))
+    }
+
+    /// What the run's nodes see of the request on `thread` ([`RunRequest`]).
+    pub fn request(&self, thread: &str) -> RunRequest {
+        let metadata = self.metadata();
+        // An assistant created over the API is resolved to its graph, its id kept in metadata.
+        let assistant_id = metadata["assistant_id"]
+            .as_str()
+            .unwrap_or(&self.assistant_id)
+            .to_string();
+        RunRequest {
+            thread_id: thread.to_string(),
+            assistant_id,
+            graph_id: self.assistant_id.clone(),
+            config: self.config.clone().unwrap_or(Value::Null),
+            context: self.context.clone().unwrap_or(Value::Null),
+            metadata,
+        }
     }
 
     /// Waits for the thread instead of being refused when it is busy (a queued run's turn).

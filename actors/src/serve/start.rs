@@ -31,6 +31,7 @@ pub async fn start_run(
         opts = opts.enqueue();
     }
     opts = opts.events_while(events);
+    opts = opts.context(body.request(thread.as_str()));
     if super::publish::wants_values(body.stream_mode.as_ref().unwrap_or(&Value::Null)) {
         opts = opts.with_values();
     }
