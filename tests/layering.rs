@@ -144,15 +144,12 @@ const KNOWN_LOOPS: &[(&str, &[&str])] = &[
     (
         "actors/src/serve",
         &[
-            "follow",
             "lifecycle",
             "publish",
             "queue",
             "replica",
-            "run_body",
             "run_log",
             "start",
-            "stream",
         ],
     ),
     // field/ is reworked in parallel (this session): any loop of its files, until that settles.

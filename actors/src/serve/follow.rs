@@ -270,7 +270,7 @@ pub async fn join_stream(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    super::stream::modes::check_names(&modes)?;
+    super::stream_modes::check_names(&modes)?;
     let cancel = match q.iter().rev().find(|(k, _)| k == "cancel_on_disconnect") {
         None => false,
         Some((_, v)) => match v.to_ascii_lowercase().as_str() {

@@ -40,6 +40,7 @@ mod start;
 mod stateless;
 pub mod store;
 mod stream;
+mod stream_modes;
 mod studio;
 mod thread_copy;
 mod thread_followers;

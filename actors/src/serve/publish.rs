@@ -3,7 +3,7 @@
 //! Streaming clients are served from the log, never straight from the run ([`super::follow`]),
 //! so a run can be followed from any replica and rejoined with `Last-Event-ID`. What a run
 //! publishes is the request's `stream_mode` as LangGraph sends it: a `metadata` event first, then
-//! the events of each mode as the run goes ([`super::stream::modes`]: `values` are the thread's
+//! the events of each mode as the run goes ([`super::stream_modes`]: `values` are the thread's
 //! values as each superstep left them, carried by the engine's event), and at the end the final
 //! `values` or an `error`; then a marker ([`END`]) that tells followers the stream is complete.
 //! Events of one superstep go in one append.
@@ -24,7 +24,7 @@
 use super::assistant::{AssistantRun, Outcome};
 use super::assistants::AssistantRef;
 use super::lifecycle;
-use super::stream::modes::{self as stream_modes, Translator};
+use super::stream_modes::{self, Translator};
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus};
 use planwright::{RunError, RunEvent, ThreadId};

@@ -29,7 +29,7 @@ pub struct RunBody {
     /// Free-form metadata of the run (a JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     metadata: Option<Value>,
-    /// The stream modes (one or a list of [`super::stream::modes::MODES`]).
+    /// The stream modes (one or a list of [`super::stream_modes::MODES`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_mode: Option<Value>,
     /// Whether subgraphs' events are streamed too, under `mode|namespace`.
@@ -356,7 +356,7 @@ impl RunBody {
         super::fields::check_size("config", self.config.as_ref())?;
         super::fields::check_size("checkpoint", self.checkpoint.as_ref())?;
         super::fields::check_size("stream_mode", self.stream_mode.as_ref())?;
-        super::stream::modes::check(self.stream_mode.as_ref())?;
+        super::stream_modes::check(self.stream_mode.as_ref())?;
         super::fields::check_size("context", self.context.as_ref())?;
         self.checkpoint()?;
         self.cancel_on_disconnect()?;

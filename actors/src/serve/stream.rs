@@ -4,12 +4,10 @@
 //! connection (or its replica) rejoins with `GET /threads/{thread_id}/runs/{run_id}/stream` and
 //! `Last-Event-ID` on any replica and misses nothing. The run goes on when the client hangs up,
 //! unless the request says `on_disconnect: "cancel"`. The stream modes, and how a run's events
-//! become theirs, are [`modes`].
+//! become theirs, are [`super::stream_modes`].
 //!
 //! Every response that starts a run names it in `Content-Location: /threads/{thread_id}/runs/{run_id}`
 //! ([`located`]), as LangGraph does: the JS SDK's `onRunCreated` reads it.
-
-pub mod modes;
 
 use super::errors::ApiError;
 use super::run_body::RunBody;

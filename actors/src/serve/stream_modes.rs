@@ -5,7 +5,7 @@
 //! - `updates`: `{node: update}` per task of each superstep, and `{"__interrupt__": [{"value",
 //!   "id"}]}` when the run pauses;
 //! - `messages-tuple` (the SDKs' name; the event is `messages`) and `messages`: model tokens and
-//!   the messages nodes return ([`super::super::messages`]);
+//!   the messages nodes return ([`super::messages`]);
 //! - `custom`: what nodes emit (`NodeContext::emit`);
 //! - `tasks`: a task's start `{"id", "name", "input", "triggers"}` and its result `{"id", "name",
 //!   "error", "result", "interrupts"}` (`result` as LangGraph's `[[key, value], …]` writes);
@@ -25,8 +25,8 @@
 //! superstep and only for these two modes; its `values` are the ones the run's event carried.
 //! So it comes before the tasks that run from it, as in LangGraph.
 
-use super::super::errors::ApiError;
-use super::super::messages::Messages;
+use super::errors::ApiError;
+use super::messages::Messages;
 use axum::http::StatusCode;
 use planwright::checkpoint::Checkpointer;
 use planwright::{Interrupt, RunEvent, TaskId, ThreadId};
@@ -590,7 +590,7 @@ fn writes(update: &Value) -> Value {
 fn debug(kind: &str, step: u64, payload: Value) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), kind.into());
-    m.insert("timestamp".into(), super::super::time::now().into());
+    m.insert("timestamp".into(), super::time::now().into());
     m.insert("step".into(), step.into());
     m.insert("payload".into(), payload);
     Value::Object(m)
