@@ -225,7 +225,6 @@ async fn apply(s: &dyn Store, op: &Op, root: &str) -> String {
                     1 => Index::from_json(&json!(["t"])).unwrap(),
                     _ => Index::Value,
                 },
-                ..PutOptions::default()
             };
             format!(
                 "{:?}",
