@@ -110,8 +110,8 @@ pub fn caller() -> Option<Principal> {
     CALLER.try_with(Principal::clone).ok()
 }
 
-/// Runs `work` as a request of `caller` would (what [`authenticate`] sets around a handler).
-#[cfg(test)]
+/// Runs `work` as a request of `caller` would (what [`authenticate`] sets around a handler; a
+/// WebSocket's task, which outlives its request, sets it again).
 pub async fn as_caller<F: std::future::Future>(caller: Principal, work: F) -> F::Output {
     CALLER.scope(caller, work).await
 }

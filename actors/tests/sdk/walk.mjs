@@ -24,7 +24,7 @@ const AID = opt("--assistant", "research");
 const ONLY = opt("--only", undefined);
 const SDK = opt("--sdk", process.cwd());
 const require_ = createRequire(path.join(path.resolve(SDK), "package.json"));
-const { Client } = await import(require_.resolve("@langchain/langgraph-sdk"));
+const { Client, ProtocolWebSocketTransportAdapter } = await import(require_.resolve("@langchain/langgraph-sdk"));
 
 const DEFAULTS = {
   input: {
@@ -728,6 +728,38 @@ await call("protocol.values", async () => {
 });
 await call("protocol.input_respond", async () => {
   const thread = c.threads.stream({ assistantId: AID });
+  try {
+    await thread.run.start({ input: cfg.input });
+    need(await untilTrue(() => thread.interrupts.length > 0), "no interrupt seen");
+    const i = thread.interrupts[0];
+    await thread.input.respond({ namespace: [], interrupt_id: i.interruptId, response: cfg.resume });
+  } finally {
+    await thread.close();
+  }
+});
+// The WebSocket transport: built here, as the SDK's own refuses headers (a browser's WebSocket
+// sends none); Node's WebSocket (undici, --experimental-websocket on Node 20) takes the API key.
+const wsThread = () =>
+  c.threads.stream({
+    assistantId: AID,
+    transport: new ProtocolWebSocketTransportAdapter({
+      apiUrl: URL_,
+      webSocketFactory: (url) => new WebSocket(url, KEY ? { headers: { "x-api-key": KEY } } : undefined),
+    }),
+  });
+await call("protocol.ws_run_start_output", async () => {
+  const thread = wsThread();
+  try {
+    const r = await thread.run.start({ input: cfg.plain_input });
+    need(r?.run_id, `run.start answered ${short(r)}`);
+    const out = await thread.output;
+    need(out && typeof out === "object", short(out));
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.ws_input_respond", async () => {
+  const thread = wsThread();
   try {
     await thread.run.start({ input: cfg.input });
     need(await untilTrue(() => thread.interrupts.length > 0), "no interrupt seen");

@@ -1023,6 +1023,27 @@ class Walk:
                 await ts.run.respond(cfg["resume"])
         await self.call("protocol.input_respond", respond)
 
+        # The same over the WebSocket transport (its handshake carries only the stream's headers).
+        ws = {"transport": "websocket", "headers": {"x-api-key": self.key} if self.key else None}
+
+        async def ws_start_values():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20, **ws) as ts:
+                await ts.run.start(input=cfg["plain_input"])
+                out = await ts.output
+                need(isinstance(out, dict) and out, short(out))
+        await self.call("protocol.ws_run_start_output", ws_start_values)
+
+        async def ws_respond():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20, **ws) as ts:
+                await ts.run.start(input=cfg["input"])
+                for _ in range(400):
+                    if ts.interrupts:
+                        break
+                    await asyncio.sleep(0.05)
+                need(ts.interrupts, "no interrupt seen")
+                await ts.run.respond(cfg["resume"])
+        await self.call("protocol.ws_input_respond", ws_respond)
+
 
 ONLY = None
 VERBOSE = False

@@ -194,6 +194,8 @@ pub async fn walk_both(target: Target<'_>) {
     let mut py = common("walk.py", python());
     let mut js = common("walk.mjs", "node".into());
     js.arg("--sdk").arg(node_modules());
+    // Node 20's WebSocket (the SDK's WebSocket transport) is behind a flag.
+    js.env("NODE_OPTIONS", "--experimental-websocket");
     let py = tokio::task::spawn_blocking(move || py.output().expect("python runs"));
     let js = tokio::task::spawn_blocking(move || js.output().expect("node runs"));
     let (py, js) = tokio::join!(py, js);

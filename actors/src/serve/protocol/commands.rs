@@ -20,8 +20,9 @@
 //!   `{run_id, thread_id}`.
 //! - `agent.getTree`: the root graph and the status of the thread's newest run.
 //!
-//! `subscription.*` are the WebSocket transport's, which this server does not offer: the SSE
-//! transport subscribes by opening `POST /threads/{thread_id}/stream/events`.
+//! `subscription.*` belong to the WebSocket transport ([`super::socket`], which answers every
+//! other command through [`answer`], this endpoint's own path): over HTTP they are refused, as
+//! the SSE transport subscribes by opening `POST /threads/{thread_id}/stream/events`.
 
 use super::super::errors::ApiError;
 use super::super::run_body::RunBody;
@@ -85,37 +86,66 @@ pub async fn command(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(cmd) = body?;
+    Ok(match answer(&state, &thread_id, &cmd).await {
+        Ok(out) => Json(out).into_response(),
+        Err(malformed) => (StatusCode::BAD_REQUEST, Json(malformed)).into_response(),
+    })
+}
+
+/// A command's envelope: its `id`, `method` and `params` (an object; `{}` when absent).
+pub struct Envelope<'c> {
+    /// The client's id for the command, repeated in its answer.
+    pub id: u64,
+    /// What it asks.
+    pub method: &'c str,
+    /// Its arguments.
+    pub params: Value,
+}
+
+/// Reads a command's envelope: `Err` is the frame to answer with — for a command without a
+/// usable `id` or `method`, `Err((None, frame))` (HTTP answers it with a 400), for bad `params`
+/// `Err((Some(id), frame))`.
+pub fn envelope(cmd: &Value) -> Result<Envelope<'_>, (Option<u64>, Value)> {
     let (Some(id), Some(method)) = (cmd["id"].as_u64(), cmd["method"].as_str()) else {
-        let e = error(
-            None,
-            Failure::new(
-                "invalid_argument",
-                "a protocol command is {\"id\": a non-negative integer, \"method\": a string, \"params\"}",
-            ),
+        let f = Failure::new(
+            "invalid_argument",
+            "a protocol command is {\"id\": a non-negative integer, \"method\": a string, \"params\"}",
         );
-        return Ok((StatusCode::BAD_REQUEST, Json(e)).into_response());
+        return Err((None, error(cmd["id"].as_u64(), f)));
     };
     let params = match cmd.get("params") {
         None | Some(Value::Null) => json!({}),
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => {
-            let e = Failure::new("invalid_argument", "`params` must be an object");
-            return Ok(Json(error(Some(id), e)).into_response());
+            let f = Failure::new("invalid_argument", "`params` must be an object");
+            return Err((Some(id), error(Some(id), f)));
         }
     };
+    Ok(Envelope { id, method, params })
+}
+
+/// The answer frame to one command on `thread_id`, whichever transport brought it; `Err` only
+/// for a command without a usable `id` or `method` (which HTTP answers with a 400).
+pub async fn answer(state: &Arc<AppState>, thread_id: &str, cmd: &Value) -> Result<Value, Value> {
+    let Envelope { id, method, params } = match envelope(cmd) {
+        Ok(e) => e,
+        Err((None, frame)) => return Err(frame),
+        Err((Some(_), frame)) => return Ok(frame),
+    };
     let answer = match method {
-        "run.start" => run_start(&state, &thread_id, &params).await,
-        "input.respond" => input_respond(&state, &thread_id, &params).await,
-        "state.get" => state_get(&state, &thread_id, &params).await,
-        "state.listCheckpoints" => list_checkpoints(&state, &thread_id, &params).await,
-        "state.fork" => fork(&state, &thread_id, &params).await,
-        "agent.getTree" => tree(&state, &thread_id).await,
+        "run.start" => run_start(state, thread_id, &params).await,
+        "input.respond" => input_respond(state, thread_id, &params).await,
+        "state.get" => state_get(state, thread_id, &params).await,
+        "state.listCheckpoints" => list_checkpoints(state, thread_id, &params).await,
+        "state.fork" => fork(state, thread_id, &params).await,
+        "agent.getTree" => tree(state, thread_id).await,
         "subscription.subscribe" | "subscription.unsubscribe" | "subscription.reconnect" => {
             Err(Failure::new(
                 "not_supported",
                 format!(
-                    "`{method}` belongs to the WebSocket transport; over HTTP, subscribe with \
-                     POST /threads/{thread_id}/stream/events"
+                    "`{method}` belongs to the WebSocket transport (GET \
+                     /threads/{thread_id}/stream/events as a WebSocket); over HTTP, subscribe \
+                     with POST /threads/{thread_id}/stream/events"
                 ),
             ))
         }
@@ -138,7 +168,17 @@ pub async fn command(
         }
         Err(f) => error(Some(id), f),
     };
-    Ok(Json(out).into_response())
+    Ok(out)
+}
+
+/// The error frame answering command `id` (`None`: a command without a usable id).
+pub fn error_frame(id: Option<u64>, code: &'static str, message: impl Into<String>) -> Value {
+    error(id, Failure::new(code, message))
+}
+
+/// The success frame answering command `id` on `thread_id`.
+pub fn success_frame(id: u64, thread_id: &str, result: Value) -> Value {
+    json!({"type": "success", "id": id, "result": result, "meta": {"thread_id": thread_id}})
 }
 
 fn error(id: Option<u64>, f: Failure) -> Value {

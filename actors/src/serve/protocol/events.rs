@@ -79,7 +79,7 @@ pub fn lifecycle_of(rec: &RunRecord) -> Option<&'static str> {
     }
 }
 
-/// The body: which events the client wants.
+/// The body (or a WebSocket `subscription.subscribe`'s params): which events the client wants.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Filter {
@@ -95,6 +95,13 @@ pub struct Filter {
     /// Only events with a greater `seq`.
     #[serde(default)]
     since: Option<u64>,
+}
+
+impl Filter {
+    /// The `since` cursor, if any.
+    pub fn since(&self) -> Option<u64> {
+        self.since
+    }
 }
 
 /// One protocol event.
@@ -351,10 +358,7 @@ pub async fn stream_events(
     existing(&state, &thread_id).await?;
     let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
     tokio::spawn(async move {
-        if let Err(e) = follow_thread(&state, &thread_id, &filter, &tx).await {
-            tracing::warn!(thread_id, error = %e, "thread event stream dropped: its runs' events cannot be read");
-            let frame =
-                json!({"type": "error", "id": null, "error": "unknown_error", "message": e});
+        if let Err(frame) = follow(&state, &thread_id, &filter, &tx, &sse_frame).await {
             let _ = tx
                 .send(Event::default().event("error").data(frame.to_string()))
                 .await;
@@ -366,24 +370,56 @@ pub async fn stream_events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-/// Sends `ev` if the client wants it; false once the client is gone.
-async fn send(filter: &Filter, ev: &ProtocolEvent, tx: &mpsc::Sender<Event>) -> bool {
-    if !filter.wants(ev) {
-        return true;
-    }
-    let frame = Event::default()
+/// An event as a server-sent event (its `seq` is the SSE `id`).
+fn sse_frame(ev: &ProtocolEvent) -> Event {
+    Event::default()
         .id(ev.seq.to_string())
         .event(ev.method)
-        .data(ev.to_json().to_string());
-    tx.send(frame).await.is_ok()
+        .data(ev.to_json().to_string())
 }
 
-/// Follows the thread's runs, oldest first, then waits for the next, until the client hangs up.
-async fn follow_thread(
+/// How a transport carries an event to its client (an SSE event, a WebSocket frame).
+pub type Frame<T> = dyn Fn(&ProtocolEvent) -> T + Sync;
+
+/// Follows the thread's runs for one subscription (an SSE stream, or a WebSocket
+/// `subscription.subscribe`), sending each event `filter` wants to `tx` as `frame` makes it, until
+/// the receiver is dropped. `Err` is the protocol's error frame (`id` null) to end the stream
+/// with, once the runs' events cannot be read (logged here).
+pub async fn follow<T: Send>(
     state: &AppState,
     thread_id: &str,
     filter: &Filter,
-    tx: &mpsc::Sender<Event>,
+    tx: &mpsc::Sender<T>,
+    frame: &Frame<T>,
+) -> Result<(), Value> {
+    follow_thread(state, thread_id, filter, tx, frame)
+        .await
+        .map_err(|e| {
+            tracing::warn!(thread_id, error = %e, "thread event stream dropped: its runs' events cannot be read");
+            json!({"type": "error", "id": null, "error": "unknown_error", "message": e})
+        })
+}
+
+/// Sends `ev` if the client wants it; false once the client is gone.
+async fn send<T>(
+    filter: &Filter,
+    ev: &ProtocolEvent,
+    tx: &mpsc::Sender<T>,
+    frame: &Frame<T>,
+) -> bool {
+    if !filter.wants(ev) {
+        return true;
+    }
+    tx.send(frame(ev)).await.is_ok()
+}
+
+/// Follows the thread's runs, oldest first, then waits for the next, until the client hangs up.
+async fn follow_thread<T>(
+    state: &AppState,
+    thread_id: &str,
+    filter: &Filter,
+    tx: &mpsc::Sender<T>,
+    frame: &Frame<T>,
 ) -> Result<(), String> {
     let mut news = RUNS.subscribe();
     let mut done: HashSet<String> = HashSet::new();
@@ -401,7 +437,7 @@ async fn follow_thread(
                 if filter.passed(run_base(&run)) {
                     continue;
                 }
-                if !follow_run(state, &run, filter, tx).await? {
+                if !follow_run(state, &run, filter, tx, frame).await? {
                     return Ok(());
                 }
             }
@@ -417,11 +453,12 @@ async fn follow_thread(
 }
 
 /// Sends one run's protocol events until its end; false once the client is gone.
-async fn follow_run(
+async fn follow_run<T>(
     state: &AppState,
     run: &RunRecord,
     filter: &Filter,
-    tx: &mpsc::Sender<Event>,
+    tx: &mpsc::Sender<T>,
+    frame: &Frame<T>,
 ) -> Result<bool, String> {
     let base = run_base(run);
     let mut tr = Translation::new(&run.assistant_id);
@@ -439,7 +476,7 @@ async fn follow_run(
         for e in &batch {
             after = e.seq;
             for ev in tr.on_stored(base, e) {
-                if !send(filter, &ev, tx).await {
+                if !send(filter, &ev, tx, frame).await {
                     return Ok(false);
                 }
             }
@@ -453,7 +490,7 @@ async fn follow_run(
         if let Some(rec) = &ended {
             // The record says it ended and its stream holds no end marker: it never will.
             let ev = tr.ended_by_record(base + (after + 1) * SLOTS, rec.as_ref());
-            return Ok(send(filter, &ev, tx).await);
+            return Ok(send(filter, &ev, tx, frame).await);
         }
         let idle = tokio::select! {
             _ = woken.changed() => false,

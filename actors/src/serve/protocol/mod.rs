@@ -15,23 +15,28 @@
 //!   `custom`) carries a `seq` and an `event_id` (also the SSE `id`), and a client that sends the
 //!   last `seq` it saw as `since` gets only what came after it. The events are read from the run
 //!   event log, so a stream can be rejoined on any replica.
+//! - `GET /threads/{thread_id}/stream/events` upgraded to a WebSocket carries both: commands in,
+//!   their answers and the events of `subscription.subscribe`s out ([`socket`]), through the same
+//!   code as the two HTTP routes.
 //!
 //! See docs/server.md, "Thread-centric protocol".
 
 pub mod commands;
 pub mod events;
+pub mod socket;
 
 use super::AppState;
 use axum::routing::post;
 use axum::Router;
 use std::sync::Arc;
 
-/// The protocol's two routes.
+/// The protocol's routes: commands, and the event stream over SSE (`POST`) or a WebSocket
+/// (`GET` with an upgrade).
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/threads/{thread_id}/commands", post(commands::command))
         .route(
             "/threads/{thread_id}/stream/events",
-            post(events::stream_events),
+            post(events::stream_events).get(socket::socket),
         )
 }
