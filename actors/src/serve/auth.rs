@@ -523,7 +523,10 @@ mod tests {
         assert_eq!(thread_of_path("/threads/search"), None);
         assert_eq!(thread_of_path("/threads/count"), None);
         assert_eq!(thread_of_path("/threads/prune"), None);
-        assert_eq!(thread_of_path("/threads/count/state").as_deref(), Some("count"));
+        assert_eq!(
+            thread_of_path("/threads/count/state").as_deref(),
+            Some("count")
+        );
         assert_eq!(
             thread_of_path("/threads/search/runs").as_deref(),
             Some("search")
