@@ -59,8 +59,7 @@ pub struct StreamControl {
 impl StreamControl {
     /// For `rec`: switched on from the start when the run is resumable or its thread followed.
     fn of(state: &AppState, rec: &RunRecord) -> Self {
-        let from_start =
-            resumable(rec) || state.live.thread_followers.follows(&rec.thread_id);
+        let from_start = resumable(rec) || state.live.thread_followers.follows(&rec.thread_id);
         Self {
             from_start,
             switch: EventSwitch::new(from_start),

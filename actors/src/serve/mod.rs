@@ -60,8 +60,8 @@ use planwright::store::Store;
 use std::sync::Arc;
 
 pub use assistant::{Assistant, GraphAssistant, GraphIo, PlainIo};
-pub use run_request::RunRequest;
 pub use routes::{router, router_with_limits};
+pub use run_request::RunRequest;
 pub use server::{run, state, Server, ServerBuilder};
 
 /// `serve` arguments.
