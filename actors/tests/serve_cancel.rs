@@ -9,7 +9,9 @@ mod serve_support;
 
 use serve_support::{call, free_port, fresh_dir, wait_for_checkpoints, wait_runs_ended, Server};
 
-const MODEL: &str = "sim:p50=300ms,p99=600ms,seed=2";
+// Model calls of about two seconds: the cancel must land while the run's last model call is
+// still going, after a wait for its first checkpoints that takes longer on a loaded machine.
+const MODEL: &str = "sim:p50=2s,p99=3s,seed=2";
 
 async fn serve(db: &Path, port: u16) -> Server {
     serve_support::serve(db, port, MODEL).await
