@@ -3,8 +3,10 @@
 //! named and runs it; the event stream carries ids (`seq`, `event_id` and the SSE `id` agree and
 //! grow); a stream opened with `since` resumes exactly after that event; the question the graph
 //! asks comes as `input.requested`, `input.respond` answers it and the same stream carries the
-//! resumed run to its end; `state.get` reads the result; malformed and unknown commands are
-//! refused with the protocol's error codes.
+//! resumed run to its end, opening with `input.answered`; `state.get` reads the result; malformed
+//! and unknown commands are refused with the protocol's error codes. A chat graph's model chunks
+//! come on `messages` as the protocol's message lifecycle, and `input.inject` gives it a message
+//! in a run of its own.
 
 mod serve_support;
 
@@ -203,9 +205,16 @@ async fn a_run_started_followed_resumed_from_a_cursor_and_answered() {
     assert_eq!((s, &ok["type"]), (200, &json!("success")), "{ok}");
     assert_eq!(ok["result"], json!({}));
 
-    // The first stream goes on with the resumed run, to its end.
+    // The first stream goes on with the resumed run, to its end; the run says first which
+    // question it answers.
     let second = stream.until(|e| lifecycle(e, "completed")).await;
     assert!(lifecycle(&second[0], "running"), "{}", second[0]);
+    assert_eq!(second[1]["method"], "input.answered", "{}", second[1]);
+    assert_eq!(second[1]["params"]["namespace"], json!([]));
+    assert_eq!(
+        second[1]["params"]["data"],
+        json!({ "interrupt_ids": [interrupt_id] })
+    );
     let last_values = second
         .iter()
         .rev()
@@ -258,4 +267,165 @@ async fn a_run_started_followed_resumed_from_a_cursor_and_answered() {
     )
     .await;
     assert_eq!(e["error"], "invalid_argument", "{e}");
+}
+
+planwright::state! {
+    /// A conversation.
+    pub struct Chat => ChatUpdate {
+        append messages: Vec<Value>,
+    }
+}
+
+/// A chat graph: `answer` streams its reply as model chunks, then returns it whole.
+fn chat() -> planwright::CompiledGraph<Chat> {
+    use planwright::graph::{StateGraph, END, START};
+    StateGraph::<Chat>::new("chat")
+        .add_sync_node("answer", |s: &Chat, ctx: &planwright::NodeContext| {
+            let id = format!("reply-{}", s.messages.len());
+            let said = s
+                .messages
+                .last()
+                .map_or("", |m| m["content"].as_str().unwrap_or(""));
+            let reply = format!("you said {said}");
+            for word in reply.split_inclusive(' ') {
+                ctx.stream_chunk(&id, word);
+            }
+            Ok(ChatUpdate::default()
+                .messages(vec![json!({"type": "ai", "id": id, "content": reply})]))
+        })
+        .add_edge(START, "answer")
+        .add_edge("answer", END)
+        .compile()
+        .expect("the graph compiles")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_chunks_come_as_messages_and_an_injected_message_runs() {
+    let server =
+        planwright_actors::serve::Server::builder(in_process::sqlite("serve-protocol-chat"))
+            .graph("chat", chat())
+            .build()
+            .await
+            .expect("the server builds");
+    std::mem::forget(server.start_background());
+    let api = in_process::listen(server.router()).await;
+    let start = json!({"id": 1, "method": "run.start", "params": {"assistant_id": "chat",
+        "input": {"messages": [{"role": "user", "content": "hello"}]}}});
+    let (_, ok) = command(&api, "c1", start).await;
+    assert_eq!(ok["type"], "success", "{ok}");
+    let channels = json!(["lifecycle", "messages", "tools"]);
+    let mut stream = Events::open(&api, "c1", json!({ "channels": channels }))
+        .await
+        .expect("a stream");
+    let first = stream.until(|e| lifecycle(e, "completed")).await;
+    let said: Vec<&Value> = first
+        .iter()
+        .filter(|e| e["method"] == "messages")
+        .map(|e| &e["params"]["data"])
+        .collect();
+    let kinds: Vec<&str> = said.iter().map(|d| d["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message-start",
+            "content-block-start",
+            "content-block-delta",
+            "content-block-delta",
+            "content-block-delta",
+            "content-block-finish",
+            "message-finish"
+        ],
+        "{said:?}"
+    );
+    assert_eq!(said[0]["role"], "ai");
+    assert_eq!(said[0]["id"], "reply-1");
+    let text: String = said
+        .iter()
+        .filter_map(|d| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "you said hello");
+    assert_eq!(
+        said[5]["content"],
+        json!({"type": "text", "text": "you said hello"})
+    );
+    assert!(first
+        .iter()
+        .filter(|e| e["method"] == "messages")
+        .all(|e| e["params"]["node"] == "answer" && e["params"]["namespace"] == json!([])));
+    // The graph calls no tools: the tools channel carries nothing.
+    assert!(first.iter().all(|e| e["method"] != "tools"), "{first:?}");
+
+    // input.inject: the message runs in a run of its own, on the same stream.
+    let inject =
+        |id: u64, params: Value| json!({"id": id, "method": "input.inject", "params": params});
+    let (_, e) = command(
+        &api,
+        "c1",
+        inject(
+            2,
+            json!({"namespace": [], "message": {"role": "robot", "content": "x"}}),
+        ),
+    )
+    .await;
+    assert_eq!(e["error"], "invalid_argument", "{e}");
+    let (_, e) = command(
+        &api,
+        "c1",
+        inject(
+            3,
+            json!({"namespace": ["sub"], "message": {"role": "user", "content": "x"}}),
+        ),
+    )
+    .await;
+    assert_eq!(e["error"], "no_such_namespace", "{e}");
+    let (_, e) = command(
+        &api,
+        "nobody",
+        inject(
+            4,
+            json!({"namespace": [], "message": {"role": "user", "content": "x"}}),
+        ),
+    )
+    .await;
+    assert_eq!(e["error"], "no_such_run", "{e}");
+    let (_, ok) = command(
+        &api,
+        "c1",
+        inject(
+            5,
+            json!({"namespace": [], "message": {"role": "user", "content": "again"}}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (&ok["type"], &ok["result"]),
+        (&json!("success"), &json!({})),
+        "{ok}"
+    );
+    let cursor = ok["meta"]["applied_through_seq"]
+        .as_u64()
+        .expect("a cursor");
+    let second = stream.until(|e| lifecycle(e, "completed")).await;
+    assert!(second[0]["seq"].as_u64().unwrap() > cursor);
+    let text: String = second
+        .iter()
+        .filter_map(|e| e["params"]["data"]["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "you said again");
+    let (_, state) = command(
+        &api,
+        "c1",
+        json!({"id": 6, "method": "state.get", "params": {"namespace": []}}),
+    )
+    .await;
+    let contents: Vec<&str> = state["result"]["values"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["hello", "you said hello", "again", "you said again"]
+    );
 }

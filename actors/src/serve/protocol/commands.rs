@@ -8,11 +8,19 @@
 //!   the way `POST /threads/{thread_id}/runs` does, its events kept whole in the run event log
 //!   (`stream_resumable`) for [`super::events`]; the thread is created when it does not exist
 //!   (the SDKs name a new thread themselves). On a thread waiting for an answer, the input is the
-//!   answer (a resume), as LangGraph's servers take it. Result `{run_id}`; `meta.applied_through_seq`
+//!   answer (a resume), as LangGraph's servers take it — by id when one question waits, so the
+//!   run announces it answered (`input.answered`). Result `{run_id}`; `meta.applied_through_seq`
 //!   is the last event `seq` before the run's, so a stream opened with it as `since` gets the run
 //!   whole and nothing older.
 //! - `input.respond` `{namespace, interrupt_id, response, update?, goto?}` (or `{responses:
-//!   [one]}`) resumes the paused thread with `command: {resume: response}`. Result `{}`.
+//!   [{namespace, interrupt_id, response}, …]}`) resumes the paused thread with one run whose
+//!   `command.resume` maps each interrupt id to its response, as langgraph-api merges them; the
+//!   run's events start with `input.answered` naming those ids. Result `{}`.
+//! - `input.inject` `{namespace: [], message: {role: "user" | "system", content, name?}}`: the
+//!   message goes to the thread's graph as the input of a run queued after the active one
+//!   (`{"messages": [message]}`, multitask `enqueue`), LangGraph's way of taking input while a
+//!   run is busy; a graph without a `messages` key refuses it (`invalid_argument`, naming the
+//!   key). Result `{}`, `meta.applied_through_seq` before the run's events.
 //! - `state.get` `{namespace: [], keys?}`: `{values, checkpoint: {id}}`.
 //! - `state.listCheckpoints` `{limit?, before?}`: `{checkpoints: [{id, timestamp, step,
 //!   node_name?, metadata}]}`, newest first.
@@ -34,12 +42,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use planwright::ids::InterruptId;
 use planwright::runs::RunRecord;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 /// The stream modes a protocol run publishes: what the protocol's channels are made of.
-const STREAM_MODES: [&str; 5] = ["values", "updates", "custom", "tasks", "checkpoints"];
+const STREAM_MODES: [&str; 6] = [
+    "values",
+    "updates",
+    "messages-tuple",
+    "custom",
+    "tasks",
+    "checkpoints",
+];
 
 /// A command that failed: the protocol's error code and a message for the client.
 struct Failure {
@@ -149,10 +165,7 @@ pub async fn answer(state: &Arc<AppState>, thread_id: &str, cmd: &Value) -> Resu
                 ),
             ))
         }
-        "input.inject" => Err(Failure::new(
-            "not_supported",
-            "`input.inject` is not supported: start a run with the message as input",
-        )),
+        "input.inject" => inject(state, thread_id, &params).await,
         other => Err(Failure::new(
             "unknown_command",
             format!("unknown protocol command `{other}`"),
@@ -250,11 +263,19 @@ async fn start(
 
 /// Whether the thread exists and waits for an answer.
 async fn waiting(state: &AppState, thread_id: &str) -> bool {
+    !pending(state, thread_id).await.is_empty()
+}
+
+/// The ids of the questions the thread waits on (none when it does not exist).
+async fn pending(state: &AppState, thread_id: &str) -> Vec<String> {
     let Ok((thread, rec)) = existing(state, thread_id).await else {
-        return false;
+        return Vec::new();
     };
     let a = assistants::of(state, &thread, &rec);
-    matches!(a.view(&thread).await, Ok(Some(v)) if !v.interrupts.is_empty())
+    match a.view(&thread).await {
+        Ok(Some(v)) => v.interrupts.iter().map(|i| i.id.0.clone()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 async fn run_start(state: &Arc<AppState>, thread_id: &str, params: &Value) -> Answer {
@@ -268,7 +289,11 @@ async fn run_start(state: &Arc<AppState>, thread_id: &str, params: &Value) -> An
     body.insert("if_not_exists".into(), json!("create"));
     match params.get("input").filter(|v| !v.is_null()) {
         Some(input) if waiting(state, thread_id).await => {
-            body.insert("command".into(), json!({ "resume": input }));
+            let resume = match pending(state, thread_id).await.as_slice() {
+                [one] if InterruptId::is_digest(one) => json!({ one.as_str(): input }),
+                _ => input.clone(),
+            };
+            body.insert("command".into(), json!({ "resume": resume }));
         }
         Some(input) => {
             body.insert("input".into(), input.clone());
@@ -280,30 +305,33 @@ async fn run_start(state: &Arc<AppState>, thread_id: &str, params: &Value) -> An
 }
 
 async fn input_respond(state: &Arc<AppState>, thread_id: &str, params: &Value) -> Answer {
-    let (interrupt_id, response) =
-        match params.get("responses") {
-            Some(Value::Array(list)) => match list.as_slice() {
-                [one] => (one["interrupt_id"].as_str(), one.get("response")),
-                [] => {
-                    return Err(Failure::new(
-                        "invalid_argument",
-                        "input.respond needs a response",
-                    ))
-                }
-                _ => return Err(Failure::new(
-                    "not_supported",
-                    "answer one interrupt per input.respond: this server resumes a thread with \
-                     one value",
-                )),
-            },
-            _ => (params["interrupt_id"].as_str(), params.get("response")),
-        };
-    let Some(interrupt_id) = interrupt_id else {
+    let entries: Vec<&Value> = match params.get("responses") {
+        Some(Value::Array(list)) => list.iter().collect(),
+        Some(_) => {
+            return Err(Failure::new(
+                "invalid_argument",
+                "`responses` must be a list of {namespace, interrupt_id, response}",
+            ))
+        }
+        None => vec![params],
+    };
+    if entries.is_empty() {
         return Err(Failure::new(
             "invalid_argument",
-            "input.respond needs an `interrupt_id`",
+            "input.respond needs a response",
         ));
-    };
+    }
+    let mut answers = Map::new();
+    for entry in &entries {
+        let Some(interrupt_id) = entry["interrupt_id"].as_str() else {
+            return Err(Failure::new(
+                "invalid_argument",
+                "input.respond needs an `interrupt_id` for each response",
+            ));
+        };
+        let response = entry.get("response").cloned().unwrap_or(Value::Null);
+        answers.insert(interrupt_id.to_string(), response);
+    }
     let (thread, rec) = existing(state, thread_id)
         .await
         .map_err(|_| Failure::new("no_such_run", format!("thread `{thread_id}` has no run")))?;
@@ -315,23 +343,71 @@ async fn input_respond(state: &Arc<AppState>, thread_id: &str, params: &Value) -
     let pending: Vec<String> = view
         .map(|v| v.interrupts.iter().map(|i| i.id.0.clone()).collect())
         .unwrap_or_default();
-    if !pending.is_empty() && !pending.iter().any(|p| p == interrupt_id) {
+    // A thread that shows no question yet (its run still on its way to the pause) is checked by
+    // the resumed run itself.
+    let unknown = answers.keys().find(|id| !pending.contains(id));
+    if let (false, Some(unknown)) = (pending.is_empty(), unknown) {
         return Err(Failure::new(
             "no_such_interrupt",
             format!(
-                "thread `{thread_id}` waits for {}, not `{interrupt_id}`",
+                "thread `{thread_id}` waits for {}, not `{unknown}`",
                 pending.join(", ")
             ),
         ));
     }
+    // By id (LangGraph's resume map) when the ids have LangGraph's form; an older thread's one
+    // question, whose id has not, takes the bare value.
+    let resume = if answers.keys().all(|id| InterruptId::is_digest(id)) {
+        Value::Object(answers)
+    } else if answers.len() == 1 {
+        answers
+            .into_iter()
+            .next()
+            .map(|(_, v)| v)
+            .unwrap_or(Value::Null)
+    } else {
+        return Err(Failure::new(
+            "not_supported",
+            "this thread's questions have ids older than resume maps: answer one per input.respond",
+        ));
+    };
     let mut body = run_body(assistant.id(), params)?;
-    let mut command = json!({ "resume": response.cloned().unwrap_or(Value::Null) });
+    let mut command = json!({ "resume": resume });
     for key in ["update", "goto"] {
         if let Some(v) = params.get(key).filter(|v| !v.is_null()) {
             command[key] = v.clone();
         }
     }
     body.insert("command".into(), command);
+    let rec = start(state, thread_id, body).await?;
+    Ok((json!({}), Some(run_base(&rec) - 1)))
+}
+
+async fn inject(state: &Arc<AppState>, thread_id: &str, params: &Value) -> Answer {
+    if params["namespace"]
+        .as_array()
+        .is_some_and(|n| !n.is_empty())
+    {
+        return Err(Failure::new(
+            "no_such_namespace",
+            "input.inject gives the message to the root graph (namespace [])",
+        ));
+    }
+    let message = &params["message"];
+    let role_ok = matches!(message["role"].as_str(), Some("user" | "system"));
+    if !role_ok || !message["content"].is_string() {
+        return Err(Failure::new(
+            "invalid_argument",
+            "input.inject needs a `message` {role: \"user\" or \"system\", content: a string, \
+             name?}",
+        ));
+    }
+    let (thread, rec) = existing(state, thread_id)
+        .await
+        .map_err(|_| Failure::new("no_such_run", format!("thread `{thread_id}` has no run")))?;
+    let assistant = assistants::of(state, &thread, &rec);
+    let mut body = run_body(assistant.id(), params)?;
+    body.insert("input".into(), json!({ "messages": [message] }));
     let rec = start(state, thread_id, body).await?;
     Ok((json!({}), Some(run_base(&rec) - 1)))
 }

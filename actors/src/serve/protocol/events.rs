@@ -6,14 +6,26 @@
 //! run's stored stream (`metadata`, `values`, `updates`, `custom`, `tasks`, `checkpoints`, the
 //! end marker) and turning each stored event into the protocol's:
 //!
-//! - the run's first event: `lifecycle` `{event: "running", graph_name}`; its end: `lifecycle`
-//!   `completed`, `interrupted` (it paused for an answer) or `failed` (`error` says why);
+//! - the run's first event: `lifecycle` `{event: "running", graph_name}`, then, for a run that
+//!   resumes interrupts by id (`command.resume` a map of interrupt ids, as `input.respond`
+//!   sends it), `input.answered` `{interrupt_ids}` (channel `input`): every client following
+//!   the thread can stop offering those questions; its end: `lifecycle` `completed`,
+//!   `interrupted` (it paused for an answer) or `failed` (`error` says why);
 //! - `values` → `values` (the state, without `__interrupt__`);
 //! - `updates` → `updates` `{node, values}`, one per node; `{"__interrupt__": […]}` →
 //!   `input.requested` `{interrupt_id, payload}` per question (`value` too, as the Python SDK
 //!   reads it);
 //! - `custom` → `custom` `{payload}`; `tasks` → `tasks`; `checkpoints` → `checkpoints` `{id,
 //!   parent_id, step, source}`;
+//! - `messages` (`[chunk, metadata]`, the `messages-tuple` mode) → the protocol's message
+//!   lifecycle on `messages`, `params.node` the node that streamed it: a model's chunks open a
+//!   message (`message-start` `{role: "ai", id}`, `content-block-start` of an empty text block)
+//!   and each adds a `content-block-delta` (`text-delta`); the task's result (`tasks`) or the
+//!   run's end closes it (`content-block-finish` with the whole text, `message-finish`). A
+//!   message a node returns whole comes as all five at once, with its role (`ai`, `human`,
+//!   `system`, `tool`). The `tools` channel carries `tool-started`/`tool-finished` events of
+//!   LangGraph's tool node; no graph this server runs has one, so it carries nothing, as
+//!   LangGraph's does for a graph without tool calls;
 //! - a subgraph's event (`mode|namespace…`) the same, under its `namespace`.
 //!
 //! Every event's `seq` is fixed by where it comes from: the run's submission number
@@ -38,10 +50,11 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures::Stream;
+use planwright::ids::InterruptId;
 use planwright::runs::{RunRecord, RunRecordStatus, StreamEvent};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -109,10 +122,13 @@ impl Filter {
 pub struct ProtocolEvent {
     /// Its place in the thread's stream.
     pub seq: u64,
-    /// `lifecycle`, `values`, `updates`, `input.requested`, `custom`, `tasks`, `checkpoints`.
+    /// `lifecycle`, `values`, `updates`, `input.requested`, `input.answered`, `messages`,
+    /// `custom`, `tasks`, `checkpoints`.
     pub method: &'static str,
     /// The subgraph it comes from (`[]`: the root graph).
     pub namespace: Vec<String>,
+    /// The node that made it (`params.node`), for `updates` and `messages`.
+    pub node: Option<String>,
     /// Its `params.data`.
     pub data: Value,
 }
@@ -123,19 +139,23 @@ impl ProtocolEvent {
         let ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let mut params = json!({"namespace": self.namespace, "timestamp": ms, "data": self.data});
+        if let Some(node) = &self.node {
+            params["node"] = json!(node);
+        }
         json!({
             "type": "event",
             "event_id": self.seq.to_string(),
             "seq": self.seq,
             "method": self.method,
-            "params": {"namespace": self.namespace, "timestamp": ms, "data": self.data},
+            "params": params,
         })
     }
 
     /// The channel a subscription names it by.
     fn channel(&self) -> String {
         match self.method {
-            "input.requested" => "input".into(),
+            "input.requested" | "input.answered" => "input".into(),
             "custom" => match self.data["name"].as_str() {
                 Some(n) if !n.is_empty() => format!("custom:{n}"),
                 _ => "custom".into(),
@@ -185,11 +205,28 @@ impl Filter {
     }
 }
 
+/// A message whose chunks have come but not its end.
+struct OpenMessage {
+    /// The node that streams it.
+    node: Option<String>,
+    /// The text so far.
+    text: String,
+}
+
+/// One protocol event before its `seq`: method, namespace, node, data.
+type Made = (&'static str, Vec<String>, Option<String>, Value);
+
 /// One run's stored events turned into protocol events.
 pub struct Translation {
     graph: String,
+    /// The interrupts the run answers by id (`input.answered` at its start).
+    answers: Vec<String>,
     /// Interrupts already announced.
     asked: HashSet<String>,
+    /// Messages streamed as chunks and not finished, by namespace, task and message id.
+    open: BTreeMap<(Vec<String>, String, String), OpenMessage>,
+    /// Ids of the messages started, so a message is not sent twice.
+    started: HashSet<String>,
     interrupted: bool,
     error: Option<String>,
     /// The end marker was read.
@@ -201,29 +238,56 @@ impl Translation {
     pub fn new(graph: &str) -> Self {
         Self {
             graph: graph.to_string(),
+            answers: Vec::new(),
             asked: HashSet::new(),
+            open: BTreeMap::new(),
+            started: HashSet::new(),
             interrupted: false,
             error: None,
             ended: false,
         }
     }
 
+    /// For the run `rec`: its graph, and the interrupts it answers by id (the keys of its
+    /// `command.resume` when they are all interrupt ids, as LangGraph reads a resume map).
+    pub fn for_run(rec: &RunRecord) -> Self {
+        let mut tr = Self::new(&rec.assistant_id);
+        if let Some(map) = rec
+            .kwargs
+            .pointer("/command/resume")
+            .and_then(Value::as_object)
+        {
+            if !map.is_empty() && map.keys().all(|k| InterruptId::is_digest(k)) {
+                tr.answers = map.keys().cloned().collect();
+            }
+        }
+        tr
+    }
+
     /// The protocol events of stored event `e` of the run starting at `base`.
     pub fn on_stored(&mut self, base: u64, e: &StreamEvent) -> Vec<ProtocolEvent> {
-        let mut out: Vec<(&'static str, Vec<String>, Value)> = Vec::new();
+        let mut out: Vec<Made> = Vec::new();
         let mut parts = e.event.split('|');
         let mode = parts.next().unwrap_or_default();
         let ns: Vec<String> = parts.map(String::from).collect();
         let data: Value = serde_json::from_str(&e.data).unwrap_or(Value::Null);
         match mode {
-            "metadata" => out.push((
-                "lifecycle",
-                vec![],
-                json!({"event": "running", "graph_name": self.graph}),
-            )),
+            "metadata" => {
+                out.push((
+                    "lifecycle",
+                    vec![],
+                    None,
+                    json!({"event": "running", "graph_name": self.graph}),
+                ));
+                if !self.answers.is_empty() {
+                    let ids = json!({ "interrupt_ids": self.answers });
+                    out.push(("input.answered", vec![], None, ids));
+                }
+            }
             END => {
                 self.ended = true;
-                out.push(("lifecycle", vec![], self.terminal(None)));
+                self.finish_messages(|_| true, &mut out);
+                out.push(("lifecycle", vec![], None, self.terminal(None)));
             }
             "error" => {
                 let why = data["message"]
@@ -241,7 +305,7 @@ impl Translation {
                     self.ask(&ns, &asked, &mut out);
                 }
                 if !values.as_object().is_some_and(|o| o.is_empty()) {
-                    out.push(("values", ns, values));
+                    out.push(("values", ns, None, values));
                 }
             }
             "updates" => {
@@ -253,14 +317,24 @@ impl Translation {
                             out.push((
                                 "updates",
                                 ns.clone(),
+                                Some(node.clone()),
                                 json!({"node": node, "values": values}),
                             ));
                         }
                     }
                 }
             }
-            "custom" => out.push(("custom", ns, json!({ "payload": data }))),
-            "tasks" => out.push(("tasks", ns, data)),
+            "custom" => out.push(("custom", ns, None, json!({ "payload": data }))),
+            "messages" => self.message(ns, &data, &mut out),
+            "tasks" => {
+                // A task's result ends the messages it streamed.
+                if data.get("result").is_some() || data.get("error").is_some() {
+                    if let Some(task) = data["id"].as_str() {
+                        self.finish_messages(|(n, t, _)| *n == ns && t == task, &mut out);
+                    }
+                }
+                out.push(("tasks", ns, None, data));
+            }
             "checkpoints" => {
                 let id = |c: &Value| c.pointer("/configurable/checkpoint_id").cloned();
                 let mut cp = json!({
@@ -271,7 +345,7 @@ impl Translation {
                 if let Some(parent) = id(&data["parent_config"]) {
                     cp["parent_id"] = parent;
                 }
-                out.push(("checkpoints", ns, cp));
+                out.push(("checkpoints", ns, None, cp));
             }
             _ => {}
         }
@@ -285,22 +359,94 @@ impl Translation {
         }
         out.into_iter()
             .enumerate()
-            .map(|(k, (method, namespace, data))| ProtocolEvent {
+            .map(|(k, (method, namespace, node, data))| ProtocolEvent {
                 seq: base + e.seq * SLOTS + k as u64,
                 method,
                 namespace,
+                node,
                 data,
             })
             .collect()
     }
 
-    /// `input.requested` for each question of an `__interrupt__` list not announced yet.
-    fn ask(
+    /// The protocol's message events for one `[message or chunk, metadata]` of the run.
+    fn message(&mut self, ns: Vec<String>, data: &Value, out: &mut Vec<Made>) {
+        let (m, meta) = (&data[0], &data[1]);
+        let Some(id) = m["id"].as_str() else { return };
+        let node = meta["langgraph_node"].as_str().map(String::from);
+        let text = text_of(&m["content"]);
+        let kind = m["type"].as_str().unwrap_or("ai");
+        if kind.ends_with("Chunk") {
+            let task = meta["langgraph_task"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = (ns.clone(), task, id.to_string());
+            if !self.open.contains_key(&key) {
+                self.started.insert(id.to_string());
+                out.push(("messages", ns.clone(), node.clone(), start(role(kind), m)));
+                out.push((
+                    "messages",
+                    ns.clone(),
+                    node.clone(),
+                    block("content-block-start", ""),
+                ));
+                let message = OpenMessage {
+                    node: node.clone(),
+                    text: String::new(),
+                };
+                self.open.insert(key.clone(), message);
+            }
+            if let Some(open) = self.open.get_mut(&key) {
+                open.text.push_str(&text);
+            }
+            let delta = json!({"event": "content-block-delta", "index": 0,
+                "delta": {"type": "text-delta", "text": text}});
+            out.push(("messages", ns, node, delta));
+        } else if self.started.insert(id.to_string()) {
+            out.push(("messages", ns.clone(), node.clone(), start(role(kind), m)));
+            out.push((
+                "messages",
+                ns.clone(),
+                node.clone(),
+                block("content-block-start", ""),
+            ));
+            let delta = json!({"event": "content-block-delta", "index": 0,
+                "delta": {"type": "text-delta", "text": text}});
+            out.push(("messages", ns.clone(), node.clone(), delta));
+            out.push((
+                "messages",
+                ns.clone(),
+                node.clone(),
+                block("content-block-finish", &text),
+            ));
+            out.push(("messages", ns, node, json!({"event": "message-finish"})));
+        }
+    }
+
+    /// Ends the open messages `which` picks: their whole text, then `message-finish`.
+    fn finish_messages(
         &mut self,
-        ns: &[String],
-        list: &Value,
-        out: &mut Vec<(&'static str, Vec<String>, Value)>,
+        which: impl Fn(&(Vec<String>, String, String)) -> bool,
+        out: &mut Vec<Made>,
     ) {
+        let done: Vec<_> = self.open.keys().filter(|k| which(k)).cloned().collect();
+        for key in done {
+            if let Some(m) = self.open.remove(&key) {
+                let ns = key.0;
+                out.push((
+                    "messages",
+                    ns.clone(),
+                    m.node.clone(),
+                    block("content-block-finish", &m.text),
+                ));
+                out.push(("messages", ns, m.node, json!({"event": "message-finish"})));
+            }
+        }
+    }
+
+    /// `input.requested` for each question of an `__interrupt__` list not announced yet.
+    fn ask(&mut self, ns: &[String], list: &Value, out: &mut Vec<Made>) {
         if ns.is_empty() {
             self.interrupted = true;
         }
@@ -310,6 +456,7 @@ impl Translation {
                 out.push((
                     "input.requested",
                     ns.to_vec(),
+                    None,
                     json!({"interrupt_id": id, "payload": i["value"], "value": i["value"]}),
                 ));
             }
@@ -343,8 +490,47 @@ impl Translation {
             seq,
             method: "lifecycle",
             namespace: vec![],
+            node: None,
             data: self.terminal(status),
         }
+    }
+}
+
+/// A message's `message-start`: its role and id (and the call a tool message answers).
+fn start(role: &str, m: &Value) -> Value {
+    let mut s = json!({"event": "message-start", "role": role, "id": m["id"]});
+    if let Some(call) = m.get("tool_call_id").filter(|c| c.is_string()) {
+        s["tool_call_id"] = call.clone();
+    }
+    s
+}
+
+/// A text block's `content-block-start` or `content-block-finish` (index 0: our messages carry
+/// one text block).
+fn block(event: &str, text: &str) -> Value {
+    json!({"event": event, "index": 0, "content": {"type": "text", "text": text}})
+}
+
+/// The protocol's role for a LangChain message `type`.
+fn role(kind: &str) -> &'static str {
+    match kind.trim_end_matches("MessageChunk") {
+        "human" | "Human" => "human",
+        "system" | "System" | "developer" => "system",
+        "tool" | "Tool" => "tool",
+        _ => "ai",
+    }
+}
+
+/// A message's text: its content when a string, else the text of its text blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.as_str().or_else(|| b["text"].as_str()))
+            .collect(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -461,7 +647,7 @@ async fn follow_run<T>(
     frame: &Frame<T>,
 ) -> Result<bool, String> {
     let base = run_base(run);
-    let mut tr = Translation::new(&run.assistant_id);
+    let mut tr = Translation::for_run(run);
     let mut woken = state.events.watch(&run.run_id);
     let mut after = 0u64;
     // Set (with the record as it ended) once the record says the run ended.
@@ -550,6 +736,7 @@ mod tests {
             seq,
             method,
             namespace: ns.iter().map(|s| s.to_string()).collect(),
+            node: None,
             data: json!({}),
         };
         let f: Filter = serde_json::from_value(json!({"channels": ["values", "input"]})).unwrap();
