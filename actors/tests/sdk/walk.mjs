@@ -42,6 +42,7 @@ const DEFAULTS = {
   goto: "mark_needs_review",
   goto_expect: { status: "needs_review" },
   values_filter_key: "goal",
+  inject: "refused",
   stream_modes_with_events: ["values", "updates", "messages", "messages-tuple", "debug", "tasks",
     "checkpoints", "events"],
   all_stream_modes: ["values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks",
@@ -774,6 +775,139 @@ await call("protocol.state_get", async () => {
   try {
     const s = await thread.state.get({});
     need(s && typeof s === "object", short(s));
+  } finally {
+    await thread.close();
+  }
+});
+
+// Every command and channel the SDK exposes.
+const rootEnd = (e) => e.method === "lifecycle" && e.params.namespace.length === 0 &&
+  ["completed", "interrupted", "failed"].includes(e.params.data?.event);
+// A protocol run's events on `channel` (with `lifecycle`, to know where the run ends).
+const channelEvents = async (channel, input) => {
+  const thread = c.threads.stream({ assistantId: AID });
+  try {
+    await thread.run.start({ input });
+    const sub = await thread.subscribe({ channels: [channel, "lifecycle"] });
+    const got = [];
+    for await (const e of sub) {
+      if (channel === "lifecycle" || e.method !== "lifecycle") got.push(e);
+      if (rootEnd(e)) break;
+    }
+    return got;
+  } finally {
+    await thread.close();
+  }
+};
+const methodOf = { input: ["input.requested", "input.answered"] };
+for (const channel of ["values", "updates", "messages", "tools", "custom", "lifecycle", "checkpoints",
+  "tasks", "input"]) {
+  await call(`protocol.channel_${channel}`, async () => {
+    const got = await channelEvents(channel, channel === "input" ? cfg.input : cfg.plain_input);
+    const methods = methodOf[channel] ?? [channel];
+    need(got.every((e) => methods.includes(e.method)), `not ${channel}: ${short(got)}`);
+    // No graph walked calls tools (the channel is empty, as LangGraph's is then); custom events
+    // are the graph's choice; every other channel carries something on every run.
+    if (!["tools", "custom"].includes(channel)) need(got.length, `nothing on ${channel}`);
+    if (channel === "messages") {
+      need(got[0].params.data.event === "message-start", short(got[0]));
+      need(got.some((e) => e.params.data.event === "message-finish"), "no message-finish");
+    }
+  });
+}
+await call("protocol.messages", async () => {
+  const thread = c.threads.stream({ assistantId: AID });
+  try {
+    await thread.run.start({ input: cfg.plain_input });
+    const got = [];
+    for await (const m of thread.messages) got.push(m);
+    need(got.length, "no messages");
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.tool_calls", async () => {
+  const thread = c.threads.stream({ assistantId: AID });
+  try {
+    await thread.run.start({ input: cfg.plain_input });
+    const got = [];
+    for await (const t of thread.toolCalls) got.push(t);
+    need(got.length === 0, `tool calls from a graph without tools: ${short(got)}`);
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.input_answered", async () => {
+  const thread = c.threads.stream({ assistantId: AID });
+  let other;
+  try {
+    await thread.run.start({ input: cfg.input });
+    need(await untilTrue(() => thread.interrupts.length > 0), "no interrupt seen");
+    const id = thread.interrupts[0].interruptId;
+    // Another client on the same thread learns the question was answered.
+    other = c.threads.stream(thread.threadId, { assistantId: AID });
+    const sub = await other.subscribe({ channels: ["input"] });
+    await thread.input.respond({ namespace: [], interrupt_id: id, response: cfg.resume });
+    for await (const e of sub) {
+      if (e.method !== "input.answered") continue;
+      need(e.params.data.interrupt_ids.includes(id), short(e));
+      break;
+    }
+  } finally {
+    await other?.close();
+    await thread.close();
+  }
+});
+// The message goes to the graph as a run's `{messages: [message]}` input: a graph whose input
+// has no `messages` refuses it (`cfg.inject`: "refused"), as the research planner's does.
+await call("protocol.input_inject", async () => {
+  const thread = c.threads.stream({ assistantId: AID });
+  try {
+    await thread.run.start({ input: cfg.plain_input });
+    await thread.output;
+    const message = { namespace: [], message: { role: "user", content: "one more thing" } };
+    if (cfg.inject === "refused") {
+      const e = await thread.input.inject(message).then(() => undefined, (err) => err);
+      need(e?.code === "invalid_argument", `want invalid_argument, got ${e ? describe(e) : "success"}`);
+      return;
+    }
+    await thread.input.inject(message);
+    const runs = await c.runs.list(thread.threadId);
+    need(runs.length === 2, `want the injected message's run, got ${short(runs)}`);
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.state_list_checkpoints", async () => {
+  const thread = c.threads.stream(await finishedThread(), { assistantId: AID });
+  try {
+    const r = await thread.state.listCheckpoints({ limit: 3 });
+    need(r.checkpoints?.length === 3, short(r));
+    for (const cp of r.checkpoints) {
+      need(typeof cp.id === "string" && Number.isInteger(cp.step), short(cp));
+      iso(cp, "timestamp");
+    }
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.state_fork", async () => {
+  const thread = c.threads.stream(await finishedThread(), { assistantId: AID });
+  try {
+    const { checkpoints } = await thread.state.listCheckpoints({ limit: 2 });
+    const r = await thread.state.fork({ checkpoint_id: checkpoints[1].id });
+    need(r.run_id && r.thread_id === thread.threadId, short(r));
+    await c.runs.join(thread.threadId, r.run_id);
+  } finally {
+    await thread.close();
+  }
+});
+await call("protocol.agent_get_tree", async () => {
+  const thread = c.threads.stream(await finishedThread(), { assistantId: AID });
+  try {
+    const r = await thread.agent.getTree();
+    need(r.tree?.graph_name && Array.isArray(r.tree.namespace), short(r));
+    need(r.tree.status === "completed", short(r));
   } finally {
     await thread.close();
   }

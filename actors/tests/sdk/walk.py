@@ -1044,6 +1044,55 @@ class Walk:
                 await ts.run.respond(cfg["resume"])
         await self.call("protocol.ws_input_respond", ws_respond)
 
+        # Every channel, through the SDK's all-channel stream: each protocol run carries these.
+        async def all_channels():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20) as ts:
+                await ts.run.start(input=cfg["plain_input"])
+                seen = set()
+                async for e in ts.events:
+                    seen.add(e["method"])
+                    data = e["params"].get("data") or {}
+                    if e["method"] == "lifecycle" and not e["params"]["namespace"] and \
+                            data.get("event") in ("completed", "interrupted", "failed"):
+                        break
+                want = {"values", "updates", "messages", "lifecycle", "checkpoints", "tasks"}
+                need(want <= seen, f"missing {sorted(want - seen)} (saw {sorted(seen)})")
+                need("tools" not in seen, "tool events from a graph without tools")
+        await self.call("protocol.events_all_channels", all_channels)
+
+        async def messages():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20) as ts:
+                await ts.run.start(input=cfg["plain_input"])
+                async for m in ts.messages:
+                    need(m.message_id, "a message without an id")
+                    break
+                else:
+                    need(False, "no messages")
+        await self.call("protocol.messages", messages)
+
+        async def tool_calls():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20) as ts:
+                await ts.run.start(input=cfg["plain_input"])
+                await ts.output
+                got = []
+
+                async def read():
+                    async for t in ts.tool_calls:
+                        got.append(t)
+                # The projection ends with the stream; a finished run's tools are all there.
+                try:
+                    await asyncio.wait_for(read(), 3)
+                except asyncio.TimeoutError:
+                    pass
+                need(not got, f"tool calls from a graph without tools: {got}")
+        await self.call("protocol.tool_calls", tool_calls)
+
+        async def get_tree():
+            async with c.threads.stream(assistant_id=aid, run_start_timeout=20) as ts:
+                tree = await ts.agent.get_tree()
+                need(tree.get("nodes"), short(tree))
+        await self.call("protocol.agent_get_tree", get_tree)
+
 
 ONLY = None
 VERBOSE = False

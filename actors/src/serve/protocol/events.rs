@@ -731,6 +731,46 @@ mod tests {
     }
 
     #[test]
+    fn a_resume_by_id_is_announced_and_chunks_make_one_message() {
+        let mut rec = RunRecord::pending("r", "t", "g", 0);
+        let id = "0123456789abcdef0123456789abcdef";
+        rec.kwargs = json!({"command": {"resume": {id: "yes"}}});
+        let mut tr = Translation::for_run(&rec);
+        let start = tr.on_stored(0, &stored(1, "metadata", json!({})));
+        assert_eq!(start[1].method, "input.answered");
+        assert_eq!(start[1].data, json!({ "interrupt_ids": [id] }));
+        let meta = json!({"langgraph_node": "n", "langgraph_task": "1.0"});
+        let chunk =
+            |text: &str| json!([{"type": "AIMessageChunk", "id": "m", "content": text}, meta]);
+        let a = tr.on_stored(0, &stored(2, "messages", chunk("he")));
+        let b = tr.on_stored(0, &stored(3, "messages", chunk("llo")));
+        let kinds = |evs: &[ProtocolEvent]| -> Vec<String> {
+            evs.iter()
+                .map(|e| e.data["event"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            kinds(&a),
+            [
+                "message-start",
+                "content-block-start",
+                "content-block-delta"
+            ]
+        );
+        assert_eq!(kinds(&b), ["content-block-delta"]);
+        assert_eq!(a[0].node.as_deref(), Some("n"));
+        let done = json!({"id": "1.0", "name": "n", "result": [], "error": null});
+        let end = tr.on_stored(0, &stored(4, "tasks", done));
+        assert_eq!(kinds(&end[..2]), ["content-block-finish", "message-finish"]);
+        assert_eq!(end[0].data["content"]["text"], "hello");
+        assert_eq!(end[2].method, "tasks");
+        // A plain resume value names no interrupt: nothing to announce.
+        rec.kwargs = json!({"command": {"resume": "yes"}});
+        let start = Translation::for_run(&rec).on_stored(0, &stored(1, "metadata", json!({})));
+        assert_eq!(start.len(), 1);
+    }
+
+    #[test]
     fn filters_match_channels_namespaces_depth_and_since() {
         let ev = |method, ns: &[&str], seq| ProtocolEvent {
             seq,
