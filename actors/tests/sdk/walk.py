@@ -1071,20 +1071,18 @@ class Walk:
         await self.call("protocol.messages", messages)
 
         async def tool_calls():
+            got = []
             async with c.threads.stream(assistant_id=aid, run_start_timeout=20) as ts:
-                await ts.run.start(input=cfg["plain_input"])
-                await ts.output
-                got = []
 
                 async def read():
                     async for t in ts.tool_calls:
                         got.append(t)
-                # The projection ends with the stream; a finished run's tools are all there.
-                try:
-                    await asyncio.wait_for(read(), 3)
-                except asyncio.TimeoutError:
-                    pass
-                need(not got, f"tool calls from a graph without tools: {got}")
+                await ts.run.start(input=cfg["plain_input"])
+                reading = asyncio.create_task(read())
+                await ts.output
+            # The projection ends when the stream closes, the run's tool events all read.
+            await asyncio.wait_for(reading, 10)
+            need(not got, f"tool calls from a graph without tools: {got}")
         await self.call("protocol.tool_calls", tool_calls)
 
         async def get_tree():
