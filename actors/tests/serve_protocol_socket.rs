@@ -203,15 +203,24 @@ async fn a_socket_subscribes_runs_answers_and_carries_what_the_sse_stream_carrie
         .expect("an interrupt id")
         .to_string();
 
-    // Answered on the socket; the same subscriptions carry the resumed run to its end.
+    // Answered on the socket (the batch form, `responses`); the same subscriptions carry the
+    // resumed run to its end, which says first which question it answers.
     let respond = ws
         .command(
             4,
             "input.respond",
-            json!({"namespace": [], "interrupt_id": interrupt_id, "response": "yes"}),
+            json!({"responses": [
+                {"namespace": [], "interrupt_id": interrupt_id, "response": "yes"}
+            ]}),
         )
         .await;
     assert_eq!(respond["type"], "success", "{respond}");
+    let seen = ws.until(|e| e["method"] == "input.answered").await;
+    let answered = seen.last().expect("input.answered");
+    assert_eq!(
+        answered["params"]["data"],
+        json!({ "interrupt_ids": [interrupt_id] })
+    );
     ws.until(|e| lifecycle(e, "completed")).await;
 
     // Each event once, with the seqs the SSE stream of the same filter gives (each subscription
