@@ -91,9 +91,6 @@ pub(crate) struct Run<S: State> {
     ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
-    /// Per task, the JSON of its update as its write was saved (parallel supersteps of durable
-    /// runs), joined into the superstep's delta instead of serialising the updates again.
-    update_json: Vec<Option<Vec<u8>>>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -129,7 +126,6 @@ impl<S: State> Actor for Supervisor<S> {
             per_run: a.per_run,
             step: Step::new(0),
             ready: Vec::new(),
-            update_json: Vec::new(),
             memo_stores: Vec::new(),
             goto_slots: Vec::new(),
             events: a.events,
@@ -200,10 +196,7 @@ impl<S: State> Run<S> {
                     completes_step: self.step.completes_with(i),
                 };
                 let dict = sh.graph.body_dictionary();
-                if let Some(json) = self.store.task_updated(&at, head, finished, dict).await? {
-                    self.update_json.resize(self.update_json.len().max(n), None);
-                    self.update_json[i] = Some(json);
-                }
+                self.store.task_updated(&at, head, finished, dict).await?;
                 if let Some(g) = goto {
                     self.saved.gotos.resize(self.saved.gotos.len().max(n), None);
                     self.saved.gotos[i] = Some(g);
@@ -284,8 +277,7 @@ impl<S: State> Run<S> {
                 "superstep ended with a task that produced no update".into(),
             ));
         }
-        let kept = std::mem::take(&mut self.update_json);
-        let delta = self.store.step_delta(&self.sh.storage, &updates, &kept)?;
+        let delta = self.store.step_delta(&self.sh.storage, &updates)?;
         let updated = self.events.wants_state_updates().then(|| {
             let values: Vec<_> = updates
                 .iter()

@@ -138,9 +138,7 @@ pub(crate) fn update_write<S: State>(
     Ok(update_write_of(graph, task, &update_json(update)?))
 }
 
-/// An update's JSON before compression: the superstep's delta is the array of its updates, so a
-/// supervisor that keeps each task's JSON joins them ([`delta_json`]) instead of serialising
-/// every update again.
+/// An update's JSON before compression.
 pub(crate) fn update_json<U: serde::Serialize>(update: &U) -> Result<Vec<u8>, RunError> {
     Ok(crate::json::to_vec(update)?)
 }
@@ -177,28 +175,6 @@ pub(crate) fn encode_updates(
     for w in writes.iter_mut().filter(|w| w.kind == WriteKind::Update) {
         w.payload = body_codec::encode_with(std::mem::take(&mut w.payload), dict);
     }
-}
-
-/// The JSON of a superstep's updates (the delta's body before compression): `serde_json::to_vec`
-/// of the updates, or, when every task's JSON was kept as its write was saved, those joined
-/// into the same array, byte for byte.
-pub(crate) fn delta_json<U: serde::Serialize>(
-    updates: &[U],
-    kept: &[Option<Vec<u8>>],
-) -> Result<Vec<u8>, RunError> {
-    if kept.len() != updates.len() || kept.iter().any(Option::is_none) {
-        return Ok(crate::json::to_vec(updates)?);
-    }
-    let mut out = Vec::with_capacity(2 + kept.iter().flatten().map(|j| j.len() + 1).sum::<usize>());
-    out.push(b'[');
-    for (i, json) in kept.iter().flatten().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(json);
-    }
-    out.push(b']');
-    Ok(out)
 }
 
 /// A task write of where a command node's finished task said to go next.
@@ -546,60 +522,4 @@ pub(crate) async fn position_at<S: State>(
 
 fn task_index(tasks: &[TaskSpec], id: TaskId) -> Option<usize> {
     tasks.iter().position(|t| t.id == id)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::delta_json;
-    use proptest::prelude::*;
-
-    /// A state whose updates vary in shape (only its update type is used).
-    #[allow(dead_code)]
-    mod varied {
-        crate::state! {
-            /// Updates of varied shape for the delta test.
-            pub struct Varied => VariedUpdate {
-                /// Text with escapes.
-                replace text: Option<String>,
-                /// A list.
-                append items: Vec<i64>,
-                /// A map.
-                merge seen: std::collections::BTreeMap<String, f64>,
-            }
-        }
-    }
-    use varied::VariedUpdate;
-
-    fn update() -> impl Strategy<Value = VariedUpdate> {
-        (
-            proptest::option::of(proptest::option::of(".{0,12}")),
-            proptest::option::of(proptest::collection::vec(any::<i64>(), 0..4)),
-            proptest::option::of(proptest::collection::btree_map(
-                "[a-z\"\\\\]{0,4}",
-                -1e9f64..1e9,
-                0..3,
-            )),
-        )
-            .prop_map(|(text, items, seen)| VariedUpdate { text, items, seen })
-    }
-
-    proptest! {
-        /// Joining each update's kept JSON gives the bytes serialising the updates gives; a
-        /// missing one falls back to serialising them all.
-        #[test]
-        fn a_delta_joined_from_kept_json_is_the_serialised_updates(
-            updates in proptest::collection::vec(update(), 0..5),
-            drop_one in any::<prop::sample::Index>(),
-        ) {
-            let whole = serde_json::to_vec(&updates).unwrap();
-            let mut kept: Vec<Option<Vec<u8>>> =
-                updates.iter().map(|u| Some(serde_json::to_vec(u).unwrap())).collect();
-            prop_assert_eq!(delta_json(&updates, &kept).unwrap(), whole.clone());
-            if !kept.is_empty() {
-                let i = drop_one.index(kept.len());
-                kept[i] = None;
-                prop_assert_eq!(delta_json(&updates, &kept).unwrap(), whole);
-            }
-        }
-    }
 }

@@ -178,28 +178,23 @@ impl RunStorage {
     /// A task finished with an update, at the thread's checkpoint `head`. In a parallel superstep
     /// stored each step, the update (and its command's goto) is saved as a task write, so a crash
     /// does not run the task again — except by the task that completes the superstep: the
-    /// checkpoint written next holds its update, as it does for a superstep of one task. Returns
-    /// the update's JSON, kept for the superstep's delta ([`Self::step_delta`]), when it was
-    /// made.
+    /// checkpoint written next holds its update, as it does for a superstep of one task.
     pub async fn task_updated<U: serde::Serialize>(
         &mut self,
         at: &Place<'_>,
         head: Option<CheckpointId>,
         done: FinishedTask<'_, U>,
         dict: Option<&'static Dictionary>,
-    ) -> Result<Option<Vec<u8>>, RunError> {
-        if !done.parallel || !self.stores_each_step(at.storage) {
-            return Ok(None);
+    ) -> Result<(), RunError> {
+        if !done.parallel || done.completes_step || !self.stores_each_step(at.storage) {
+            return Ok(());
         }
         let json = persist::update_json(done.update)?;
-        if !done.completes_step {
-            let mut writes = vec![persist::update_write_json(done.task, &json)];
-            if let Some(g) = done.goto {
-                writes.push(persist::goto_write(done.task, g)?);
-            }
-            self.save_updates(at, head, writes, dict).await?;
+        let mut writes = vec![persist::update_write_json(done.task, &json)];
+        if let Some(g) = done.goto {
+            writes.push(persist::goto_write(done.task, g)?);
         }
-        Ok(Some(json))
+        self.save_updates(at, head, writes, dict).await
     }
 
     /// A task paused at `interrupt`, at the thread's checkpoint `head`: when each superstep is
@@ -221,18 +216,17 @@ impl RunStorage {
         self.save_writes(at, head, writes).await
     }
 
-    /// The JSON of a finished superstep's delta when each superstep is stored: the updates' JSON
-    /// `kept` from [`Self::task_updated`] joined, or the updates serialised.
+    /// The JSON of a finished superstep's delta (its updates, serialised) when each superstep is
+    /// stored.
     pub fn step_delta<U: serde::Serialize>(
         &self,
         st: &Storage,
         updates: &[U],
-        kept: &[Option<Vec<u8>>],
     ) -> Result<Option<Vec<u8>>, RunError> {
         if !self.stores_each_step(st) {
             return Ok(None);
         }
-        persist::delta_json(updates, kept).map(Some)
+        Ok(Some(crate::json::to_vec(updates)?))
     }
 
     /// A superstep ended: `finished` ran, `delta` is [`Self::step_delta`]'s, `next` the tasks

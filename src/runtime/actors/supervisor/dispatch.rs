@@ -21,7 +21,6 @@ impl<S: State> Run<S> {
         self.step.reset(n);
         self.memo_stores.clear();
         self.memo_stores.resize(n, None);
-        self.update_json.clear();
         if self.sh.graph.has_command_nodes() {
             self.goto_slots.clear();
             self.goto_slots.resize(n, None);
