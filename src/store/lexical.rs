@@ -15,7 +15,7 @@
 //!   candidates of this one search — the items of the prefix that pass the filter — so a score
 //!   compares items of one search, not searches with each other.
 
-use super::{Item, StoreError};
+use super::Item;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -187,14 +187,14 @@ impl Index {
     }
 
     /// The index read back from a SQL column; one that does not decode is
-    /// [`StoreError::Corrupt`].
+    /// [`super::StoreError::Corrupt`].
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn from_column(
         text: Option<&str>,
         namespace: &str,
         key: &str,
-    ) -> Result<Self, StoreError> {
-        let corrupt = |reason: String| StoreError::Corrupt {
+    ) -> Result<Self, super::StoreError> {
+        let corrupt = |reason: String| super::StoreError::Corrupt {
             namespace: namespace.to_string(),
             key: key.to_string(),
             reason,
