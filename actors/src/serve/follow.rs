@@ -122,6 +122,19 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The values of the query parameters named `keys`, each repeated or comma-separated, as the
+/// SDKs send a list (`stream_mode=a&stream_mode=b`, `stream_mode=a,b`); blanks left out.
+pub fn query_list<'a>(
+    q: &'a [(String, String)],
+    keys: &'a [&str],
+) -> impl Iterator<Item = &'a str> + 'a {
+    q.iter()
+        .filter(|(k, _)| keys.contains(&k.as_str()))
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
 /// Whether event `name` (`mode`, `messages/…`, or either with `|namespace`) is of one of `only`.
 fn wanted(only: Option<&[String]>, name: &str) -> bool {
     let mode = name.split('|').next().unwrap_or(name);
@@ -263,13 +276,7 @@ pub async fn join_stream(
                 ))
             })?,
     };
-    let modes: Vec<String> = q
-        .iter()
-        .filter(|(k, _)| k == "stream_mode")
-        .flat_map(|(_, v)| v.split(','))
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let modes: Vec<String> = query_list(&q, &["stream_mode"]).map(String::from).collect();
     super::stream_modes::check_names(&modes)?;
     let cancel = match q.iter().rev().find(|(k, _)| k == "cancel_on_disconnect") {
         None => false,

@@ -57,13 +57,7 @@ impl Modes {
     fn parse(q: &[(String, String)]) -> Result<Self, ApiError> {
         let mut m = Modes::default();
         let mut any = false;
-        let named = q
-            .iter()
-            .filter(|(k, _)| k == "stream_mode" || k == "stream_modes")
-            .flat_map(|(_, v)| v.split(','))
-            .map(str::trim)
-            .filter(|s| !s.is_empty());
-        for name in named {
+        for name in follow::query_list(q, &["stream_mode", "stream_modes"]) {
             any = true;
             match name {
                 "run_modes" => m.run_modes = true,
