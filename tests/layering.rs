@@ -138,20 +138,6 @@ const LOAD_REACHES_IN: &[(&str, &str)] = &[
 /// a loop found elsewhere, or one that takes in more files, fails the test (`*`: any loop of
 /// that folder).
 const KNOWN_LOOPS: &[(&str, &[&str])] = &[
-    // Issue 40, left: the run's life (accept, start, publish, queue, take over, recover) is one
-    // hub (`lifecycle`) that both keeps the run records and drives the flows over them; it splits
-    // into the records below and the flows above.
-    (
-        "actors/src/serve",
-        &[
-            "lifecycle",
-            "publish",
-            "queue",
-            "replica",
-            "run_log",
-            "start",
-        ],
-    ),
     // field/ is reworked in parallel (this session): any loop of its files, until that settles.
     ("actors/src/field", &["*"]),
     // Left for a follow-up of issue 41. The corpus caches each note's citation evidence, which

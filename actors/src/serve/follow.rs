@@ -81,8 +81,8 @@ pub fn events_of(rx: mpsc::Receiver<Event>) -> Sse<impl Stream<Item = Result<Eve
 /// Cancels `run_id` (interrupt) because its client hung up.
 async fn cancel_run(state: &AppState, run_id: &str) {
     if let Ok(Some(rec)) = state.run_store.get(run_id).await {
-        let action = super::lifecycle::CancelAction::Interrupt;
-        match super::lifecycle::cancel(state, &rec, action, false).await {
+        let action = super::cancel::CancelAction::Interrupt;
+        match super::cancel::cancel(state, &rec, action, false).await {
             Ok(()) => tracing::info!(run_id, "client hung up: run cancelled (on_disconnect)"),
             Err(e) => {
                 tracing::warn!(run_id, error = %e.1, "a run whose client hung up could not be cancelled")
@@ -291,6 +291,6 @@ pub async fn join_stream(
         },
     };
     let only = (!modes.is_empty()).then_some(modes);
-    let ask = !super::lifecycle::resumable(&rec);
+    let ask = !super::live_runs::resumable(&rec);
     Ok(sse(state, rec.run_id, after, only, cancel, ask))
 }

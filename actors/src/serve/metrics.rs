@@ -55,7 +55,7 @@ pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             t,
             "# HELP planwright_replica_runs_held Runs this replica holds a lease on and executes.\n# TYPE planwright_replica_runs_held gauge\nplanwright_replica_runs_held{{owner=\"{}\"}} {}",
             r.owner,
-            super::lifecycle::local_runs(&state).len()
+            super::live_runs::local_runs(&state).len()
         );
         let _ = writeln!(
             t,

@@ -12,6 +12,7 @@ mod assistant_records;
 pub mod assistants;
 mod assistants_api;
 pub mod auth;
+mod cancel;
 mod cron_schedule;
 pub mod crons;
 mod errors;
@@ -21,14 +22,17 @@ mod graph_shape;
 mod health;
 mod history;
 mod ids;
+mod leases;
 mod lifecycle;
 pub mod listen;
+mod live_runs;
 mod messages;
 mod metrics;
 pub mod planners;
 mod protocol;
 mod publish;
 mod queue;
+mod recovery;
 pub mod replica;
 mod routes;
 mod run_body;
@@ -37,6 +41,7 @@ pub mod run_request;
 mod runs;
 mod server;
 mod start;
+mod start_writes;
 mod stateless;
 pub mod store;
 mod stream;
@@ -193,7 +198,7 @@ pub struct AppState {
     /// Run records (pending, running and ended runs), beside the threads.
     pub run_store: Arc<dyn RunStore>,
     /// This process's runs that have not ended.
-    pub live: lifecycle::LiveRuns,
+    pub live: live_runs::LiveRuns,
     /// Enqueued runs waiting for their thread.
     pub queues: queue::RunQueues,
     /// False while a starting server picks up the threads a stopped one left mid-run.
@@ -201,7 +206,7 @@ pub struct AppState {
     /// `/ok`'s storage probes, one at a time and shared by the callers waiting for it.
     pub ok_probe: health::ProbeGate,
     /// This process as one replica of several, when the run store keeps leases (PostgreSQL).
-    pub replica: Option<replica::Replica>,
+    pub replica: Option<leases::Replica>,
     /// The events of streaming runs, which clients follow (and rejoin) from any replica.
     pub events: Arc<dyn planwright::runs::RunEventLog>,
 }

@@ -23,7 +23,7 @@
 
 use super::assistant::{AssistantRun, Outcome};
 use super::assistants::AssistantRef;
-use super::lifecycle;
+use super::live_runs;
 use super::stream_modes::{self, Translator};
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus};
@@ -102,7 +102,7 @@ impl<'a> Appender<'a> {
     }
 }
 
-/// Waits for the run of `rec` to end and records its end ([`lifecycle::finished`], logged by
+/// Waits for the run of `rec` to end and records its end ([`live_runs::finished`], logged by
 /// [`super::run_log`]), publishing its events meanwhile: all of them when the run is resumable
 /// (`runs/stream`, or `stream_resumable`), otherwise from the moment a client follows it
 /// ([`until_followed`]). `resumed` says the run was continued here after its replica (or this
@@ -124,7 +124,7 @@ pub async fn drive(
     };
     let resumable = control
         .as_ref()
-        .map_or_else(|| lifecycle::resumable(rec), |c| c.from_start);
+        .map_or_else(|| live_runs::resumable(rec), |c| c.from_start);
     // A run continued here whose stream was being published (it was followed) goes on with it;
     // when the log cannot tell, it publishes rather than risk a follower waiting in vain.
     let stored = !resumable
@@ -197,9 +197,9 @@ pub async fn drive(
         out.flush().await;
     }
     let result = handle.wait().await;
-    let fenced = lifecycle::taken_over(state, &rec.run_id, &result);
+    let fenced = live_runs::taken_over(state, &rec.run_id, &result);
     // A run stopped by a shutdown (it continues elsewhere) or taken over has more to stream.
-    if !fenced && lifecycle::status_of(&result) != RunRecordStatus::Running {
+    if !fenced && live_runs::status_of(&result) != RunRecordStatus::Running {
         for (name, data) in modes_of.finish(&stored).await {
             out.push(&name, &data);
         }
@@ -229,7 +229,7 @@ async fn until_followed(
     state: &AppState,
     run_id: &str,
     events: &mut tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
-    control: Option<&lifecycle::StreamControl>,
+    control: Option<&live_runs::StreamControl>,
 ) -> bool {
     // Subscribed before the run started (a request made since is seen); without one, now.
     let mut asked = match control {

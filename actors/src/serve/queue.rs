@@ -2,22 +2,38 @@
 //! answers at once with a `pending` record; the run starts when the runs before it on the thread
 //! have ended, in the order they were submitted (one queue and one worker task per thread with
 //! pending runs). The request is kept in the record, so the queue is rebuilt from the run store
-//! after a restart ([`super::lifecycle::recover`]). A pending run can be cancelled before it
-//! starts: the worker's start is a compare-and-set from `pending`, so exactly one of the two wins.
+//! after a restart ([`super::recovery::recover`]). A pending run can be cancelled before it
+//! starts: its start is a compare-and-set from `pending`, so exactly one of the two wins.
+//!
+//! The queue only orders runs; what a run's turn does is the server's ([`RunQueues::new`] is
+//! given it: `lifecycle::run_queued`), so the flows that submit runs sit above the queue and
+//! the queue never calls up into them by name.
 
 use super::assistants::AssistantRef;
-use super::lifecycle::{self, OnRefusal};
-use super::run_body::RunBody;
 use super::AppState;
 use dashmap::DashMap;
-use planwright::runs::{RunRecord, RunRecordStatus};
+use futures::future::BoxFuture;
+use planwright::runs::RunRecord;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+/// What a queued run's turn does; the queue awaits it before the thread's next run.
+pub type Turn = for<'a> fn(&'a Arc<AppState>, RunRecord) -> BoxFuture<'a, ()>;
+
 /// The per-thread queues of pending runs.
-#[derive(Default)]
 pub struct RunQueues {
     by_thread: DashMap<String, mpsc::UnboundedSender<RunRecord>>,
+    turn: Turn,
+}
+
+impl RunQueues {
+    /// Queues whose runs, each in its turn, are given to `turn`.
+    pub fn new(turn: Turn) -> Self {
+        Self {
+            by_thread: DashMap::new(),
+            turn,
+        }
+    }
 }
 
 /// Queues the pending run `rec` on its thread.
@@ -54,44 +70,7 @@ async fn work(state: Arc<AppState>, thread: String, mut rx: mpsc::UnboundedRecei
                 }
             }
         };
-        run_one(&state, next).await;
-    }
-}
-
-async fn run_one(state: &Arc<AppState>, rec: RunRecord) {
-    let mut body: RunBody = match serde_json::from_value(rec.kwargs.clone()) {
-        Ok(b) => b,
-        Err(e) => {
-            let why = format!("its stored request does not decode: {e}");
-            lifecycle::end(state, &rec, RunRecordStatus::Error, Some(why)).await;
-            return;
-        }
-    };
-    // Its turn: it waits for the thread's current run (one recovered after a restart, say)
-    // before its record says `running`, so a thread has one running record at a time.
-    let thread = planwright::ThreadId::new(&rec.thread_id);
-    if let Some(a) = state.assistants.find(body.assistant()) {
-        a.wait_idle(&thread).await;
-    }
-    // And for a run another replica executes on the thread.
-    if let Err(e) = lifecycle::wait_elsewhere(state, &thread).await {
-        tracing::warn!(thread_id = rec.thread_id, why = %e.1, "could not see the thread's other runs");
-    }
-    body.wait_for_thread();
-    match lifecycle::launch(state, &rec, body, OnRefusal::Record).await {
-        Ok(Some((thread, assistant, handle))) => {
-            let _ = super::publish::drive(state, &rec, assistant, &thread, handle, false).await;
-        }
-        Ok(None) => {
-            tracing::info!(
-                thread_id = rec.thread_id,
-                run_id = rec.run_id,
-                "a queued run went to another replica"
-            );
-        }
-        Err(e) => {
-            tracing::info!(thread_id = rec.thread_id, run_id = rec.run_id, why = %e.1, "a queued run did not start");
-        }
+        (state.queues.turn)(&state, next).await;
     }
 }
 

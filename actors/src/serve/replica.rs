@@ -17,113 +17,15 @@
 //!
 //! Stores without leases (SQLite, memory: one process) grant every claim: nothing here runs.
 
-use super::lifecycle;
-use super::AppState;
-use planwright::runs::{now_ms, Claim, RunRecord, RunRecordStatus};
-use planwright::ThreadId;
+//!
+//! This module is the keeper: it renews the leases and takes runs over, handing them to
+//! [`super::recovery`]; the leases themselves are [`super::leases`].
+
+use super::leases::{claim, hold, Replica};
+use super::{live_runs, recovery, AppState};
+use planwright::runs::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// This process as a replica.
-pub struct Replica {
-    /// Its owner id in run leases.
-    pub owner: String,
-    /// How long a lease lasts without renewal.
-    pub ttl: Duration,
-    /// Runs taken over from other replicas since the start.
-    pub taken_over: std::sync::atomic::AtomicU64,
-    /// Leases claimed since the start (runs started, continued or taken over here).
-    pub claimed: std::sync::atomic::AtomicU64,
-    /// Set when the process stops: it renews what it still runs but takes nothing over.
-    pub stopping: std::sync::atomic::AtomicBool,
-}
-
-impl Replica {
-    /// A replica with a fresh owner id.
-    pub fn new(ttl: Duration) -> Self {
-        let n: u64 = rand::random();
-        Self {
-            owner: format!("replica-{}-{n:016x}", std::process::id()),
-            ttl,
-            taken_over: Default::default(),
-            claimed: Default::default(),
-            stopping: Default::default(),
-        }
-    }
-}
-
-/// Holds `rec` (a pending run this replica queues) with a lease, without fencing its thread
-/// (a run before it may still be writing there). False when the run is not this replica's to
-/// start: another replica holds it, it has ended, or it is gone — it was taken over while this
-/// replica could not claim it (frozen between recording the run and claiming it). A run another
-/// replica had already started, whose lease expired, is let go at once: the takeover of running
-/// runs continues it from its checkpoint.
-pub async fn hold(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
-    let Some(r) = &state.replica else {
-        return Ok(true);
-    };
-    let ttl = r.ttl.as_millis() as u64;
-    let claim = state
-        .run_store
-        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
-        .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
-    match claim {
-        Claim::Granted {
-            status: RunRecordStatus::Pending,
-            ..
-        } => Ok(true),
-        Claim::Granted { .. } => {
-            release(state, rec).await;
-            Ok(false)
-        }
-        Claim::Held { .. } | Claim::Ended(_) | Claim::Missing => Ok(false),
-    }
-}
-
-/// Takes `rec` for this replica to run: claims its lease and fences its thread with the new
-/// token. False when another replica holds it (its lease is live, or it fenced the thread with a
-/// newer token) or it has ended. True at once for a store without leases.
-pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
-    let Some(r) = &state.replica else {
-        return Ok(true);
-    };
-    let ttl = r.ttl.as_millis() as u64;
-    let claim = state
-        .run_store
-        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
-        .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
-    let Some(token) = claim.token() else {
-        return Ok(false);
-    };
-    r.claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    state
-        .checkpointer
-        .fence(&ThreadId::new(&rec.thread_id), token)
-        .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())
-}
-
-/// Gives up this replica's lease on `rec` (a run it stopped at a superstep boundary), so another
-/// replica takes it over without waiting for the lease to expire.
-pub async fn release(state: &AppState, rec: &RunRecord) {
-    if let Some(r) = &state.replica {
-        if let Err(e) = state.run_store.release(&rec.run_id, &r.owner).await {
-            tracing::warn!(run_id = rec.run_id, error = %planwright::ErrorChain(&e), "a lease could not be released; it expires");
-        }
-    }
-}
-
-/// Gives up every lease of this replica: called once its runs are checkpointed on SIGTERM, so
-/// the other replicas continue them at their next look instead of when the leases expire.
-pub async fn release_all(state: &AppState) {
-    if let Some(r) = &state.replica {
-        if let Err(e) = state.run_store.release_all(&r.owner).await {
-            tracing::warn!(error = %planwright::ErrorChain(&e), "leases could not be released; they expire");
-        }
-    }
-}
 
 /// Renews this replica's leases and takes over runs whose replica is gone, every third of the
 /// lease's life and at least every second, until the process ends.
@@ -150,7 +52,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
     // The runs this process executes, read *before* the renewal: each of them was claimed
     // before it was listed, so a renewal that does not return it means the lease is no longer
     // this replica's. (A run registered after this read is judged at the next round.)
-    let local = lifecycle::local_runs(state);
+    let local = live_runs::local_runs(state);
     let held = state
         .run_store
         .renew(&r.owner, now_ms(), ttl)
@@ -166,7 +68,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
                         thread_id = thread,
                         "cancel asked on another replica"
                     );
-                    lifecycle::cancel_local(state, &rec);
+                    live_runs::cancel_local(state, &rec);
                 }
             }
             continue;
@@ -185,7 +87,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
         .expired(now_ms(), ttl, 16)
         .await
         .map_err(|e| planwright::ErrorChain(&e).to_string())?;
-    let local = lifecycle::local_runs(state);
+    let local = live_runs::local_runs(state);
     for rec in expired {
         // A run of this process (executing, or claimed a moment ago and about to be) is not
         // taken over by this process: its lease expired only because a renewal came late.
@@ -203,7 +105,7 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
                 );
                 r.taken_over
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                lifecycle::requeue(state, rec);
+                recovery::requeue(state, rec);
             }
             continue;
         }
@@ -216,9 +118,9 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
             );
             r.taken_over
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Err(e) = lifecycle::resume_running(state, &rec).await {
+            if let Err(e) = recovery::resume_running(state, &rec).await {
                 tracing::error!(run_id = rec.run_id, error = %e.1, "a run taken over could not be continued");
-                lifecycle::end(
+                live_runs::end(
                     state,
                     &rec,
                     planwright::runs::RunRecordStatus::Error,
@@ -258,6 +160,6 @@ async fn lost(state: &Arc<AppState>, r: &Replica, thread: &str, run_id: &str) {
             holder = holder.as_deref().unwrap_or_default(),
             "lease lost to another replica; stopping here"
         );
-        lifecycle::abandon(state, &rec).await;
+        live_runs::abandon(state, &rec).await;
     }
 }

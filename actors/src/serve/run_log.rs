@@ -8,7 +8,7 @@
 //! here because another replica took it over (its writes were fenced or its lease lost).
 
 use super::assistant::Outcome;
-use super::lifecycle;
+use super::live_runs;
 use super::AppState;
 use planwright::runs::{RunRecord, RunRecordStatus as S};
 use planwright::{ErrorChain, RunError};
@@ -27,19 +27,19 @@ pub fn started(rec: &RunRecord, resumed: bool) -> Instant {
     Instant::now()
 }
 
-/// Records how the run of `rec` ended ([`lifecycle::finished`]) and logs it; its status.
+/// Records how the run of `rec` ended ([`live_runs::finished`]) and logs it; its status.
 pub async fn finished(
     state: &AppState,
     rec: &RunRecord,
     result: &Result<Outcome, RunError>,
     since: Instant,
 ) -> S {
-    let status = lifecycle::finished(state, rec, result).await;
+    let status = live_runs::finished(state, rec, result).await;
     let duration_ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (thread_id, run_id, assistant) = (&rec.thread_id, &rec.run_id, &rec.assistant_id);
     let error = result.as_ref().err().map(|e| ErrorChain(e).to_string());
     // Left `running` although the run did not stop for a shutdown: another replica has it.
-    let taken_over = status == S::Running && lifecycle::status_of(result) != S::Running;
+    let taken_over = status == S::Running && live_runs::status_of(result) != S::Running;
     if taken_over {
         let replica = state.replica.as_ref().map(|r| r.owner.as_str());
         tracing::warn!(

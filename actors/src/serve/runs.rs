@@ -8,8 +8,10 @@
 //! database beside the threads, so all of this holds across restarts.
 
 use super::assistants;
+use super::cancel::{self, CancelAction};
 use super::errors::ApiError;
-use super::lifecycle::{self, record_json, CancelAction};
+use super::lifecycle;
+use super::live_runs::{self, record_json};
 use super::run_body::RunBody;
 use super::thread_records::existing;
 use super::AppState;
@@ -69,9 +71,7 @@ async fn create_record(
             )));
         }
         if super::queue::busy(&state, &bound, &thread)
-            || lifecycle::running_elsewhere(&state, &thread)
-                .await?
-                .is_some()
+            || cancel::running_elsewhere(&state, &thread).await?.is_some()
         {
             let (rec, here) = lifecycle::accept(&state, &thread, &trec, &body).await?;
             if here {
@@ -185,7 +185,7 @@ pub async fn join(
 ) -> Result<Json<Value>, ApiError> {
     find(&state, &thread, &run_id).await?;
     // The HTTP client's own timeout bounds this; a day is "until it ends".
-    lifecycle::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
+    live_runs::wait_end(&state, &run_id, std::time::Duration::from_secs(86_400)).await?;
     let (t, rec) = existing(&state, &thread).await?;
     let a = assistants::of(&state, &t, &rec);
     let view = a.view(&t).await.map_err(ApiError::internal)?;
@@ -210,7 +210,7 @@ pub async fn cancel(
         }
     };
     let run = find(&state, &thread, &run_id).await?;
-    lifecycle::cancel(&state, &run, action, wait).await?;
+    cancel::cancel(&state, &run, action, wait).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -255,14 +255,12 @@ pub async fn run_wait(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     let cancel_on_disconnect = body.cancel_on_disconnect()?;
-    let (rec, thread, assistant, handle) = match super::lifecycle::begin(&state, &id, body).await? {
-        super::lifecycle::Begun::Here(rec, thread, assistant, handle) => {
-            (rec, thread, assistant, handle)
-        }
+    let (rec, thread, assistant, handle) = match lifecycle::begin(&state, &id, body).await? {
+        lifecycle::Begun::Here(rec, thread, assistant, handle) => (rec, thread, assistant, handle),
         // Another replica took the run over before it started here: its end is the answer.
-        super::lifecycle::Begun::Elsewhere(rec) => {
+        lifecycle::Begun::Elsewhere(rec) => {
             let run_id = rec.run_id.clone();
-            return super::lifecycle::outcome(&state, &rec)
+            return live_runs::outcome(&state, &rec)
                 .await
                 .map(|v| super::stream::located(&id, &run_id, Json(v)));
         }
@@ -270,7 +268,7 @@ pub async fn run_wait(
     let taken = rec.clone();
     let run_id = rec.run_id.clone();
     // Sees whether the run's end here is its end, or it went on on another replica.
-    let end = super::lifecycle::watch_end(&state, &rec.run_id);
+    let end = live_runs::watch_end(&state, &rec.run_id);
     // Dropped with this handler's future when the client hangs up first: then it cancels the run.
     let hang_up = cancel_on_disconnect.then(|| super::follow::CancelOnDrop::new(&state, &rec));
     // The run's end is recorded by a task of its own: a client that hangs up does not leave the
@@ -285,10 +283,10 @@ pub async fn run_wait(
     if let Some(g) = hang_up {
         g.disarm();
     }
-    if super::lifecycle::ended_elsewhere(&end) {
+    if live_runs::ended_elsewhere(&end) {
         // Another replica took the run over (this one was too slow to renew its lease, or its
         // writes were refused): the answer is the run's, wherever it ends.
-        return super::lifecycle::outcome(&state, &taken)
+        return live_runs::outcome(&state, &taken)
             .await
             .map(|v| super::stream::located(&id, &run_id, Json(v)));
     }
@@ -399,7 +397,7 @@ pub async fn cancel_many(
         }
     };
     for run in &runs {
-        lifecycle::cancel(&state, run, action, false).await?;
+        cancel::cancel(&state, run, action, false).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }

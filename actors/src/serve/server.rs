@@ -8,8 +8,8 @@
 use super::assistant::{GraphAssistant, GraphIo, PlainIo};
 use super::assistants::{AssistantRef, Assistants};
 use super::{
-    auth, health, kit, lifecycle, listen, metrics, planners, queue, replica, routes, store,
-    AppState, ServeArgs, ServeError,
+    auth, health, kit, leases, lifecycle, listen, live_runs, metrics, planners, queue, recovery,
+    replica, routes, store, AppState, ServeArgs, ServeError,
 };
 use axum::Router;
 use futures::future::BoxFuture;
@@ -188,7 +188,7 @@ impl Server {
             r.stopping.store(true, std::sync::atomic::Ordering::Release);
         }
         futures::future::join_all(self.state.assistants.all().iter().map(|a| a.shutdown())).await;
-        replica::release_all(&self.state).await;
+        leases::release_all(&self.state).await;
     }
 
     /// Serves on `listener` until SIGTERM or Ctrl-C, with the connection limits of the
@@ -252,7 +252,7 @@ async fn recover(state: Arc<AppState>) {
     // Only the index of unfinished runs is read: the time does not grow with the threads stored.
     let mut backoff = std::time::Duration::from_millis(200);
     let runs = loop {
-        match lifecycle::recover(&state).await {
+        match recovery::recover(&state).await {
             Ok(n) => break n,
             Err(e) => {
                 tracing::error!(error = %e.1, "recovery: the run store cannot be read; retrying");
@@ -358,11 +358,11 @@ async fn build_state(
         ok_requires_auth: args.ok_requires_auth,
         runs: metrics::RunCounters::default(),
         run_store,
-        live: lifecycle::LiveRuns::default(),
-        queues: queue::RunQueues::default(),
+        live: live_runs::LiveRuns::default(),
+        queues: queue::RunQueues::new(lifecycle::run_queued),
         recovered: std::sync::atomic::AtomicBool::new(true),
         ok_probe: health::ProbeGate::default(),
-        replica: run_store_leases.then(|| replica::Replica::new(args.lease_ttl)),
+        replica: run_store_leases.then(|| leases::Replica::new(args.lease_ttl)),
         events,
     }))
 }

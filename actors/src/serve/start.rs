@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use planwright::{CheckpointId, EventSwitch, Refusal, RunError, RunOptions, ThreadId};
 use serde_json::{json, Value};
 
-/// Checks a run request and starts (or resumes) the run on the assistant, its events built while
+/// Starts (or resumes) the run of a checked request on the assistant, its events built while
 /// `events` is on. The thread's first run binds it to the run's assistant.
 pub async fn start_run(
     state: &AppState,
@@ -24,8 +24,8 @@ pub async fn start_run(
     let (thread, rec) = existing(state, id).await?;
     // A thread whose last run was cancelled takes new input in place of its unfinished superstep.
     let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
-    body.check(state)?;
-    // `interrupt` and `rollback` made room before the run got here (`lifecycle::make_room`).
+    // `body` passed `RunBody::check` where it was accepted (`lifecycle::begin`, or when queued).
+    // `interrupt` and `rollback` made room before the run got here (`cancel::make_room`).
     let mut opts = body.options(&assistant.node_names())?;
     if body.strategy() == "enqueue" {
         opts = opts.enqueue();

@@ -55,7 +55,7 @@ async fn prepare(state: &AppState, body: Value) -> Result<(String, RunBody, bool
 fn delete_after(state: Arc<AppState>, thread: String, run_id: String, grace: Duration) {
     tokio::spawn(async move {
         let day = Duration::from_secs(86_400);
-        if let Err(e) = super::lifecycle::wait_end(&state, &run_id, day).await {
+        if let Err(e) = super::live_runs::wait_end(&state, &run_id, day).await {
             tracing::warn!(thread_id = thread, run_id, why = %e.1, "a stateless run's end could not be seen; its thread stays");
             return;
         }

@@ -226,7 +226,7 @@ impl ThreadFollower<'_> {
                     .data(&e.data)
             })
         };
-        let ask = !super::lifecycle::resumable(run);
+        let ask = !super::live_runs::resumable(run);
         match follow::follow(self.state, &run.run_id, after, ask, self.tx, &shape).await? {
             Followed::ClientGone => Ok(false),
             Followed::Complete { .. } if !(modes.run_modes || modes.lifecycle) => Ok(true),
