@@ -475,3 +475,61 @@ async fn nodes_read_the_requests_config_and_context() {
     assert_eq!(out["draft"], format!("- - - on {tid} by echo of echo"));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_a_restart_finds_ended_tells_its_webhook() {
+    use planwright::runs::{now_ms, RunChange, RunRecordStatus as S};
+    let args = args("recovered-webhook");
+    let first = replier_server(args.clone()).await;
+    let api = format!("{}/agents", app(&first).await);
+    let (hook_tx, mut hook_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let hook = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+            let tx = hook_tx.clone();
+            async move {
+                let _ = tx.send(v);
+                "ok"
+            }
+        }),
+    );
+    let hook_url = format!("{}/hook", in_process::listen(hook).await);
+    let (s, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
+    assert_eq!(s, 200, "{t}");
+    let tid = t["thread_id"].as_str().unwrap();
+    let ask = json!({"assistant_id": "replier", "input": {"request": "x"}});
+    let (s, v) = call("POST", &format!("{api}/threads/{tid}/runs/wait"), Some(ask)).await;
+    assert_eq!(s, 200, "{v}");
+    let answer =
+        json!({"assistant_id": "replier", "command": {"resume": "yes"}, "webhook": hook_url});
+    let (s, run) = call("POST", &format!("{api}/threads/{tid}/runs"), Some(answer)).await;
+    assert_eq!(s, 200, "{run}");
+    let rid = run["run_id"].as_str().unwrap();
+    let told = hook_rx
+        .recv()
+        .await
+        .expect("the webhook is told of the run's end");
+    assert_eq!(told["status"], "success", "{told}");
+    // The server stopped after the run's last checkpoint but before its record said so: the
+    // record still says `running` when the next server starts on the same file.
+    let store = first.state().run_store.clone();
+    let back = store
+        .transition(rid, &[S::Success], S::Running, RunChange::at(now_ms()))
+        .await
+        .unwrap();
+    assert!(back);
+    let second = replier_server(args).await;
+    let _background = second.start_background();
+    let told = tokio::time::timeout(std::time::Duration::from_secs(30), hook_rx.recv())
+        .await
+        .expect("the restarted server tells the webhook of the run it found ended")
+        .unwrap();
+    assert_eq!(
+        (told["run_id"].as_str(), told["status"].as_str()),
+        (Some(rid), Some("success")),
+        "{told}"
+    );
+    assert_eq!(told["values"]["log"][1], "sent: We will x.", "{told}");
+    let rec = second.state().run_store.get(rid).await.unwrap().unwrap();
+    assert_eq!(rec.status, S::Success);
+}

@@ -1,6 +1,7 @@
 //! Run records in the database, over HTTP against the real binary: they and the queue survive a
 //! SIGKILL; `cancel?action=rollback` removes what a run wrote (a paused thread is paused again);
-//! the `interrupt` and `rollback` multitask strategies make room for a new run; `join` waits.
+//! the `interrupt` and `rollback` multitask strategies make room for a new run; `join` waits; a
+//! delayed run (`after_seconds`) keeps its delay across a restart.
 
 mod serve_support;
 
@@ -98,6 +99,45 @@ async fn run_records_and_queued_runs_survive_a_sigkill() {
             "a linear chain"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_run_keeps_its_delay_across_a_sigkill() {
+    let db = fresh_dir("runs-delay-kill").join("serve.sqlite");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let server = serve(&db, port, MODEL).await;
+    create_thread(&url, "d-1").await;
+    let asked_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut later = input("reject");
+    later["after_seconds"] = json!(3);
+    let (s, run) = call("POST", &format!("{url}/threads/d-1/runs"), Some(later)).await;
+    assert_eq!((s, run["status"].as_str()), (200, Some("pending")), "{run}");
+    // Killed before the run is due; the restarted server picks the pending run up.
+    drop(server);
+    let _server = serve(&db, port, MODEL).await;
+    let run_id = run["run_id"].as_str().unwrap();
+    let (s, values) = call(
+        "GET",
+        &format!("{url}/threads/d-1/runs/{run_id}/join"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, values["status"].as_str()),
+        (200, Some("ok")),
+        "{values}"
+    );
+    // It began no earlier than it was due: its first checkpoint is at least 3 s after the
+    // request (timestamps are RFC 3339 UTC with milliseconds, ordered as text).
+    let h = history(&url, "d-1").await;
+    let first = h.last().expect("the run wrote checkpoints");
+    let due = planwright_actors::serve::time::rfc3339(asked_ms + 3000);
+    let began = first["created_at"].as_str().unwrap();
+    assert!(began >= due.as_str(), "began {began}, due {due}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

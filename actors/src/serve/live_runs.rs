@@ -159,10 +159,25 @@ pub async fn finished(
         return status;
     }
     let error = result.as_ref().err().map(|e| e.to_string());
+    let values = result.as_ref().map_or(Value::Null, |o| o.values.clone());
+    conclude(state, rec, status, values, error).await;
+    status
+}
+
+/// Ends the run of `rec` with `status`, however it got there (driven here, or found ended by a
+/// restart or a takeover): its `webhook` is told, with the thread's `values`; its record ends
+/// ([`end`]); it is counted.
+pub async fn conclude(
+    state: &AppState,
+    rec: &RunRecord,
+    status: S,
+    values: Value,
+    error: Option<String>,
+) {
     if let Some(url) = rec.kwargs.get("webhook").and_then(Value::as_str) {
         let mut payload = record_json(rec);
         payload["status"] = json!(status.to_string());
-        payload["values"] = result.as_ref().map_or(Value::Null, |o| o.values.clone());
+        payload["values"] = values;
         payload["error"] = json!(error);
         super::webhook::spawn(url.to_string(), payload);
     }
@@ -172,7 +187,6 @@ pub async fn finished(
         S::Interrupted => "interrupted",
         _ => "failed",
     });
-    status
 }
 
 /// Whether the run's execution here ended because another replica took it over: its writes

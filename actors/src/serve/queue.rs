@@ -13,8 +13,9 @@ use super::assistants::AssistantRef;
 use super::AppState;
 use dashmap::DashMap;
 use futures::future::BoxFuture;
-use planwright::runs::RunRecord;
+use planwright::runs::{now_ms, RunRecord};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// What a queued run's turn does; the queue awaits it before the thread's next run.
@@ -36,8 +37,30 @@ impl RunQueues {
     }
 }
 
-/// Queues the pending run `rec` on its thread.
+/// Queues the pending run `rec` on its thread, once it is due: a run created with
+/// `after_seconds` waits until that long after its record was created, counted from the record,
+/// so a restart or a takeover keeps the delay instead of starting the run early.
 pub fn submit(state: &Arc<AppState>, rec: RunRecord) {
+    let due = due_ms(&rec);
+    let now = now_ms();
+    if due > now {
+        let state = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(due - now)).await;
+            enqueue(&state, rec);
+        });
+    } else {
+        enqueue(state, rec);
+    }
+}
+
+/// When `rec` may start (ms since the epoch): its creation plus its request's `after_seconds`.
+pub fn due_ms(rec: &RunRecord) -> u64 {
+    let delay = rec.kwargs["after_seconds"].as_f64().filter(|s| *s > 0.0);
+    rec.created_at + delay.map_or(0, |s| (s * 1000.0) as u64)
+}
+
+fn enqueue(state: &Arc<AppState>, rec: RunRecord) {
     let thread = rec.thread_id.clone();
     let mut entry = state
         .queues

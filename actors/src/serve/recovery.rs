@@ -5,11 +5,12 @@
 
 use super::assistants;
 use super::errors::ApiError;
-use super::live_runs::{end, StreamControl};
+use super::live_runs::{conclude, StreamControl};
 use super::start::CANCELLED_RUN;
 use super::AppState;
 use planwright::runs::{now_ms, RunChange, RunRecord, RunRecordStatus as S};
 use planwright::ThreadId;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// Queues a pending run here: one a stopped server left, or a replica that went away had
@@ -62,7 +63,7 @@ pub async fn recover(state: &Arc<AppState>) -> Result<usize, ApiError> {
                 continued.insert(rec.thread_id.clone());
                 if let Err(e) = resume_running(state, &rec).await {
                     tracing::error!(run_id = rec.run_id, error = %e.1, "a running run could not be picked up");
-                    end(state, &rec, S::Error, Some(e.for_record())).await;
+                    conclude(state, &rec, S::Error, Value::Null, Some(e.for_record())).await;
                 }
             }
         }
@@ -79,12 +80,13 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         .await
         .map_err(ApiError::internal)?
     else {
-        end(state, rec, S::Error, Some("its thread was deleted".into())).await;
+        let why = Some("its thread was deleted".into());
+        conclude(state, rec, S::Error, Value::Null, why).await;
         return Ok(());
     };
     if trec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null()) {
         // Cancelled by a person: never resumed behind their back.
-        end(state, rec, S::Interrupted, None).await;
+        conclude(state, rec, S::Interrupted, Value::Null, None).await;
         return Ok(());
     }
     // A run with new input whose process stopped before it stored the input has not begun:
@@ -124,7 +126,8 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
     };
     if let Some(s) = status {
         // It reached its end before the server stopped, but the record did not.
-        end(state, rec, s, None).await;
+        let values = view.map_or(Value::Null, |v| v.values);
+        conclude(state, rec, s, values, None).await;
         return Ok(());
     }
     state.live.expect_end(&rec.run_id);
@@ -137,7 +140,7 @@ pub async fn resume_running(state: &Arc<AppState>, rec: &RunRecord) -> Result<()
         Ok(h) => h,
         // Paused on a question nobody has answered: the run ended there.
         Err(planwright::RunError::Refused(planwright::Refusal::Interrupted(_))) => {
-            end(state, rec, S::Interrupted, None).await;
+            conclude(state, rec, S::Interrupted, Value::Null, None).await;
             return Ok(());
         }
         Err(e) => {

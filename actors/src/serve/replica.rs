@@ -120,13 +120,9 @@ async fn keep(state: &Arc<AppState>) -> Result<(), String> {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Err(e) = recovery::resume_running(state, &rec).await {
                 tracing::error!(run_id = rec.run_id, error = %e.1, "a run taken over could not be continued");
-                live_runs::end(
-                    state,
-                    &rec,
-                    planwright::runs::RunRecordStatus::Error,
-                    Some(e.for_record()),
-                )
-                .await;
+                let error = planwright::runs::RunRecordStatus::Error;
+                let why = Some(e.for_record());
+                live_runs::conclude(state, &rec, error, serde_json::Value::Null, why).await;
             }
         }
     }

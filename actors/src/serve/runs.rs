@@ -45,16 +45,13 @@ async fn create_record(
     let Json(mut body) = body?;
     body.resolve_assistant(&state).await?;
     body.check(&state)?;
-    if let Some(delay) = body.after_seconds.filter(|s| *s > 0.0) {
-        // A delayed run waits `pending`, then queues for its thread like an enqueued one.
+    if body.after_seconds.is_some_and(|s| s > 0.0) {
+        // A delayed run waits `pending`, then queues for its thread like an enqueued one (the
+        // queue holds it until its record says it is due).
         let (thread, trec) = super::start::thread_for_run(&state, &id, &body).await?;
         let (rec, here) = lifecycle::accept(&state, &thread, &trec, &body).await?;
         if here {
-            let (st, r) = (state.clone(), rec.clone());
-            tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
-                super::queue::submit(&st, r);
-            });
+            super::queue::submit(&state, rec.clone());
         }
         return Ok(Json(record_json(&rec)));
     }
