@@ -138,6 +138,12 @@ pub struct ServeArgs {
     /// storage is unreachable).
     #[arg(long)]
     pub ok_requires_auth: bool,
+    /// When a run that names no `durability` stores its checkpoints: `sync` (each before the
+    /// next superstep), `async` (in the background, in order; the run's end waits for them) or
+    /// `exit` (only where the run ends or pauses). Default: each graph's engine's own (`sync`
+    /// unless its engine was built with another).
+    #[arg(long, value_parser = run_body::parse_durability)]
+    pub durability: Option<planwright::Durability>,
 }
 
 impl Default for ServeArgs {
@@ -162,6 +168,7 @@ impl Default for ServeArgs {
             lease_ttl: std::time::Duration::from_secs(5),
             events: None,
             ok_requires_auth: false,
+            durability: None,
         }
     }
 }
@@ -209,6 +216,8 @@ pub struct AppState {
     pub replica: Option<leases::Replica>,
     /// The events of streaming runs, which clients follow (and rejoin) from any replica.
     pub events: Arc<dyn planwright::runs::RunEventLog>,
+    /// The durability of runs whose request names none (`--durability`; `None`: the engine's).
+    pub durability: Option<planwright::Durability>,
 }
 
 /// Why the server could not start.

@@ -268,8 +268,13 @@ impl RunBody {
     }
 
     /// The run's options from the request: pauses before/after nodes (checked against the
-    /// graph's `nodes`, 422 naming them) and the durability.
-    pub fn options(&self, nodes: &[String]) -> Result<RunOptions, ApiError> {
+    /// graph's `nodes`, 422 naming them) and the durability (`default` when it names none;
+    /// with neither, the engine's).
+    pub fn options(
+        &self,
+        nodes: &[String],
+        default: Option<Durability>,
+    ) -> Result<RunOptions, ApiError> {
         let mut opts = RunOptions::default();
         let pick = |field: &str, v: &Option<Value>| -> Result<Vec<String>, ApiError> {
             let names: Vec<String> = match v {
@@ -300,16 +305,15 @@ impl RunBody {
         };
         opts = opts.interrupt_before(pick("interrupt_before", &self.interrupt_before)?);
         opts = opts.interrupt_after(pick("interrupt_after", &self.interrupt_after)?);
-        match self.durability.as_deref() {
-            None | Some("sync") => {}
-            Some("async") => opts = opts.durability(Durability::Async),
-            Some("exit") => opts = opts.durability(Durability::Exit),
-            Some(other) => {
-                return Err(ApiError(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("durability `{other}`: use sync, async or exit"),
-                ))
-            }
+        let durability = match self.durability.as_deref() {
+            None => default,
+            Some(name) => Some(
+                parse_durability(name)
+                    .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, e))?,
+            ),
+        };
+        if let Some(d) = durability {
+            opts = opts.durability(d);
         }
         Ok(opts)
     }
@@ -361,7 +365,10 @@ impl RunBody {
         self.checkpoint()?;
         self.cancel_on_disconnect()?;
         self.command_edit()?;
-        self.options(&state.assistants.get(&self.assistant_id)?.node_names())?;
+        self.options(
+            &state.assistants.get(&self.assistant_id)?.node_names(),
+            state.durability,
+        )?;
         match self.if_not_exists.as_deref() {
             None | Some("reject") | Some("create") => {}
             Some(other) => {
@@ -413,6 +420,16 @@ impl RunBody {
     }
 }
 
+/// A durability by its API name: `sync`, `async` or `exit`; anything else is named back.
+pub fn parse_durability(name: &str) -> Result<Durability, String> {
+    match name {
+        "sync" => Ok(Durability::Sync),
+        "async" => Ok(Durability::Async),
+        "exit" => Ok(Durability::Exit),
+        other => Err(format!("durability `{other}`: use sync, async or exit")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +440,34 @@ mod tests {
     }
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_run_names_its_durability_or_gets_the_servers_or_the_engines() {
+        let nodes = ["a".to_string()];
+        let named = body(json!({"durability": "exit"}));
+        let opts = named.options(&nodes, Some(Durability::Async)).unwrap();
+        assert_eq!(
+            opts.durability,
+            Some(Durability::Exit),
+            "the request's wins"
+        );
+        let unnamed = body(json!({}));
+        let opts = unnamed.options(&nodes, Some(Durability::Async)).unwrap();
+        assert_eq!(
+            opts.durability,
+            Some(Durability::Async),
+            "then the server's"
+        );
+        assert_eq!(unnamed.options(&nodes, None).unwrap().durability, None);
+        let bad = body(json!({"durability": "sometimes"}));
+        let e = bad.options(&nodes, None).unwrap_err();
+        assert_eq!(e.0, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.1.contains("sometimes") && e.1.contains("sync, async or exit"),
+            "{}",
+            e.1
+        );
+    }
 
     /// Every way a request can answer a paused thread, and the ways it does not, read by the
     /// one rule.

@@ -364,6 +364,7 @@ async fn build_state(
         ok_probe: health::ProbeGate::default(),
         replica: run_store_leases.then(|| leases::Replica::new(args.lease_ttl)),
         events,
+        durability: args.durability,
     }))
 }
 

@@ -26,7 +26,7 @@ pub async fn start_run(
     let after_cancel = rec.get(CANCELLED_RUN).is_some_and(|v| !v.is_null());
     // `body` passed `RunBody::check` where it was accepted (`lifecycle::begin`, or when queued).
     // `interrupt` and `rollback` made room before the run got here (`cancel::make_room`).
-    let mut opts = body.options(&assistant.node_names())?;
+    let mut opts = body.options(&assistant.node_names(), state.durability)?;
     if body.strategy() == "enqueue" {
         opts = opts.enqueue();
     }
