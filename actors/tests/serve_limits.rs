@@ -1,6 +1,7 @@
 //! Hostile clients over real sockets: clients that send half a header and wait, clients that
 //! send a header and never the body, and one client with too many requests at once. The server
-//! keeps answering real requests and closes the stalled connections after its timeouts.
+//! keeps answering real requests and closes the stalled connections after its timeouts; with the
+//! default limits, a real request takes the place of the oldest half-open connection at once.
 
 use planwright_actors::serve::listen::{serve, Limits};
 use planwright_actors::serve::{router_with_limits, state, ServeArgs};
@@ -92,6 +93,50 @@ async fn half_open_clients_do_not_stop_real_requests() {
         closed, 50,
         "the server closes connections that never finish a header"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_default_limits_half_open_clients_give_their_place_to_real_requests() {
+    let limits = Limits::default();
+    let addr = start(limits.clone(), "offline").await;
+    // More clients than connection slots, from the same address as the real client, each
+    // sending half a header and then nothing.
+    let mut stalled = Vec::new();
+    for _ in 0..1100 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\nX-Half: ")
+            .await
+            .unwrap();
+        stalled.push(s);
+    }
+    // A real request takes the place of the oldest half-open connection: it does not wait for
+    // the stalled ones' header timeout.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        let asked = std::time::Instant::now();
+        let r = client
+            .get(format!("http://{addr}/ok"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        waits.push(asked.elapsed());
+    }
+    println!("real requests behind 1,100 half-open connections waited {waits:?}");
+    assert!(
+        waits.iter().all(|w| *w < limits.header_timeout),
+        "answered before any stalled client's header timeout freed a slot: {waits:?}"
+    );
+    // The oldest stalled connections were closed to make room.
+    let oldest = stalled.remove(0);
+    let sent = until_closed(oldest, Duration::from_secs(5))
+        .await
+        .expect("the oldest half-open connection is closed");
+    assert!(sent.is_empty(), "closed without a reply: {sent:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,8 @@
 //! Accepting connections with limits, so a client that never finishes a request cannot hold the
-//! server: a cap on open connections (the accept loop waits for a free slot, so extra clients
-//! queue in the kernel's backlog instead of being refused), a header read timeout that also
+//! server: a cap on open connections (when every slot is taken, a new connection takes the place
+//! of the oldest one that has not sent a whole request header yet, [`super::half_open`]; with
+//! none such, the accept loop waits for a free slot, so extra clients queue in the kernel's
+//! backlog instead of being refused), a header read timeout that also
 //! bounds how long an idle keep-alive connection stays open (hyper starts it again after every
 //! response), a body read timeout (tower-http), and a cap on the requests one client address has
 //! in progress at once (429). Connections are served by hyper-util's HTTP/1 + HTTP/2 builder and
@@ -37,7 +39,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// Time a client has to send a request's body.
     pub body_timeout: Duration,
-    /// Connections open at once; more wait in the listen backlog.
+    /// Connections open at once; when all are taken, a new one takes the place of the oldest
+    /// half-open one ([`super::half_open`]), or waits in the listen backlog.
     pub max_connections: usize,
     /// Requests one client address may have in progress at once; more get 429.
     pub max_requests_per_client: usize,
@@ -149,15 +152,9 @@ pub async fn serve(
         .keep_alive_interval(Some(limits.header_timeout))
         .keep_alive_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
+    let open = Arc::new(super::half_open::Connections::default());
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             a = listener.accept() => match a {
@@ -170,10 +167,30 @@ pub async fn serve(
                 }
             },
         };
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Full: the oldest half-open connection gives its place up; with none, this
+                // one waits for a connection to end.
+                if open.close_oldest_half_open() {
+                    tracing::debug!(peer = %peer, "closed the oldest half-open connection to make room");
+                }
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
+        let registered = open.register();
+        let conn_state = registered.conn.clone();
         let svc = app
             .clone()
             .map_request(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                conn_state.started();
                 req.extensions_mut().insert(ClientAddr(peer));
                 req
             });
@@ -182,9 +199,13 @@ pub async fn serve(
             .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+                },
+                () = registered.conn.closed() => {}
             }
+            drop(registered);
             drop(permit);
         });
     }

@@ -19,6 +19,7 @@ mod errors;
 mod fields;
 mod follow;
 mod graph_shape;
+mod half_open;
 mod health;
 mod history;
 mod ids;
