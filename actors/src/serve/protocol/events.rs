@@ -41,6 +41,7 @@
 //! up. A run whose stream was not stored (started by `POST …/runs` without `stream_resumable`,
 //! and never followed) shows only its end, from its record.
 
+use super::super::auth;
 use super::super::errors::ApiError;
 use super::super::publish::END;
 use super::super::thread_records::existing;
@@ -543,13 +544,18 @@ pub async fn stream_events(
     let Json(filter) = body?;
     existing(&state, &thread_id).await?;
     let (tx, rx) = mpsc::channel::<Event>(READ_BATCH);
-    tokio::spawn(async move {
+    let stream = async move {
         if let Err(frame) = follow(&state, &thread_id, &filter, &tx, &sse_frame).await {
             let _ = tx
                 .send(Event::default().event("error").data(frame.to_string()))
                 .await;
         }
-    });
+    };
+    // The follower outlives the request: it goes on as its caller.
+    match auth::caller() {
+        Some(me) => tokio::spawn(auth::as_caller(me, stream)),
+        None => tokio::spawn(stream),
+    };
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
@@ -620,7 +626,11 @@ async fn follow_thread<T>(
         match runs.into_iter().find(|r| !done.contains(&r.run_id)) {
             Some(run) => {
                 done.insert(run.run_id.clone());
-                if filter.passed(run_base(&run)) {
+                // A thread this caller could not see when it subscribed (it did not exist yet)
+                // may be created by another user: that user's runs are absent to this caller.
+                if filter.passed(run_base(&run))
+                    || !auth::caller_may_see(&json!({"owner": run.owner}))
+                {
                     continue;
                 }
                 if !follow_run(state, &run, filter, tx, frame).await? {
@@ -794,5 +804,46 @@ mod tests {
             "too deep"
         );
         assert!(!f.wants(&ev("values", &[], 6)), "outside the prefix");
+    }
+
+    #[tokio::test]
+    async fn another_users_runs_on_a_thread_of_the_same_id_are_absent() {
+        use planwright::runs::{now_ms, RunChange, RunRecordStatus as S};
+        let args = super::super::super::ServeArgs {
+            checkpoint: "memory:".into(),
+            model: "offline".into(),
+            ..super::super::super::ServeArgs::default()
+        };
+        let st = super::super::super::state(&args).await.unwrap();
+        // Bob's run on `t`, then Ann's (the thread was deleted and made again under the id).
+        let mut seqs = Vec::new();
+        for (id, owner) in [("bob-run", "bob"), ("ann-run", "ann")] {
+            let mut r = RunRecord::pending(id, "t", "g", now_ms());
+            r.owner = Some(owner.into());
+            let r = st.run_store.insert(r).await.unwrap();
+            let ended = RunChange::at(now_ms());
+            assert!(st
+                .run_store
+                .transition(id, &[S::Pending], S::Success, ended)
+                .await
+                .unwrap());
+            seqs.push(run_base(&r) >> SHIFT);
+        }
+        let filter: Filter = serde_json::from_value(json!({"channels": ["lifecycle"]})).unwrap();
+        let ann = auth::Principal {
+            user: "ann".into(),
+            admin: false,
+        };
+        let (tx, mut rx) = mpsc::channel::<ProtocolEvent>(16);
+        let frame = |ev: &ProtocolEvent| ev.clone();
+        let st2 = st.clone();
+        let follower = tokio::spawn(auth::as_caller(ann, async move {
+            let _ = follow(&st2, "t", &filter, &tx, &frame).await;
+        }));
+        // Ann's first event is her own run's end: Bob's run is skipped, not shown.
+        let first = rx.recv().await.expect("ann's run is followed");
+        assert_eq!(first.seq >> SHIFT, seqs[1], "{first:?}");
+        assert_eq!(first.data["event"], "completed", "{first:?}");
+        follower.abort();
     }
 }

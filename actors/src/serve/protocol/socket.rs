@@ -149,12 +149,12 @@ async fn command(
             if let Some(old) = subs.remove(&sub_id) {
                 old.abort();
             }
-            let task = tokio::spawn(subscription(
-                state.clone(),
-                thread_id.to_string(),
-                filter,
-                tx.clone(),
-            ));
+            let follow = subscription(state.clone(), thread_id.to_string(), filter, tx.clone());
+            // The subscription goes on as the socket's caller (it may see only that caller's runs).
+            let task = match auth::caller() {
+                Some(me) => tokio::spawn(auth::as_caller(me, follow)),
+                None => tokio::spawn(follow),
+            };
             subs.insert(sub_id.clone(), task);
             success_frame(
                 id,
