@@ -156,6 +156,16 @@ pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comp
         ("steps.makespan_ms.p99", true, 1.0),
         ("steps.critical_path_ms.p50", true, 1.0),
         ("checkpoint_bytes", true, 1024.0),
+        ("stream.ttfe_ms.p50", true, 1.0),
+        ("stream.ttfe_ms.p99", true, 1.0),
+        ("stream.ttft_ms.p50", true, 1.0),
+        ("stream.ttft_ms.p99", true, 1.0),
+        ("stream.itl_ms.p50", true, 0.1),
+        ("stream.itl_ms.p99", true, 0.1),
+        ("stream.event_gap_ms.p99", true, 1.0),
+        ("stream.run_ms.p50", true, 1.0),
+        ("stream.run_ms.p99", true, 1.0),
+        ("stream.conversation_ttft_ms.p99", true, 1.0),
     ]
     .into_iter()
     .map(|(p, lower, floor)| (p.to_string(), p.to_string(), lower, floor))
@@ -202,7 +212,19 @@ pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comp
     if let (Some(b), Some(c)) = (failed_share(baseline), failed_share(current)) {
         rows.push(row("failed %".into(), b, c, true, 0.1, significance_pct));
     }
+    // A streaming figure with no sample (a run without tokens has no time to first token) is
+    // not a 0 ms figure.
+    let sampled = |v: &Value, path: &str| {
+        !path.starts_with("stream.")
+            || path
+                .rsplit_once('.')
+                .and_then(|(d, _)| at(v, &format!("{d}.count")))
+                .is_some_and(|n| n > 0.0)
+    };
     for (figure, path, lower, floor) in figures {
+        if !(sampled(baseline, &path) && sampled(current, &path)) {
+            continue;
+        }
         if let (Some(b), Some(c)) = (at(baseline, &path), at(current, &path)) {
             let mut r = row(figure, b, c, lower, floor, significance_pct);
             if path.starts_with("memory.")

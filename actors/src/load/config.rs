@@ -66,7 +66,8 @@ pub struct LoadArgs {
     /// Acquire: the corpus for `--schema`.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// Acquire: answers for `--schema` (others answered plausibly by type).
+    /// Acquire: answers for `--schema` (others answered plausibly by type). With `--assistant`:
+    /// the interrupt answer rules, `{"rules": [{"when"|"node": …, "resume": …}], "default": …}`.
     #[arg(long)]
     pub answers: Option<PathBuf>,
     /// Think time before answering an interrupt: `p50=2s,p99=10s` (default: at once).
@@ -102,9 +103,31 @@ pub struct LoadArgs {
     /// fail over to the next replica when theirs is gone (docs/load.md).
     #[arg(long)]
     pub target: Vec<String>,
-    /// Bearer token for `--target`.
-    #[arg(long)]
+    /// Bearer token for `--target` (`Authorization: Bearer …`).
+    #[arg(long, visible_alias = "bearer")]
     pub token: Option<String>,
+    /// With `--target`: drive any Agent Server API (`langgraph dev`, LangGraph Platform, `serve`)
+    /// with this assistant (an assistant id or a graph name) instead of `--graph`: threads get
+    /// UUIDs, the input comes from `--input` and `--data`, interrupts are answered by `--answers`
+    /// rules (docs/load.md).
+    #[arg(long)]
+    pub assistant: Option<String>,
+    /// With `--assistant`: the run input, a JSON template whose `{{column}}` placeholders are
+    /// filled from `--data` (default `{}`).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// With `--assistant`: rows for the template's placeholders, CSV (with a header) or JSON
+    /// lines; conversation `i` takes row `i mod rows`.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// With `--assistant`: stream each run (`runs/stream`) in these modes, e.g.
+    /// `values,messages-tuple,updates`, and measure time to first event and token, inter-token
+    /// latency and time between events; `wait` (the default) waits for each run.
+    #[arg(long)]
+    pub stream_mode: Option<String>,
+    /// With `--assistant`: an API key sent as `x-api-key` (LangGraph Platform).
+    #[arg(long)]
+    pub api_key: Option<String>,
     /// With `--target`: conversation `i` runs on thread `{prefix}-{i}` (default
     /// `load-{pid}-{time}`), created with `if_exists: do_nothing` so a creation that fails over
     /// never makes a second thread; search them with `POST /threads/search {"prefix": …}`.
@@ -227,6 +250,11 @@ struct FileSpec {
     checkpoint: Option<String>,
     target: Option<Targets>,
     token: Option<String>,
+    assistant: Option<String>,
+    input: Option<PathBuf>,
+    data: Option<PathBuf>,
+    stream_mode: Option<String>,
+    api_key: Option<String>,
     thresholds: Option<Vec<String>>,
     abort_on_fail: Option<bool>,
     memory_slope_limit: Option<Dur>,
@@ -259,6 +287,51 @@ pub struct Resolved {
     pub token: Option<String>,
     /// `--thread-prefix`.
     pub thread_prefix: Option<String>,
+    /// `--assistant` and what goes with it: any Agent Server API.
+    pub agent: Option<AgentArgs>,
+}
+
+/// An Agent Server API target's settings, resolved (paths from the scenario file's folder).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentArgs {
+    /// The assistant id or graph name.
+    pub assistant: String,
+    /// The input template.
+    pub input: Option<PathBuf>,
+    /// The template's data rows.
+    pub data: Option<PathBuf>,
+    /// The answer rules.
+    pub answers: Option<PathBuf>,
+    /// Stream modes (`None`: wait for each run).
+    pub stream_modes: Option<Vec<String>>,
+    /// `x-api-key`.
+    pub api_key: Option<String>,
+}
+
+/// Parses `--stream-mode`: a comma-separated list of modes, or `wait` (`None`).
+pub fn parse_stream_modes(text: &str) -> Result<Option<Vec<String>>, LoadError> {
+    let modes: Vec<String> = text
+        .split(',')
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    match modes.as_slice() {
+        [] => Err(usage("--stream-mode: name at least one mode, or `wait`")),
+        [w] if w == "wait" => Ok(None),
+        _ if modes.iter().any(|m| m == "wait") => Err(usage(
+            "--stream-mode: `wait` does not stream; give it alone or list stream modes",
+        )),
+        _ if modes.iter().any(|m| {
+            !m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/'))
+        }) =>
+        {
+            Err(usage(format!(
+                "--stream-mode `{text}`: not a list of modes"
+            )))
+        }
+        _ => Ok(Some(modes)),
+    }
 }
 
 fn usage(e: impl std::fmt::Display) -> LoadError {
@@ -388,6 +461,39 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
     };
     scenario.validate().map_err(usage)?;
 
+    let assistant = a.assistant.clone().or(f.assistant);
+    let agent_only = [
+        ("--input", a.input.is_some() || f.input.is_some()),
+        ("--data", a.data.is_some() || f.data.is_some()),
+        (
+            "--stream-mode",
+            a.stream_mode.is_some() || f.stream_mode.is_some(),
+        ),
+    ];
+    if assistant.is_none() {
+        if let Some((flag, _)) = agent_only.iter().find(|(_, given)| *given) {
+            return Err(usage(format!("{flag} goes with --assistant")));
+        }
+    } else if a.mix.is_some() || a.graph.is_some() || f.mix.is_some() || f.graph.is_some() {
+        return Err(usage(
+            "--assistant names what runs on the target; leave out --graph and --mix",
+        ));
+    }
+    let agent = match &assistant {
+        Some(name) if name.trim().is_empty() => return Err(usage("--assistant: empty")),
+        Some(name) => Some(AgentArgs {
+            assistant: name.trim().to_string(),
+            input: a.input.clone().or(rel(f.input.clone())),
+            data: a.data.clone().or(rel(f.data.clone())),
+            answers: a.answers.clone().or(rel(f.answers.clone())),
+            stream_modes: match a.stream_mode.clone().or(f.stream_mode.clone()) {
+                Some(t) => parse_stream_modes(&t)?,
+                None => None,
+            },
+            api_key: a.api_key.clone().or(f.api_key.clone()),
+        }),
+        None => None,
+    };
     let mut mix = match (&a.mix, &a.graph, f.mix, &f.graph) {
         (Some(m), _, _, _) => parse_mix(m)?,
         (None, Some(g), _, _) => parse_mix(g)?,
@@ -494,6 +600,9 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
     } else {
         a.target.clone()
     };
+    if agent.is_some() && target.is_empty() {
+        return Err(usage("--assistant drives a server: give --target URL"));
+    }
     if !target.is_empty() && tools.is_some() {
         return Err(usage(
             "--tools simulates tool latency in this process; with --target the server runs the tools",
@@ -536,6 +645,7 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
         checkpoint: a.checkpoint.clone().or(f.checkpoint),
         target,
         token: a.token.clone().or(f.token),
+        agent,
         thread_prefix: match &a.thread_prefix {
             // The server's thread ids: A-Z a-z 0-9 . _ : - (room left for `-{entry}-{i}`).
             Some(p)
@@ -645,6 +755,38 @@ weight = 30
         assert_eq!(r.mix[0].goals, Some(p.parent().unwrap().join("goals.json")));
         assert_eq!(r.options.people.abandon, 0.05);
         assert!(r.tools.is_some());
+    }
+
+    #[test]
+    fn an_agent_server_target_from_flags_and_a_file() {
+        let p = write(
+            "agent.toml",
+            "assistant = \"chat\"\ninput = \"in.json\"\ndata = \"rows.csv\"\nanswers = \"a.json\"\nstream_mode = \"values, messages-tuple\"\ntarget = \"http://lg:2024\"\n",
+        );
+        let r = resolve(&LoadArgs {
+            scenario: Some(p.clone()),
+            api_key: Some("k".into()),
+            ..LoadArgs::default()
+        })
+        .unwrap();
+        let dir = p.parent().unwrap();
+        let a = r.agent.unwrap();
+        assert_eq!(a.assistant, "chat");
+        assert_eq!(a.input, Some(dir.join("in.json")));
+        assert_eq!(a.data, Some(dir.join("rows.csv")));
+        assert_eq!(a.answers, Some(dir.join("a.json")));
+        assert_eq!(
+            a.stream_modes,
+            Some(vec!["values".to_string(), "messages-tuple".to_string()])
+        );
+        assert_eq!(a.api_key.as_deref(), Some("k"));
+        let r = resolve(&LoadArgs {
+            scenario: Some(p),
+            stream_mode: Some("wait".into()),
+            ..LoadArgs::default()
+        })
+        .unwrap();
+        assert_eq!(r.agent.unwrap().stream_modes, None, "the flag wins: wait");
     }
 
     #[test]
@@ -784,6 +926,38 @@ weight = 30
                     ..LoadArgs::default()
                 },
                 "--thread-prefix `runs/today`",
+            ),
+            (
+                LoadArgs {
+                    stream_mode: Some("values".into()),
+                    ..LoadArgs::default()
+                },
+                "--stream-mode goes with --assistant",
+            ),
+            (
+                LoadArgs {
+                    assistant: Some("chat".into()),
+                    ..LoadArgs::default()
+                },
+                "give --target",
+            ),
+            (
+                LoadArgs {
+                    assistant: Some("chat".into()),
+                    graph: Some("research".into()),
+                    target: vec!["http://x".into()],
+                    ..LoadArgs::default()
+                },
+                "leave out --graph",
+            ),
+            (
+                LoadArgs {
+                    assistant: Some("chat".into()),
+                    target: vec!["http://x".into()],
+                    stream_mode: Some("values,wait".into()),
+                    ..LoadArgs::default()
+                },
+                "`wait` does not stream",
             ),
             (
                 LoadArgs {

@@ -239,6 +239,36 @@ pub fn report(r: &LoadReport) -> String {
         }
         b.push_str("</table>");
     }
+    if let Some(st) = &r.stream {
+        let _ = write!(
+            b,
+            "<h2>Runs as the client saw them</h2><p>{} runs ({} streamed; {} events, {} tokens); ms from each run's due time</p>\
+             <table><tr><th>figure</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>",
+            st.runs, st.streamed_runs, st.events, st.tokens
+        );
+        for (name, d) in [
+            ("time to first event (ttfe)", &st.ttfe_ms),
+            ("time to first token (ttft)", &st.ttft_ms),
+            ("inter-token latency (itl)", &st.itl_ms),
+            ("between events (event_gap)", &st.event_gap_ms),
+            ("run end to end (run)", &st.run_ms),
+            (
+                "conversation first event (conversation_ttfe)",
+                &st.conversation_ttfe_ms,
+            ),
+            (
+                "conversation first token (conversation_ttft)",
+                &st.conversation_ttft_ms,
+            ),
+        ] {
+            let _ = write!(
+                b,
+                "<tr><td>{name}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+                d.count, d.p50, d.p90, d.p99, d.max
+            );
+        }
+        b.push_str("</table>");
+    }
     let s = &r.series;
     let pick = |f: &dyn Fn(&super::series::Sample) -> f64| -> Vec<(f64, f64)> {
         s.iter().map(|x| (x.t_s, f(x))).collect()

@@ -9,10 +9,12 @@
 //!
 //! The modules: [`scenario`] (arrivals), [`schedule`] (starting conversations, sampling,
 //! stopping), [`driver`] (an engine's conversations; the library entry point for any graph),
-//! `remote` (a server's), [`people`], [`tools`], [`steps`] (makespan against critical path),
+//! `remote` (a `serve` instance's research and acquire conversations), [`agent`] (any Agent
+//! Server API's, with [`template`] inputs and answers, streamed or waited for), [`people`], [`tools`], [`steps`] (makespan against critical path),
 //! [`thresholds`], [`series`], [`report`], `html`, [`compare`], [`config`] (flags and files).
 
 pub mod acquire;
+pub mod agent;
 pub mod cli;
 pub mod compare;
 pub mod config;
@@ -29,6 +31,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod series;
 pub mod steps;
+pub mod template;
 pub mod thresholds;
 pub mod tools;
 
@@ -119,7 +122,29 @@ pub async fn measure(
             .map(|d| d.as_millis() % 1_000_000)
             .unwrap_or(0)
     );
-    if !r.target.is_empty() {
+    if let Some(a) = &r.agent {
+        let template = template::Template::read(a.input.as_deref(), a.data.as_deref())
+            .map_err(|e| LoadError::Usage(e.to_string()))?;
+        let answers = match &a.answers {
+            Some(p) => template::Answers::read(p, &template)
+                .map_err(|e| LoadError::Usage(e.to_string()))?,
+            None => template::Answers::default(),
+        };
+        let spec = agent::AgentSpec {
+            assistant: a.assistant.clone(),
+            template,
+            answers,
+            stream_modes: a.stream_modes.clone(),
+            auth: agent::Auth {
+                api_key: a.api_key.clone(),
+                bearer: r.token.clone(),
+            },
+        };
+        entries.push(Entry {
+            weight: 1,
+            conversations: agent::AgentConversations::new(&r.target, spec).await?,
+        });
+    } else if !r.target.is_empty() {
         for (k, e) in r.mix.iter().enumerate() {
             let conversation = match e.graph.as_str() {
                 "research" => research_remote(load_goals(e.goals.as_deref())?),

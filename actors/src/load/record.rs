@@ -4,7 +4,9 @@
 //! and the report read it.
 
 use super::hist::Hist;
-use super::report::{GraphFigures, Lateness, LoadReport, NodeFigures, PeopleFigures, StepsReport};
+use super::report::{
+    GraphFigures, Lateness, LoadReport, NodeFigures, PeopleFigures, StepsReport, StreamReport,
+};
 use super::steps::StepFigures;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +58,45 @@ impl Ended {
             non_model_us_per_node: None,
         }
     }
+}
+
+/// What one run of a conversation over HTTP measured on the client. Times count from the run's
+/// due time: the conversation's due time for its first run, the moment the person's answer was
+/// ready for a resume.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunTimes {
+    /// It streamed (`runs/stream`); otherwise it waited and only `end_to_end` is known.
+    pub streamed: bool,
+    /// To the first event of the graph's output (not the protocol's `metadata`).
+    pub first_event: Option<Duration>,
+    /// To the first token: a `messages` chunk.
+    pub first_token: Option<Duration>,
+    /// Between consecutive tokens (inter-token latency).
+    pub token_gaps: Vec<Duration>,
+    /// Between consecutive events.
+    pub event_gaps: Vec<Duration>,
+    /// Events of the graph's output.
+    pub events: u64,
+    /// Tokens.
+    pub tokens: u64,
+    /// To the run's end (the stream closed, or `runs/wait` answered).
+    pub end_to_end: Duration,
+}
+
+/// Streaming latencies of every run and conversation, in histograms.
+#[derive(Default)]
+struct StreamHists {
+    runs: u64,
+    streamed: u64,
+    events: u64,
+    tokens: u64,
+    ttfe: Hist,
+    ttft: Hist,
+    itl: Hist,
+    gap: Hist,
+    run: Hist,
+    conversation_ttfe: Hist,
+    conversation_ttft: Hist,
 }
 
 #[derive(Default)]
@@ -137,6 +178,7 @@ struct Tally {
     node_executions: u64,
     steps: StepHists,
     non_model: Hist,
+    stream: StreamHists,
     second: Second,
 }
 
@@ -246,6 +288,45 @@ impl Recorder {
         }
     }
 
+    /// A run over HTTP ended; `conversation_first_event` / `_token` are the conversation's first
+    /// event and token when this run had them (from the conversation's due time, less its
+    /// person's time).
+    pub fn run_ended(
+        &self,
+        r: &RunTimes,
+        conversation_first_event: Option<Duration>,
+        conversation_first_token: Option<Duration>,
+    ) {
+        let mut t = self.tally();
+        let s = &mut t.stream;
+        s.runs += 1;
+        s.run.record(r.end_to_end);
+        if !r.streamed {
+            return;
+        }
+        s.streamed += 1;
+        s.events += r.events;
+        s.tokens += r.tokens;
+        if let Some(d) = r.first_event {
+            s.ttfe.record(d);
+        }
+        if let Some(d) = r.first_token {
+            s.ttft.record(d);
+        }
+        for d in &r.token_gaps {
+            s.itl.record(*d);
+        }
+        for d in &r.event_gaps {
+            s.gap.record(*d);
+        }
+        if let Some(d) = conversation_first_event {
+            s.conversation_ttfe.record(d);
+        }
+        if let Some(d) = conversation_first_token {
+            s.conversation_ttft.record(d);
+        }
+    }
+
     /// The current second's figures, reset.
     pub fn take_second(&self) -> SecondFigures {
         let mut t = self.tally();
@@ -340,6 +421,20 @@ impl Recorder {
             t.non_model.quantile_ms(0.5) * 1000.0
         };
         r.steps = (!t.steps.conversations.is_empty()).then(|| t.steps.report());
+        let s = &t.stream;
+        r.stream = (s.runs > 0).then(|| StreamReport {
+            runs: s.runs,
+            streamed_runs: s.streamed,
+            events: s.events,
+            tokens: s.tokens,
+            ttfe_ms: s.ttfe.distribution(),
+            ttft_ms: s.ttft.distribution(),
+            itl_ms: s.itl.distribution(),
+            event_gap_ms: s.gap.distribution(),
+            run_ms: s.run.distribution(),
+            conversation_ttfe_ms: s.conversation_ttfe.distribution(),
+            conversation_ttft_ms: s.conversation_ttft.distribution(),
+        });
         drop(t);
     }
 }

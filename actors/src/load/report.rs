@@ -127,6 +127,35 @@ pub struct StepsReport {
     pub waves_over_makespan_p50: f64,
 }
 
+/// Runs over HTTP as the client saw them: streaming latencies (`--stream-mode`) and each run's
+/// end-to-end time, from its due time (the conversation's due time for its first run, the moment
+/// the person's answer was ready for a resume), ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StreamReport {
+    /// Runs (a conversation's first and each resume).
+    pub runs: u64,
+    /// Of them, streamed (`runs/stream`).
+    pub streamed_runs: u64,
+    /// Events of the graphs' output streamed (not the protocol's `metadata`).
+    pub events: u64,
+    /// Tokens streamed (`messages` chunks).
+    pub tokens: u64,
+    /// Per run: time to the first event.
+    pub ttfe_ms: Distribution,
+    /// Per run: time to the first token (runs that streamed one).
+    pub ttft_ms: Distribution,
+    /// Inter-token latency: between consecutive tokens of a run.
+    pub itl_ms: Distribution,
+    /// Between consecutive events of a run.
+    pub event_gap_ms: Distribution,
+    /// Per run: end to end.
+    pub run_ms: Distribution,
+    /// Per conversation: its first event, from its due time less think time.
+    pub conversation_ttfe_ms: Distribution,
+    /// Per conversation: its first token, from its due time less think time.
+    pub conversation_ttft_ms: Distribution,
+}
+
 /// How an engine loaded threads during a run (`Engine::thread_loads`): a paused thread resumed
 /// in the process that paused it uses the state it kept and reads only the head checkpoint and its
 /// writes; any other load reads the thread's chain from storage.
@@ -202,6 +231,8 @@ pub struct LoadReport {
     pub people: PeopleFigures,
     /// Execute-phase makespan against critical path, sum and waves.
     pub steps: Option<StepsReport>,
+    /// Runs over HTTP (`--assistant`): streaming latencies and end-to-end per run.
+    pub stream: Option<StreamReport>,
     /// Per node.
     pub nodes: BTreeMap<String, NodeFigures>,
     /// Failures by kind.
@@ -257,11 +288,16 @@ impl LoadReport {
             self.graph, self.started, self.conversations, self.concurrency, self.wall_ms / 1000.0,
             self.completed, self.failed, self.abandoned, self.interrupted_left, self.cut_off, self.resumes
         );
-        let _ = writeln!(
-            t,
-            "  {:.2} conversations/s, {:.0} node executions/s, runtime overhead {:.1} µs CPU per node execution (median non-model wall per node {:.0} µs)",
-            self.conversations_per_sec, self.node_execs_per_sec, self.overhead_us_per_node, self.non_model_wall_us_per_node
-        );
+        if self.node_executions == 0 && !self.replicas.is_empty() {
+            // A server that does not count node executions: the client's figures only.
+            let _ = writeln!(t, "  {:.2} conversations/s", self.conversations_per_sec);
+        } else {
+            let _ = writeln!(
+                t,
+                "  {:.2} conversations/s, {:.0} node executions/s, runtime overhead {:.1} µs CPU per node execution (median non-model wall per node {:.0} µs)",
+                self.conversations_per_sec, self.node_execs_per_sec, self.overhead_us_per_node, self.non_model_wall_us_per_node
+            );
+        }
         let c = &self.conversation_latency_ms;
         let _ = writeln!(
             t,
@@ -289,6 +325,30 @@ impl LoadReport {
             l.lateness_ms.p99,
             l.lateness_ms.max
         );
+        if let Some(s) = &self.stream {
+            let _ = writeln!(
+                t,
+                "  runs: {} ({} streamed; {} events, {} tokens), ms from due time:",
+                s.runs, s.streamed_runs, s.events, s.tokens
+            );
+            for (name, d) in [
+                ("time to first event", &s.ttfe_ms),
+                ("time to first token", &s.ttft_ms),
+                ("inter-token latency", &s.itl_ms),
+                ("between events", &s.event_gap_ms),
+                ("run end to end", &s.run_ms),
+                ("conversation first event", &s.conversation_ttfe_ms),
+                ("conversation first token", &s.conversation_ttft_ms),
+            ] {
+                if d.count > 0 {
+                    let _ = writeln!(
+                        t,
+                        "    {name:<25} p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}  ({})",
+                        d.p50, d.p90, d.p99, d.max, d.count
+                    );
+                }
+            }
+        }
         let p = &self.people;
         if p.answers > 0 || p.abandoned > 0 || p.paused > 0 {
             let _ = writeln!(

@@ -7,7 +7,10 @@
 //! arrivals for `late`), `conversations_per_sec`, `node_execs_per_sec` (rates),
 //! `node:NAME:{p50,p90,p99,max,queue_p50,queue_p99,queue_max}` (durations), `memory_slope`
 //! (KiB per minute; `MiB/min` accepted), `peak_rss` (`KiB`, `MiB`, `GiB`; a bare number is KiB),
-//! `makespan_p50`, `makespan_p99` (durations of the execute phase). `memory_slope` is the larger of
+//! `makespan_p50`, `makespan_p99` (durations of the execute phase), and over HTTP each run's
+//! streaming latencies `{ttfe,ttft,itl,event_gap,run,conversation_ttfe,conversation_ttft}_{p50,p90,
+//! p99,max,mean}` (durations: time to first event, to first token, between tokens, between events,
+//! a run end to end, a conversation's first event and first token). `memory_slope` is the larger of
 //! this process's and the server's slope.
 
 use super::dist::parse_duration;
@@ -57,7 +60,28 @@ pub struct Threshold {
     unit: Unit,
 }
 
+/// The streaming figures a threshold can name: `ttft_p99` → the runs' time to first token.
+const STREAM_FIGURES: [&str; 7] = [
+    "conversation_ttfe",
+    "conversation_ttft",
+    "ttfe",
+    "ttft",
+    "itl",
+    "event_gap",
+    "run",
+];
+
+/// `ttft_p99` → `("ttft", "p99")` when it names a streaming figure and a statistic.
+fn stream_metric(metric: &str) -> Option<(&'static str, &str)> {
+    let (figure, stat) = metric.rsplit_once('_')?;
+    let figure = STREAM_FIGURES.iter().find(|f| **f == figure)?;
+    matches!(stat, "p50" | "p90" | "p99" | "max" | "mean").then_some((figure, stat))
+}
+
 fn unit_of(metric: &str) -> Option<Unit> {
+    if stream_metric(metric).is_some() {
+        return Some(Unit::Duration);
+    }
     if let Some(rest) = metric.strip_prefix("node:") {
         let (name, stat) = rest.rsplit_once(':')?;
         let known = [
@@ -189,6 +213,28 @@ impl Threshold {
                 _ => n.queue.max,
             });
         }
+        if let Some((figure, stat)) = stream_metric(m) {
+            let s = r.stream.as_ref()?;
+            let d = match figure {
+                "conversation_ttfe" => &s.conversation_ttfe_ms,
+                "conversation_ttft" => &s.conversation_ttft_ms,
+                "ttfe" => &s.ttfe_ms,
+                "ttft" => &s.ttft_ms,
+                "itl" => &s.itl_ms,
+                "event_gap" => &s.event_gap_ms,
+                _ => &s.run_ms,
+            };
+            if d.count == 0 {
+                return None;
+            }
+            return Some(match stat {
+                "p50" => d.p50,
+                "p90" => d.p90,
+                "p99" => d.p99,
+                "max" => d.max,
+                _ => d.mean,
+            });
+        }
         let c = &r.conversation_latency_ms;
         let ended = (r.completed + r.failed + r.abandoned + r.interrupted_left + r.cut_off) as f64;
         let count = |n: usize, of: f64| {
@@ -309,7 +355,36 @@ mod tests {
             .judge(&r);
         assert!(!slope.passed, "the server's slope counts");
         assert_eq!(slope.value, Some(500.0));
+        let mut streamed = r.clone();
+        streamed.stream = Some(crate::load::report::StreamReport {
+            ttft_ms: Distribution {
+                count: 10,
+                p99: 700.0,
+                ..Distribution::default()
+            },
+            itl_ms: Distribution {
+                count: 90,
+                p50: 0.4,
+                ..Distribution::default()
+            },
+            ..Default::default()
+        });
+        let judge_streamed = |t: &str| t.parse::<Threshold>().unwrap().judge(&streamed);
+        assert!(judge_streamed("ttft_p99<800ms").passed);
+        assert!(!judge_streamed("ttft_p99<1us").passed);
+        assert!(judge_streamed("itl_p50<1ms").passed);
+        let unmeasured = judge_streamed("conversation_ttft_p50<1s");
+        assert!(
+            !unmeasured.passed && unmeasured.value.is_none(),
+            "no sample: not measured"
+        );
+        assert!(
+            !judge("ttft_p99<800ms").passed,
+            "a run that did not stream fails it"
+        );
         for bad in [
+            "ttft_p98<1s",
+            "tokens_p99<1s",
             "conversation_p99",
             "latency<5s",
             "conversation_p99<fast",
