@@ -266,7 +266,8 @@ async fn load_streams_against_langgraph_dev_and_serve_and_compares_them() {
     assert_eq!(read(&failing)["thresholds"][0]["passed"], false);
 
     // The same scenario against serve's research planner: the approval it asks for is answered
-    // by the rule for its node, and its /metrics gives the server-side figures.
+    // by the rule for its node (the answers have no default: an interrupt no rule matches would
+    // leave its conversation paused), and its /metrics gives the server-side figures.
     let (_pw, pw_base) = serve(&dir).await;
     let pw_report = dir.join("serve.json");
     let research_input = fixtures().join("research_input.json");
