@@ -130,6 +130,7 @@ async fn run_load(cmd: load::LoadCommand) -> ExitCode {
                 }
             }
         }
+        Some(load::LoadSubcommand::Sweep(s)) => return load::cli::sweep(&s).await,
         None => cmd.args,
     };
     load::cli::run(&args).await

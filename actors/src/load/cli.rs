@@ -55,6 +55,41 @@ pub async fn run(args: &LoadArgs) -> ExitCode {
     }
 }
 
+/// Runs `load sweep` and gives its exit code: 0 when the first rate held (a later rate breaking
+/// is what a sweep looks for), 1 when not even the first held or the report could not be
+/// written, 2 for bad input, 130 when interrupted. The summary is printed first, the report
+/// (`--report`) written after.
+pub async fn sweep(args: &super::sweep::SweepArgs) -> ExitCode {
+    let interrupt = on_ctrl_c();
+    let report = match super::sweep::run(args, Some(interrupt)).await {
+        Ok(r) => r,
+        Err(
+            e @ (LoadError::Usage(_)
+            | LoadError::Model(_)
+            | LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl { .. })),
+        ) => {
+            eprintln!("load sweep: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("load sweep: {}", planwright::ErrorChain(&e));
+            return ExitCode::from(1);
+        }
+    };
+    println!("{}", report.to_text());
+    if let Err(e) = super::sweep::write(args.run.report.as_deref(), &report) {
+        eprintln!("load sweep: {e}");
+        return ExitCode::from(1);
+    }
+    if report.interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if report.highest_rate_held.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 /// Listens for Ctrl-C: the first sets the returned flag (and says so on stderr), the second exits
 /// the process at once.
 fn on_ctrl_c() -> watch::Receiver<bool> {

@@ -53,6 +53,10 @@ pub struct LoadArgs {
     /// waits and counts as late.
     #[arg(long)]
     pub max_in_flight: Option<usize>,
+    /// Open scenarios: an arrival that finds `--max-in-flight` conversations running is dropped
+    /// (counted as `dropped`, like k6's `dropped_iterations`) instead of starting late.
+    #[arg(long)]
+    pub drop_when_full: bool,
     /// Open scenarios: how long conversations may run on after the last arrival (default 30s).
     #[arg(long)]
     pub grace: Option<String>,
@@ -234,6 +238,7 @@ struct FileSpec {
     start_rate: Option<f64>,
     stages: Option<Stages>,
     max_in_flight: Option<usize>,
+    drop_when_full: Option<bool>,
     grace: Option<Dur>,
     goals: Option<PathBuf>,
     schema: Option<PathBuf>,
@@ -634,6 +639,7 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
             live: !a.quiet,
             server_pid: a.server_pid,
             interrupt: None,
+            drop_when_full: a.drop_when_full || f.drop_when_full.unwrap_or(false),
         },
         mix,
         model: a

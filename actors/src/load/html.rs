@@ -3,6 +3,7 @@
 
 use super::compare::Comparison;
 use super::report::LoadReport;
+use super::sweep::SweepReport;
 use std::fmt::Write;
 
 const COLORS: [&str; 4] = ["#36c", "#c33", "#393", "#a6a"];
@@ -51,6 +52,18 @@ pub fn ticks(max: f64, want: usize) -> Vec<f64> {
 /// unit on the value axis, seconds on the time axis, a legend above the plot, and each point's
 /// value on hover (an SVG `<title>`).
 pub fn line_chart(title: &str, unit: &str, lines: &[(&str, Vec<(f64, f64)>)]) -> String {
+    xy_chart(title, unit, ("time since the start, s", "s"), lines)
+}
+
+/// A line chart as [`line_chart`] draws it, over any horizontal axis: `x` is its label and the
+/// unit a hover names (`("arrival rate, conversations per second", "/s")`).
+pub fn xy_chart(
+    title: &str,
+    unit: &str,
+    x: (&str, &str),
+    lines: &[(&str, Vec<(f64, f64)>)],
+) -> String {
+    let (x_label, x_unit) = x;
     let (w, h, left, top, bottom) = (520.0, 170.0, 64.0, 26.0, 34.0);
     let max_x = lines
         .iter()
@@ -102,14 +115,15 @@ pub fn line_chart(title: &str, unit: &str, lines: &[(&str, Vec<(f64, f64)>)]) ->
         svg,
         "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{b}\" stroke=\"#666\"/>\
          <line x1=\"{left}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#666\"/>\
-         <text x=\"{mx}\" y=\"{ly}\" font-size=\"10\" text-anchor=\"middle\">time since the start, s</text>\
+         <text x=\"{mx}\" y=\"{ly}\" font-size=\"10\" text-anchor=\"middle\">{x_label}</text>\
          <text x=\"12\" y=\"{my}\" font-size=\"10\" text-anchor=\"middle\" transform=\"rotate(-90 12 {my})\">{unit}</text>",
         b = top + h,
         r = left + w,
         mx = left + w / 2.0,
         ly = top + h + 29.0,
         my = top + h / 2.0,
-        unit = escape(unit)
+        unit = escape(unit),
+        x_label = escape(x_label)
     );
     let mut legend_x = left;
     for (i, (label, points)) in lines.iter().enumerate() {
@@ -132,13 +146,14 @@ pub fn line_chart(title: &str, unit: &str, lines: &[(&str, Vec<(f64, f64)>)]) ->
         for (x, y) in points.iter().step_by(every) {
             let _ = write!(
                 svg,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.01\"><title>{}: {} {} at {:.0} s</title></circle>",
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.01\"><title>{}: {} {} at {} {}</title></circle>",
                 px(*x),
                 py(*y),
                 escape(label),
                 number(*y),
                 escape(unit),
-                x
+                if x_unit == "s" { format!("{x:.0}") } else { number(*x) },
+                escape(x_unit)
             );
         }
     }
@@ -402,6 +417,52 @@ pub fn comparison(c: &Comparison) -> String {
     }
     b.push_str("</table>");
     page("Planwright load comparison", &b)
+}
+
+/// A sweep's page: the verdict, latency (and time to first token) against arrival rate, the
+/// throughput and dropped arrivals per step, and a table of the steps.
+pub fn sweep(r: &SweepReport) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<p>Highest rate that held: <b>{}</b>. {} arrivals dropped. {}</p>",
+        r.highest_rate_held
+            .map_or("none".into(), |x| format!("{x} conversations/s")),
+        r.dropped,
+        escape(&r.stopped)
+    );
+    let pick = |f: &dyn Fn(&super::sweep::SweepStep) -> f64| -> Vec<(f64, f64)> {
+        r.steps.iter().map(|s| (s.rate, f(s))).collect()
+    };
+    let x = ("arrival rate, conversations per second", "/s");
+    let mut latency = vec![
+        ("p50", pick(&|s| s.latency_ms.p50)),
+        ("p99", pick(&|s| s.latency_ms.p99)),
+    ];
+    if r.steps.iter().any(|s| s.ttft_ms.is_some()) {
+        latency.push((
+            "ttft p99",
+            pick(&|s| s.ttft_ms.as_ref().map_or(0.0, |d| d.p99)),
+        ));
+    }
+    b.push_str(&xy_chart(
+        "conversation latency from the due time against the arrival rate, ms",
+        "ms",
+        x,
+        &latency,
+    ));
+    b.push_str(&xy_chart(
+        "throughput and dropped arrivals against the arrival rate",
+        "conversations",
+        x,
+        &[
+            ("ended per second", pick(&|s| s.conversations_per_sec)),
+            ("dropped", pick(&|s| s.dropped as f64)),
+            ("failed", pick(&|s| s.failed as f64)),
+        ],
+    ));
+    let _ = write!(b, "<pre>{}</pre>", escape(&r.to_text()));
+    page(&format!("load sweep: {}", r.graph), &b)
 }
 
 #[cfg(test)]

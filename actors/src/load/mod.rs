@@ -11,7 +11,8 @@
 //! stopping), [`driver`] (an engine's conversations; the library entry point for any graph),
 //! `remote` (a `serve` instance's research and acquire conversations), [`agent`] (any Agent
 //! Server API's, with [`template`] inputs and answers, streamed or waited for), [`people`], [`tools`], [`steps`] (makespan against critical path),
-//! [`thresholds`], [`series`], [`report`], `html`, [`compare`], [`config`] (flags and files).
+//! [`thresholds`], [`series`], [`report`], `html`, [`compare`], [`sweep`] (the highest rate
+//! that holds), [`config`] (flags and files).
 
 pub mod acquire;
 pub mod agent;
@@ -31,6 +32,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod series;
 pub mod steps;
+pub mod sweep;
 pub mod template;
 pub mod thresholds;
 pub mod tools;
@@ -73,6 +75,9 @@ pub struct LoadCommand {
 pub enum LoadSubcommand {
     /// Compare two `--report` JSON files, per figure and per node.
     Compare(CompareArgs),
+    /// Step the arrival rate until a threshold breaks, a conversation fails or arrivals drop;
+    /// report the highest rate that held.
+    Sweep(Box<sweep::SweepArgs>),
 }
 
 /// Why a load run could not start.

@@ -191,6 +191,9 @@ pub struct LoadReport {
     pub conversations: usize,
     /// Conversations started.
     pub started: usize,
+    /// Arrivals dropped because `--max-in-flight` conversations were running
+    /// (`--drop-when-full`, and every step of `load sweep`).
+    pub dropped: usize,
     /// At most this many at once (closed loop: the concurrency; open: `--max-in-flight`).
     pub concurrency: usize,
     /// Conversations that finished.
@@ -348,6 +351,13 @@ impl LoadReport {
                     );
                 }
             }
+        }
+        if self.dropped > 0 {
+            let _ = writeln!(
+                t,
+                "  dropped arrivals ({} in flight, the most allowed): {}",
+                self.concurrency, self.dropped
+            );
         }
         let p = &self.people;
         if p.answers > 0 || p.abandoned > 0 || p.paused > 0 {

@@ -118,6 +118,9 @@ pub struct Options {
     /// Becomes true when the person interrupts the run (Ctrl-C): arrivals stop, conversations in
     /// flight get `grace` to end and are then cut off, and the report is marked interrupted.
     pub interrupt: Option<watch::Receiver<bool>>,
+    /// Open scenarios: an arrival that finds `max_in_flight` conversations running is dropped
+    /// (counted in the report's `dropped`, as k6's `dropped_iterations`) instead of waiting late.
+    pub drop_when_full: bool,
 }
 
 impl Options {
@@ -137,6 +140,7 @@ impl Options {
             live: false,
             server_pid: None,
             interrupt: None,
+            drop_when_full: false,
         }
     }
 }
@@ -324,6 +328,7 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
     let mut stop_rx_loop = stop_rx.clone();
     let mut interrupt = opts.interrupt.clone();
     let mut was_interrupted = false;
+    let mut dropped = 0usize;
     for (i, due) in dues.into_iter().enumerate() {
         if let Some(d) = due {
             tokio::select! {
@@ -332,10 +337,21 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
                 _ = interrupted(&mut interrupt) => { was_interrupted = true; break }
             }
         }
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = stopped(&mut stop_rx_loop) => break,
-            _ = interrupted(&mut interrupt) => { was_interrupted = true; break }
+        let permit = if open && opts.drop_when_full {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    dropped += 1;
+                    continue;
+                }
+                Err(tokio::sync::TryAcquireError::Closed) => break,
+            }
+        } else {
+            tokio::select! {
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                _ = stopped(&mut stop_rx_loop) => break,
+                _ = interrupted(&mut interrupt) => { was_interrupted = true; break }
+            }
         };
         let now = Instant::now();
         let due_at = due.map_or(now, |d| start + d);
@@ -428,6 +444,7 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
             _ => opts.max_in_flight,
         },
         baseline_rss_kb: baseline,
+        dropped,
         ..LoadReport::default()
     };
     recorder.fill(&mut r);

@@ -3,8 +3,8 @@
 //! makes the run exit 1; the report lists each with its value.
 //!
 //! Metrics: `conversation_{p50,p90,p99,max,mean}` and `lateness_{p50,p99,max}` (durations),
-//! `failed`, `abandoned`, `late`, `cut_off` (counts, or shares with `%`: of conversations ended, of
-//! arrivals for `late`), `conversations_per_sec`, `node_execs_per_sec` (rates),
+//! `failed`, `abandoned`, `late`, `cut_off`, `dropped` (counts, or shares with `%`: of conversations
+//! ended, of arrivals for `late` and `dropped`), `conversations_per_sec`, `node_execs_per_sec` (rates),
 //! `node:NAME:{p50,p90,p99,max,queue_p50,queue_p99,queue_max}` (durations), `memory_slope`
 //! (KiB per minute; `MiB/min` accepted), `peak_rss` (`KiB`, `MiB`, `GiB`; a bare number is KiB),
 //! `makespan_p50`, `makespan_p99` (durations of the execute phase), and over HTTP each run's
@@ -100,7 +100,7 @@ fn unit_of(metric: &str) -> Option<Unit> {
         "conversation_p50" | "conversation_p90" | "conversation_p99" | "conversation_max"
         | "conversation_mean" | "lateness_p50" | "lateness_p99" | "lateness_max"
         | "makespan_p50" | "makespan_p99" => Unit::Duration,
-        "failed" | "abandoned" | "late" | "cut_off" => Unit::Count,
+        "failed" | "abandoned" | "late" | "cut_off" | "dropped" => Unit::Count,
         "conversations_per_sec" | "node_execs_per_sec" => Unit::Rate,
         "peak_rss" => Unit::Kib,
         "memory_slope" => Unit::KibPerMin,
@@ -263,6 +263,7 @@ impl Threshold {
             "abandoned" => count(r.abandoned, ended),
             "cut_off" => count(r.cut_off, ended),
             "late" => count(r.lateness.late, r.started as f64),
+            "dropped" => count(r.dropped, (r.started + r.dropped) as f64),
             "conversations_per_sec" => r.conversations_per_sec,
             "node_execs_per_sec" => r.node_execs_per_sec,
             "peak_rss" => r.peak_rss_kb as f64,
