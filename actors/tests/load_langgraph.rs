@@ -301,4 +301,64 @@ async fn load_streams_against_langgraph_dev_and_serve_and_compares_them() {
         assert!(table.contains(figure), "{figure} in\n{table}");
     }
     assert!(table.contains("chat @") && table.contains("research @"));
+
+    // A short sweep against each, then both latency-against-rate curves in one chart.
+    let sweep = |base: &str, assistant: &str, input: &Path, report: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .args(["load", "sweep", "--rates", "2,4", "--step-duration", "1s"])
+            .args(["--target", base, "--assistant", assistant])
+            .args([
+                "--input",
+                input.to_str().unwrap(),
+                "--data",
+                DATA,
+                "--answers",
+                ANSWERS,
+            ])
+            .args([
+                "--stream-mode",
+                "values,messages-tuple",
+                "--max-in-flight",
+                "20",
+            ])
+            .args(["--quiet", "--report", report.to_str().unwrap()])
+            .output()
+            .unwrap();
+        eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+        let r = read(report);
+        assert!(!r["steps"].as_array().unwrap().is_empty());
+        assert!(r["steps"][0]["ttft_ms"]["count"].as_u64().unwrap() > 0);
+        report.to_str().unwrap().to_string()
+    };
+    let lg_sweep = sweep(&lg_base, "chat", &chat_input, &dir.join("lg-sweep.json"));
+    let pw_sweep = sweep(
+        &pw_base,
+        "research",
+        &research_input,
+        &dir.join("pw-sweep.json"),
+    );
+    let page = dir.join("sweeps.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["load", "compare", &lg_sweep, &pw_sweep, "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(table.contains("highest rate that held /s"), "{table}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("arrival rate, conversations per second"));
+    assert!(
+        html.contains("chat @") && html.contains("research @"),
+        "both curves"
+    );
+    let mixed = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args(["load", "compare", &lg_sweep, lg_path])
+        .output()
+        .unwrap();
+    assert_eq!(
+        mixed.status.code(),
+        Some(2),
+        "a sweep and a run do not compare"
+    );
 }

@@ -69,6 +69,79 @@ pub struct Comparison {
     pub current: String,
     /// The figures.
     pub rows: Vec<Row>,
+    /// Two sweeps (`load sweep --report`): each one's conversation latency p99 (ms) against the
+    /// arrival rate, labelled, for one chart with both curves.
+    pub curves: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Whether a report is a `load sweep` report.
+pub fn is_sweep(v: &Value) -> bool {
+    v["steps"].is_array() && v.get("highest_rate_held").is_some()
+}
+
+/// Compares two sweep reports: the highest rate that held (higher is better), and at each rate
+/// both ran, the latency p50/p99 and dropped arrivals; `curves` has each sweep's p99 against rate.
+pub fn compare_sweeps(baseline: &Value, current: &Value, significance_pct: f64) -> Comparison {
+    let steps = |v: &Value| -> Vec<Value> { v["steps"].as_array().cloned().unwrap_or_default() };
+    let mut rows = Vec::new();
+    let held = |v: &Value| v["highest_rate_held"].as_f64().unwrap_or(0.0);
+    rows.push(row(
+        "highest rate that held /s".into(),
+        held(baseline),
+        held(current),
+        false,
+        0.01,
+        significance_pct,
+    ));
+    for b in steps(baseline) {
+        let rate = b["rate"].as_f64().unwrap_or(0.0);
+        let Some(c) = steps(current)
+            .into_iter()
+            .find(|c| c["rate"].as_f64() == Some(rate))
+        else {
+            continue;
+        };
+        for (name, path, floor) in [
+            ("latency p50 ms", "latency_ms.p50", 1.0),
+            ("latency p99 ms", "latency_ms.p99", 1.0),
+            ("dropped", "dropped", 1.0),
+        ] {
+            if let (Some(x), Some(y)) = (at(&b, path), at(&c, path)) {
+                rows.push(row(
+                    format!("at {rate}/s: {name}"),
+                    x,
+                    y,
+                    true,
+                    floor,
+                    significance_pct,
+                ));
+            }
+        }
+    }
+    let curve = |v: &Value| -> (String, Vec<(f64, f64)>) {
+        (
+            format!("{} p99", v["graph"].as_str().unwrap_or("?")),
+            steps(v)
+                .iter()
+                .filter_map(|s| Some((s["rate"].as_f64()?, at(s, "latency_ms.p99")?)))
+                .collect(),
+        )
+    };
+    let label = |v: &Value| {
+        format!(
+            "{} (sweep), highest rate that held {}",
+            v["graph"].as_str().unwrap_or("?"),
+            v["highest_rate_held"]
+                .as_f64()
+                .map_or("none".into(), |r| format!("{r}/s"))
+        )
+    };
+    Comparison {
+        baseline: label(baseline),
+        current: label(current),
+        rows,
+        curves: vec![curve(baseline), curve(current)],
+    }
 }
 
 impl Comparison {
@@ -241,6 +314,7 @@ pub fn compare(baseline: &Value, current: &Value, significance_pct: f64) -> Comp
         baseline: label(baseline),
         current: label(current),
         rows,
+        curves: Vec::new(),
     }
 }
 
@@ -274,6 +348,32 @@ fn row(figure: String, b: f64, c: f64, lower_better: bool, floor: f64, pct: f64)
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn two_sweeps_compare_their_knees_and_draw_both_curves() {
+        let step = |rate: f64, p99: f64, dropped: u64| json!({"rate": rate, "latency_ms": {"p50": p99 / 2.0, "p99": p99}, "dropped": dropped});
+        let a = json!({"graph": "chat @ a", "highest_rate_held": 4.0,
+            "steps": [step(2.0, 100.0, 0), step(4.0, 200.0, 0), step(8.0, 900.0, 5)]});
+        let b = json!({"graph": "research @ b", "highest_rate_held": 8.0,
+            "steps": [step(2.0, 40.0, 0), step(4.0, 45.0, 0), step(8.0, 60.0, 0), step(16.0, 90.0, 0)]});
+        assert!(is_sweep(&a) && !is_sweep(&json!({"conversation_latency_ms": {}})));
+        let c = compare_sweeps(&a, &b, 10.0);
+        let knee = &c.rows[0];
+        assert_eq!((knee.baseline, knee.current), (4.0, 8.0));
+        assert_eq!(knee.verdict(), "better", "a higher rate held");
+        assert!(c
+            .rows
+            .iter()
+            .any(|r| r.figure == "at 8/s: dropped" && r.verdict() == "better"));
+        assert!(
+            !c.rows.iter().any(|r| r.figure.starts_with("at 16/s")),
+            "only rates both ran"
+        );
+        assert_eq!(c.curves.len(), 2);
+        assert_eq!(c.curves[1].1.len(), 4);
+        assert_eq!(c.curves[0].0, "chat @ a p99");
+        assert!(c.baseline.contains("highest rate that held 4/s"));
+    }
 
     #[test]
     fn an_interrupted_report_is_labelled_so() {

@@ -392,6 +392,19 @@ pub fn report(r: &LoadReport) -> String {
 /// The comparison page.
 pub fn comparison(c: &Comparison) -> String {
     let mut b = format!("<pre>{}</pre>", escape(&c.to_text()));
+    if !c.curves.is_empty() {
+        let lines: Vec<(&str, Vec<(f64, f64)>)> = c
+            .curves
+            .iter()
+            .map(|(label, points)| (label.as_str(), points.clone()))
+            .collect();
+        b.push_str(&xy_chart(
+            "conversation latency p99 from the due time against the arrival rate, ms",
+            "ms",
+            ("arrival rate, conversations per second", "/s"),
+            &lines,
+        ));
+    }
     let rows: Vec<(String, f64, f64)> = c
         .rows
         .iter()

@@ -322,7 +322,8 @@ pub fn compare_files(args: &CompareArgs) -> Result<compare::Comparison, LoadErro
             .map_err(|e| LoadError::Usage(format!("{}: {e}", p.display())))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| LoadError::Usage(format!("{}: not a report: {e}", p.display())))?;
-        if !v.is_object() || v.get("conversation_latency_ms").is_none() {
+        if !v.is_object() || (v.get("conversation_latency_ms").is_none() && !compare::is_sweep(&v))
+        {
             return Err(LoadError::Usage(format!(
                 "{}: not a load report (no conversation_latency_ms)",
                 p.display()
@@ -335,11 +336,15 @@ pub fn compare_files(args: &CompareArgs) -> Result<compare::Comparison, LoadErro
             "--significance must be a percentage ≥ 0".into(),
         ));
     }
-    let c = compare::compare(
-        &read(&args.baseline)?,
-        &read(&args.current)?,
-        args.significance,
-    );
+    let (baseline, current) = (read(&args.baseline)?, read(&args.current)?);
+    let c = match (compare::is_sweep(&baseline), compare::is_sweep(&current)) {
+        (true, true) => compare::compare_sweeps(&baseline, &current, args.significance),
+        (false, false) => compare::compare(&baseline, &current, args.significance),
+        _ => return Err(LoadError::Usage(
+            "load compare: one report is a sweep's and the other a run's; compare like with like"
+                .into(),
+        )),
+    };
     if let Some(p) = &args.html {
         std::fs::write(p, html::comparison(&c)).map_err(LoadError::Report)?;
     }
