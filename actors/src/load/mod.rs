@@ -340,10 +340,11 @@ pub fn compare_files(args: &CompareArgs) -> Result<compare::Comparison, LoadErro
     let c = match (compare::is_sweep(&baseline), compare::is_sweep(&current)) {
         (true, true) => compare::compare_sweeps(&baseline, &current, args.significance),
         (false, false) => compare::compare(&baseline, &current, args.significance),
-        _ => return Err(LoadError::Usage(
-            "load compare: one report is a sweep's and the other a run's; compare like with like"
-                .into(),
-        )),
+        _ => {
+            return Err(LoadError::Usage(
+                "one report is a sweep's and the other a run's; compare like with like".into(),
+            ))
+        }
     };
     if let Some(p) = &args.html {
         std::fs::write(p, html::comparison(&c)).map_err(LoadError::Report)?;
