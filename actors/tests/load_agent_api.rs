@@ -3,7 +3,7 @@
 //! API key, streams each run as server-sent events (three tokens), pauses every conversation's
 //! first run at a `review` node and has no `/metrics`. What the server received shows the template
 //! filled from the data rows in turn and the answer rule's resume value; the report shows the
-//! streaming figures and no server-side ones.
+//! streaming figures and no server-side ones; waited runs (`runs/wait`) only their end-to-end time.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -82,6 +82,22 @@ async fn stream(
     ([("content-type", "text/event-stream")], sse).into_response()
 }
 
+async fn wait(
+    State(s): State<Shared>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(r) = refused(&h) {
+        return r;
+    }
+    let mut s = s.lock().unwrap();
+    let first = body.get("command").is_none();
+    s.paused.insert(id, first);
+    s.runs.push(body);
+    Json(json!({})).into_response()
+}
+
 async fn state(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
     if let Some(r) = refused(&h) {
         return r;
@@ -100,6 +116,7 @@ async fn start() -> (String, Shared) {
     let app = Router::new()
         .route("/threads", post(create))
         .route("/threads/{id}/runs/stream", post(stream))
+        .route("/threads/{id}/runs/wait", post(wait))
         .route("/threads/{id}/state", get(state))
         .with_state(shared.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -217,4 +234,24 @@ async fn a_wrong_api_key_fails_every_conversation_with_the_status() {
     let why: Vec<&String> = r.errors.keys().collect();
     assert!(why.iter().all(|e| e.contains("HTTP 401")), "{why:?}");
     assert!(r.stream.is_none(), "no run started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waited_runs_have_an_end_to_end_time_and_no_streaming_figures() {
+    let (base, server) = start().await;
+    let a = LoadArgs {
+        stream_mode: Some("wait".into()),
+        thresholds: vec!["run_p99<1h".into(), "ttft_p99<1h".into()],
+        ..args(&base, KEY)
+    };
+    let r = load::run(&a).await.unwrap();
+    assert_eq!((r.completed, r.resumes), (6, 6), "{:?}", r.errors);
+    let st = r.stream.as_ref().unwrap();
+    assert_eq!((st.runs, st.streamed_runs, st.tokens), (12, 0, 0));
+    assert_eq!((st.run_ms.count, st.ttfe_ms.count), (12, 0));
+    assert!(r.thresholds[0].passed);
+    let ttft = &r.thresholds[1];
+    assert!(!ttft.passed && ttft.value.is_none(), "not measured: fails");
+    let runs = server.lock().unwrap().runs.clone();
+    assert!(runs.iter().all(|b| b.get("stream_mode").is_none()));
 }
