@@ -4,6 +4,19 @@
 // Lets `state!` name this crate as `::planwright` from inside it too (serde paths cannot use `$crate`).
 extern crate self as planwright;
 
+/// Whether the simulator turned on the bug switch `$bug` ([`sim::Bug`]) on this thread: a known
+/// bug re-introduced in a real code path, to show the simulator catches it. `false` without the
+/// `sim` feature, so production builds carry no switch.
+macro_rules! sim_bug {
+    ($bug:ident) => {{
+        #[cfg(feature = "sim")]
+        let on = crate::sim::bug(crate::sim::Bug::$bug);
+        #[cfg(not(feature = "sim"))]
+        let on = false;
+        on
+    }};
+}
+
 pub mod cache;
 pub mod checkpoint;
 pub mod context;
@@ -18,6 +31,8 @@ pub mod policy;
 pub mod reducer;
 pub mod runs;
 pub mod runtime;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod state;
 pub mod store;
 

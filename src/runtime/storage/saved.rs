@@ -121,6 +121,8 @@ impl<S: State> SavedThread<S> {
             .take(n)
         {
             match w {
+                // The simulator's bug switch: forget the finished task, so it runs again.
+                Some(SavedWrite::Done(_)) if sim_bug!(ForgetFinishedTasks) => {}
                 Some(SavedWrite::Done(u)) => step.restore_done(i, u),
                 Some(SavedWrite::Interrupted(int))
                     if self.answers.get(i).map_or(0, Vec::len) <= int.index as usize =>

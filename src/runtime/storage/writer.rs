@@ -67,6 +67,13 @@ impl AsyncWriter {
     /// with them on the caller's workers.
     pub fn spawn(cp: Arc<dyn Checkpointer>, window: CommitWindow) -> Self {
         let (tx, rx) = mpsc::unbounded_channel::<WriterMsg>();
+        // Under the simulator the writer is a task of the simulation's own runtime: one thread,
+        // simulated time, and an order of events that the seed alone decides.
+        #[cfg(feature = "sim")]
+        if crate::sim::simulating() {
+            tokio::spawn(run(cp, rx, window));
+            return Self { tx };
+        }
         let started = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
