@@ -83,12 +83,27 @@ fn caught(bug: Bug, cfg: SimConfig, limit: u64) -> u64 {
 
 #[test]
 fn forgetting_finished_tasks_is_caught() {
+    // Found first at seed 10; in 15 of seeds 0..100.
     let at = caught(Bug::ForgetFinishedTasks, SimConfig::default(), 40);
     println!("forget-finished-tasks caught at seed {at}");
 }
 
 #[test]
 fn appending_anywhere_in_a_run_log_is_caught() {
+    // Found first at seed 4; in 34 of seeds 0..100.
     let at = caught(Bug::AppendAnywhere, SimConfig::default(), 40);
     println!("append-anywhere caught at seed {at}");
+}
+
+#[test]
+fn writing_without_a_fence_after_a_takeover_is_caught() {
+    // Needs a process that lost a run and writes on (cut off, paused, its clock behind): two
+    // replicas in every seed.
+    let cfg = SimConfig {
+        replicas: Some(2),
+        ..SimConfig::default()
+    };
+    // Found first at seed 212; in 2 of seeds 0..300.
+    let at = caught(Bug::NoFence, cfg, 300);
+    println!("no-fence caught at seed {at}");
 }

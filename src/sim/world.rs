@@ -876,7 +876,7 @@ async fn check(w: &World, outcomes: &[Conversation], reference: &[serde_json::Va
     let journal = w.db.journal();
     // Per thread: the chain as committed, the task writes, and the writers' claims in order.
     let mut chains: BTreeMap<String, Vec<(u64, Option<u64>)>> = BTreeMap::new();
-    let mut writes: BTreeSet<(String, u64, crate::TaskId)> = BTreeSet::new();
+    let mut writes: BTreeMap<(String, u64, crate::TaskId), (String, u64)> = BTreeMap::new();
     let mut newest_claim: BTreeMap<String, (u64, String)> = BTreeMap::new();
     for c in &journal {
         let (thread, by, claim) = match c {
@@ -922,10 +922,13 @@ async fn check(w: &World, outcomes: &[Conversation], reference: &[serde_json::Va
                 kind: WriteKind::Update,
                 ..
             } => {
-                if !writes.insert((thread.clone(), *checkpoint, *task)) {
+                let first =
+                    writes.insert((thread.clone(), *checkpoint, *task), (by.clone(), claim));
+                if let Some((first_by, first_claim)) = first {
                     w.violation(format!(
                         "no step committed twice: task {task} of {thread} (from checkpoint \
-                         {checkpoint}) committed its update again"
+                         {checkpoint}) committed its update again: first by {first_by} (claim \
+                         {first_claim}), again by {by} (claim {claim})"
                     ));
                 }
             }
