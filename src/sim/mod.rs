@@ -8,7 +8,7 @@
 //! (docs/reliability.md, "Simulation").
 //!
 //! The world of one seed ([`run_seed`]):
-//! - **the database** ([`db::SimDb`]): the memory backends of checkpoints, run records and run
+//! - **the database** (`db::SimDb`): the memory backends of checkpoints, run records and run
 //!   event logs, with the leases, fencing tokens and writer checks a shared database keeps
 //!   (modelled on the PostgreSQL backends' statements). It survives every crash;
 //! - **processes** (replicas): each an [`Engine`](crate::Engine) over its own connection to the
@@ -23,7 +23,7 @@
 //!   interrupt the client answers), submitted run after run to live processes, followed by
 //!   subscribers that drop and rejoin, and sometimes cancelled.
 //!
-//! After each seed the invariants are checked ([`Violation`]): no committed step lost, none
+//! After each seed the invariants are checked ([`SeedReport::violations`]): no committed step lost, none
 //! committed twice, one writer per thread, every run ended with a stated status, every subscriber
 //! saw each event once and in order, a cancelled run stayed cancelled, and each conversation's
 //! final state equals a fault-free run's.
