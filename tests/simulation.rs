@@ -58,7 +58,9 @@ fn a_world_without_faults_ends_as_the_reference() {
 
 #[test]
 fn a_seed_replays_exactly() {
-    for seed in [3, 8, 28, 574] {
+    // Forty seeds, and two that once hung or failed (574 breaks an invariant: its failure
+    // replays too).
+    for seed in (0..40).chain([574, 1138]) {
         let cfg = SimConfig::default();
         let (a, b) = (run_seed(seed, &cfg), run_seed(seed, &cfg));
         assert_eq!(a.trace, b.trace, "seed {seed}: the traces differ");
