@@ -109,3 +109,34 @@ fn writing_without_a_fence_after_a_takeover_is_caught() {
     let at = caught(Bug::NoFence, cfg, 300);
     println!("no-fence caught at seed {at}");
 }
+
+#[test]
+fn a_crash_at_every_storage_call_keeps_every_invariant() {
+    // One process, two conversations (one fans out, one does not); the process crashes once,
+    // at each storage call in turn, before the statement and after it commits; a new process
+    // takes the runs over.
+    let base = SimConfig {
+        replicas: Some(1),
+        conversations: 2,
+        ..SimConfig::default()
+    };
+    let clean = SimConfig {
+        faults: false,
+        ..base.clone()
+    };
+    let calls = hold(1..2, &clean)[0].storage_calls;
+    assert!(calls > 20, "{calls} storage calls");
+    let mut crashes = 0;
+    for at in 0..calls {
+        for after in [false, true] {
+            let cfg = SimConfig {
+                crash_at: Some((at, after)),
+                ..base.clone()
+            };
+            let r = hold(1..2, &cfg).remove(0);
+            crashes += r.counts.get("crash").copied().unwrap_or(0);
+        }
+    }
+    println!("{calls} storage calls, {crashes} crashes");
+    assert!(crashes as f64 >= calls as f64 * 1.5, "{crashes} crashes");
+}

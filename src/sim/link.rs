@@ -59,11 +59,22 @@ pub(crate) struct Chaos {
     counts: Mutex<BTreeMap<&'static str, u64>>,
     start: Instant,
     pub lease_ttl_ms: u64,
+    /// Storage calls made so far (by every process).
+    calls: std::sync::atomic::AtomicU64,
+    /// Crash the calling process at this call (0-based), before the statement or after it.
+    crash_at: Option<(u64, bool)>,
 }
 
 impl Chaos {
-    pub(crate) fn new(seed: u64, rates: Rates, lease_ttl_ms: u64) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        rates: Rates,
+        lease_ttl_ms: u64,
+        crash_at: Option<(u64, bool)>,
+    ) -> Self {
         Self {
+            calls: Default::default(),
+            crash_at,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             rates,
             calm: AtomicBool::new(false),
@@ -126,9 +137,29 @@ impl Chaos {
 
     /// The delay and the fate of one call; `writes`: whether it changes the database (only
     /// those lose a reply that matters).
+    /// Storage calls made so far.
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
     fn decide(&self, writes: bool) -> (u64, Step) {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
         if self.is_calm() {
             return (0, Step::Go);
+        }
+        match self.crash_at {
+            Some((at, after)) if at == call => {
+                return (
+                    0,
+                    if after {
+                        Step::CrashAfter
+                    } else {
+                        Step::CrashBefore
+                    },
+                );
+            }
+            Some(_) => return (0, Step::Go),
+            None => {}
         }
         let r = &self.rates;
         let mut rng = self.rng();

@@ -29,6 +29,11 @@ pub struct SimConfig {
     pub bugs: Vec<Bug>,
     /// Whether faults are injected at all (off: the fault-free reference world).
     pub faults: bool,
+    /// Instead of random faults: crash the process making the storage call of this number
+    /// (0-based, counted over the seed), before the statement (`false`) or after it commits
+    /// (`true`) — to crash once at every storage boundary of a seed in turn
+    /// ([`SeedReport::storage_calls`] says how many there are).
+    pub crash_at: Option<(u64, bool)>,
 }
 
 impl Default for SimConfig {
@@ -38,6 +43,7 @@ impl Default for SimConfig {
             replicas: None,
             bugs: Vec::new(),
             faults: true,
+            crash_at: None,
         }
     }
 }
@@ -58,6 +64,8 @@ pub struct SeedReport {
     pub replicas: usize,
     /// Runs submitted.
     pub runs: usize,
+    /// Storage calls the processes made.
+    pub storage_calls: u64,
     /// The trace, in order (simulated ms, then what happened).
     pub trace: Vec<String>,
 }
@@ -108,6 +116,7 @@ pub fn run_seed(seed: u64, cfg: &SimConfig) -> SeedReport {
                 counts: BTreeMap::new(),
                 replicas: 0,
                 runs: 0,
+                storage_calls: 0,
                 trace: Vec::new(),
             }
         }
@@ -208,7 +217,7 @@ async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
     let reference = reference_states(&graph, cfg.conversations).await;
 
     let chaos_rates = |rng: &mut rand::rngs::StdRng| {
-        if !cfg.faults {
+        if !cfg.faults || cfg.crash_at.is_some() {
             return Rates::none();
         }
         let f: f64 = rng.random_range(0.2..1.0);
@@ -225,7 +234,7 @@ async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
         use rand::SeedableRng;
         let mut pick = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed_5eed_5eed_5eed);
         let rates = chaos_rates(&mut pick);
-        Arc::new(Chaos::new(seed, rates, TTL_MS))
+        Arc::new(Chaos::new(seed, rates, TTL_MS, cfg.crash_at))
     };
     let replicas = cfg
         .replicas
@@ -333,6 +342,7 @@ async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
             .collect(),
         replicas,
         runs: outcomes.iter().map(Conversation::runs).sum(),
+        storage_calls: chaos.calls(),
         trace,
     }
 }
