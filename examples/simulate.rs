@@ -10,7 +10,9 @@
 //! Options: `--seeds N` (default 1,000) from `--from S` (default 0); `--seed S` runs one seed;
 //! `--trace` prints its trace; `--bug NAME` turns a bug switch on (repeatable; names:
 //! `forget-finished-tasks`, `append-anywhere`, `no-fence`); `--replicas N` fixes the number of
-//! processes; `--conversations N` (default 4); `--threads N` (default: every core).
+//! processes; `--conversations N` (default 4); `--threads N` (default: every core);
+//! `--no-faults`; `--crash-at K --crash-before|--crash-after` crashes the process at storage
+//! call K instead of random faults (each seed's report and failure print the exact command).
 //! Exits 1 when a seed failed.
 
 use planwright::sim::{run_seed, Bug, SimConfig};
@@ -34,6 +36,13 @@ fn main() {
             "--from" => from = num(args.next(), "--from"),
             "--seed" => one = Some(num(args.next(), "--seed")),
             "--trace" => trace = true,
+            "--no-faults" => cfg.faults = false,
+            "--crash-at" => {
+                let at = num(args.next(), "--crash-at");
+                cfg.crash_at = Some((at, cfg.crash_at.is_some_and(|c| c.1)));
+            }
+            "--crash-after" => cfg.crash_at = cfg.crash_at.map(|(at, _)| (at, true)),
+            "--crash-before" => cfg.crash_at = cfg.crash_at.map(|(at, _)| (at, false)),
             "--replicas" => cfg.replicas = Some(num(args.next(), "--replicas") as usize),
             "--conversations" => cfg.conversations = num(args.next(), "--conversations") as usize,
             "--threads" => threads = num(args.next(), "--threads").max(1) as usize,
@@ -84,7 +93,7 @@ fn main() {
                     for v in &r.violations {
                         println!("  violated: {v}");
                     }
-                    println!("  replay: {}", r.replay_command(&cfg.bugs));
+                    println!("  replay: {}", r.replay_command(&cfg));
                 }
             });
         }

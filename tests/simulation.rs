@@ -17,7 +17,7 @@ fn hold(seeds: std::ops::Range<u64>, cfg: &SimConfig) -> Vec<SeedReport> {
                 "seed {}: {}\n  replay: {}",
                 r.seed,
                 r.violations.join("\n  "),
-                r.replay_command(&cfg.bugs)
+                r.replay_command(cfg)
             )
         })
         .collect();

@@ -76,13 +76,27 @@ impl SeedReport {
         self.violations.is_empty()
     }
 
-    /// The command that replays this seed exactly (with its bug switches).
-    pub fn replay_command(&self, bugs: &[Bug]) -> String {
+    /// The command that replays this seed exactly in the world `cfg` describes.
+    pub fn replay_command(&self, cfg: &SimConfig) -> String {
         let mut cmd = format!(
             "cargo run -p planwright --example simulate -- --seed {}",
             self.seed
         );
-        for b in bugs {
+        let default = SimConfig::default();
+        if cfg.conversations != default.conversations {
+            cmd.push_str(&format!(" --conversations {}", cfg.conversations));
+        }
+        if let Some(n) = cfg.replicas {
+            cmd.push_str(&format!(" --replicas {n}"));
+        }
+        if !cfg.faults {
+            cmd.push_str(" --no-faults");
+        }
+        if let Some((at, after)) = cfg.crash_at {
+            let when = if after { "after" } else { "before" };
+            cmd.push_str(&format!(" --crash-at {at} --crash-{when}"));
+        }
+        for b in &cfg.bugs {
             cmd.push_str(&format!(" --bug {}", b.name()));
         }
         cmd
