@@ -1023,6 +1023,7 @@ async fn check(w: &World, outcomes: &[Conversation], reference: &[serde_json::Va
         );
     }
     for r in records {
-        w.chaos.note(format!("{} {}", r.run_id, r.status));
+        let error = r.error.map(|e| format!(": {e}")).unwrap_or_default();
+        w.chaos.note(format!("{} {}{error}", r.run_id, r.status));
     }
 }
