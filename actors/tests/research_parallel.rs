@@ -152,6 +152,7 @@ async fn a_step_whose_dependency_is_incomplete_is_not_executed() {
         step_latency: Duration::ZERO,
         tool_latency: None,
         model_attempts: 1,
+        mcp: None,
     });
     let ctx = NodeContext::detached("execute_step").with_input(json!({"step": "d"}));
     let u = execute_step(env.clone(), Arc::new(s.clone()), ctx)

@@ -63,7 +63,7 @@ fn each_problem_is_named() {
     has("step #5: missing field `description`");
     has("duplicate step id `a`");
     has("b: depends on unknown step `ghost`");
-    has("b: unsupported tool `web_search` (allowed: search, compare, summarize)");
+    has("b: unsupported tool `web_search` (allowed: search, compare, summarize, mcp)");
     has("the plan has 6 steps, more than max_steps = 4");
     has("e: no acceptance criteria");
     has("dependency cycle: a -> c -> b -> a");

@@ -148,6 +148,39 @@ pub fn enforce_supported(
     )
 }
 
+/// Like [`enforce_supported`], where the brief may also cite `extra` notes (a tool server's
+/// results, read as notes: `ToolCall::as_note`), checked the same way. A corpus note wins over an
+/// extra one of the same id.
+pub fn enforce_supported_with(
+    text: &str,
+    allowed: &HashSet<&str>,
+    corpus: &Corpus,
+    extra: &[Note],
+) -> (String, Vec<String>) {
+    if extra.is_empty() {
+        return enforce_supported(text, allowed, corpus);
+    }
+    let extra: Vec<(&str, NoteEvidence)> = extra
+        .iter()
+        .map(|n| (&*n.id, NoteEvidence::of(n)))
+        .collect();
+    let citable = |id: &str| allowed.contains(id).then(|| corpus.position(id)).flatten();
+    let extra_of = |id: &str| {
+        allowed
+            .contains(id)
+            .then(|| extra.iter().find(|(x, _)| *x == id).map(|(_, e)| e))
+            .flatten()
+    };
+    enforce_with(
+        text,
+        &|id| citable(id).is_some() || extra_of(id).is_some(),
+        Some(&|id| match citable(id) {
+            Some(i) => Some(evidence_of(corpus, i)),
+            None => extra_of(id),
+        }),
+    )
+}
+
 /// The evidence note `i` of `corpus` offers, made on first use.
 fn evidence_of(corpus: &Corpus, i: usize) -> &NoteEvidence {
     corpus

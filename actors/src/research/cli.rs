@@ -51,6 +51,50 @@ pub struct ResearchArgs {
     /// `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `PLANWRIGHT_MODEL`).
     #[arg(long, default_value = "offline")]
     pub model: String,
+    /// A tool server whose tools `mcp` steps call (repeat for several):
+    /// `mcp+stdio:"npx -y @modelcontextprotocol/server-filesystem ./docs"` or
+    /// `mcp+http://HOST:PORT/mcp`; `NAME=` before it names the server in citations.
+    #[arg(long = "tools", value_name = "SPEC")]
+    pub tools: Vec<String>,
+    /// Seconds a tool call may take per attempt.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub tool_timeout: f64,
+    /// Attempts per tool call (timeouts and transport errors are retried with backoff).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub tool_attempts: u32,
+}
+
+/// The tool servers of `--tools`, connected; `Ok(None)` without any. A malformed spec or
+/// setting is `Err((2, …))`, a server that fails to start or to speak MCP `Err((1, …))`.
+async fn connect_tools(
+    args: &ResearchArgs,
+) -> Result<Option<Arc<crate::tools::mcp::McpTools>>, (u8, String)> {
+    use crate::tools::mcp::{CallPolicy, McpTools, ServerSpec};
+    if args.tools.is_empty() {
+        return Ok(None);
+    }
+    let specs = args
+        .tools
+        .iter()
+        .map(|t| t.parse::<ServerSpec>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| (2, e.to_string()))?;
+    if !(args.tool_timeout.is_finite() && args.tool_timeout > 0.0) || args.tool_attempts == 0 {
+        return Err((
+            2,
+            "--tool-timeout must be a positive number of seconds and --tool-attempts at least 1"
+                .into(),
+        ));
+    }
+    let policy = CallPolicy {
+        timeout: std::time::Duration::from_secs_f64(args.tool_timeout),
+        attempts: args.tool_attempts,
+        ..CallPolicy::default()
+    };
+    McpTools::connect(&specs, policy)
+        .await
+        .map(|t| Some(Arc::new(t)))
+        .map_err(|e| (1, e.to_string()))
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -119,7 +163,18 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return bad_input(e),
     };
-    let graph = match super::graph(prepared.policy, GraphOptions::default()) {
+    let mcp = match connect_tools(&args).await {
+        Ok(m) => m,
+        Err((code, e)) => {
+            eprintln!("research: {e}");
+            return ExitCode::from(code);
+        }
+    };
+    let options = GraphOptions {
+        mcp,
+        ..GraphOptions::default()
+    };
+    let graph = match super::graph(prepared.policy, options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("research: cannot build the graph: {e}");
@@ -188,13 +243,15 @@ pub async fn run(args: ResearchArgs) -> ExitCode {
         if let Some(err) = payload.get("error").and_then(Value::as_str) {
             eprintln!("research: {err}");
         }
-        let flags: Vec<(&str, &str)> = [
+        let mut flags: Vec<(&str, &str)> = [
             kit::unless_default("--checkpoint", &args.checkpoint, kit::RESEARCH_CHECKPOINT),
             kit::unless_default("--model", &args.model, "offline"),
         ]
         .into_iter()
         .flatten()
         .collect();
+        // The resumed run calls the same tool servers.
+        flags.extend(args.tools.iter().map(|t| ("--tools", t.as_str())));
         let approve = kit::resume_command(
             "research",
             &flags,

@@ -24,6 +24,9 @@ pub struct GraphOptions {
     pub tool_latency: Option<Arc<dyn super::tools::ToolLatency>>,
     /// Retries of model-calling nodes on transient errors (default 3 attempts, 200 ms backoff).
     pub model_retry: RetryPolicy,
+    /// The tool servers `mcp` steps call, connected (default none; `--tools`). Their tools are
+    /// shown to the policy when it plans.
+    pub mcp: Option<Arc<crate::tools::mcp::McpTools>>,
 }
 
 impl Default for GraphOptions {
@@ -33,6 +36,7 @@ impl Default for GraphOptions {
             step_latency: Duration::ZERO,
             tool_latency: None,
             model_retry: RetryPolicy::exponential(3, Duration::from_millis(200)),
+            mcp: None,
         }
     }
 }
@@ -65,6 +69,7 @@ pub fn build(
         step_latency: options.step_latency,
         tool_latency: options.tool_latency.clone(),
         model_attempts: options.model_retry.max_attempts,
+        mcp: options.mcp.clone(),
     });
     let model = NodeOptions::default().retry(options.model_retry.clone());
     StateGraph::<ResearchState>::new(NAME)

@@ -2,13 +2,15 @@
 //! (also what the HTTP server returns).
 
 use super::notes::Note;
-use super::state::{Evidence, ResearchState, StepStatus};
+use super::state::{Evidence, ResearchState, StepStatus, ToolCall};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// The notes the complete steps used, in plan order, each with its title and the sentence the
-/// step took from it. Every `source_id` names a note in `source_notes`.
+/// step took from it, then the tool servers' results they used, each with its provenance. Every
+/// `source_id` names a note in `source_notes` or a complete step's tool call.
 pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
-    used_notes(s)
+    let notes = used_notes(s)
         .into_iter()
         .map(|(id, note, sentence)| Evidence {
             source_id: id.to_string(),
@@ -17,6 +19,32 @@ pub fn evidence(s: &ResearchState) -> Vec<Evidence> {
             } else {
                 format!("{}: {}", note.title, sentence)
             },
+            tool_call: None,
+        });
+    let calls = used_tool_calls(s)
+        .into_iter()
+        .map(|(call, sentence)| Evidence {
+            source_id: call.id.clone(),
+            summary: if sentence.is_empty() {
+                format!("{}/{}", call.server, call.tool)
+            } else {
+                format!("{}/{}: {}", call.server, call.tool, sentence)
+            },
+            tool_call: Some(call.clone()),
+        });
+    notes.chain(calls).collect()
+}
+
+/// The tool calls of the complete steps, in plan order, each with the first sentence the step
+/// quoted from it (empty: none).
+pub(crate) fn used_tool_calls(s: &ResearchState) -> Vec<(&Arc<ToolCall>, &str)> {
+    s.active_steps()
+        .filter(|st| st.status == StepStatus::Complete)
+        .filter_map(|st| s.step_results.get(&st.id))
+        .filter_map(|r| {
+            let call = r.tool_call.as_ref()?;
+            let sentence = r.findings.first().map(|f| &*f.sentence).unwrap_or_default();
+            Some((call, sentence))
         })
         .collect()
 }
@@ -69,7 +97,8 @@ pub struct Ending<'a> {
 /// blocked reason and errors come from `ending`: what the finishing node writes, not a copy of
 /// the whole state made to hold them.
 pub fn final_output(s: &ResearchState, status: &str, report: &str, ending: Ending) -> Value {
-    let sources: Vec<&str> = used_notes(s).into_iter().map(|(id, ..)| id).collect();
+    let mut sources: Vec<&str> = used_notes(s).into_iter().map(|(id, ..)| id).collect();
+    sources.extend(used_tool_calls(s).into_iter().map(|(c, _)| c.id.as_str()));
     json!({
         "status": status,
         "report_words": super::text::word_count(report),

@@ -71,6 +71,16 @@ pub struct StepParams {
     /// `summarize`: how many sentences at most (default 4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_sentences: Option<u32>,
+    /// `mcp`: the tool server to call (default: the first connected server with `tool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// `mcp`: the server's tool to call. Absent: the executor chooses one whose description fits
+    /// the step's `aspect` and `query` (`tools::mcp::choose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// `mcp`: the tool's arguments (with `tool`; absent: filled from `query` by the schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// One step of a plan. Its parameters and criteria are shared (`Arc`, the same JSON): a plan is
@@ -85,7 +95,7 @@ pub struct PlanStep {
     pub description: String,
     /// Ids of the steps that must complete first.
     pub depends_on: Vec<String>,
-    /// The local tool it runs (see `tools::CATALOG`).
+    /// The tool it runs (see `tools::CATALOG`; `mcp` calls a tool server's tool).
     pub tool: String,
     /// The tool's parameters (`Arc::make_mut` to change one).
     pub params: Arc<StepParams>,

@@ -37,6 +37,44 @@ pub struct StepResult {
     pub started_ms: u64,
     /// When it ended.
     pub ended_ms: u64,
+    /// An `mcp` step's call and what it returned: the evidence's provenance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<Arc<ToolCall>>,
+}
+
+/// A tool server's call whose result is evidence: where it came from, what was asked and what
+/// came back. The brief cites it as `[id]`, the way it cites a note.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToolCall {
+    /// The citation id: `server:tool:step` (letters, digits, `-`, `_`, `:`).
+    pub id: String,
+    /// The tool server (its name in `--tools`).
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments it was called with.
+    pub arguments: serde_json::Value,
+    /// The text it returned (cut at `tools::mcp::MAX_TEXT`).
+    pub content: Arc<str>,
+    /// Whether the executor chose the tool (by its description) rather than the plan naming it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub chosen: bool,
+    /// Attempts the call took.
+    pub attempts: u32,
+}
+
+impl ToolCall {
+    /// The call's result as a note (id, `server/tool` as the title, the content as the text):
+    /// what acceptance criteria and citation checks read, as they read a note.
+    pub fn as_note(&self) -> super::notes::Note {
+        super::notes::Note {
+            id: self.id.as_str().into(),
+            title: format!("{}/{}", self.server, self.tool).into(),
+            text: self.content.clone(),
+            tags: [].into(),
+        }
+    }
 }
 
 /// A sentence taken from a note.
@@ -97,13 +135,16 @@ impl HistoryEntry {
     }
 }
 
-/// An evidence entry of the output: a note the brief relies on.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// An evidence entry of the output: a note, or a tool server's result, the brief relies on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     /// The note's id (always an existing note).
     pub source_id: String,
     /// The note's title and the sentence used.
     pub summary: String,
+    /// For a tool server's result: the call it came from (server, tool, arguments, content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<Arc<ToolCall>>,
 }
 
 /// The tokens one model call used.

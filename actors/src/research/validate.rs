@@ -158,6 +158,15 @@ pub fn validate(plan: &[PlanStep], constraints: &Constraints) -> Vec<PlanProblem
                 Some("query")
             }
             "compare" if s.params.dimensions.is_empty() => Some("dimensions"),
+            "mcp"
+                if s.params.tool.is_none()
+                    && s.params
+                        .query
+                        .as_deref()
+                        .is_none_or(|q| q.trim().is_empty()) =>
+            {
+                Some("query")
+            }
             _ => None,
         };
         if let Some(param) = needs {

@@ -1,3 +1,5 @@
-//! Deterministic local tools the planners' nodes call.
+//! Tools the planners' nodes call: deterministic local ones (`bm25`), and the tool servers a run
+//! is given, over the Model Context Protocol (`mcp`).
 
 pub mod bm25;
+pub mod mcp;

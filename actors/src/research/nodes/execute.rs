@@ -9,6 +9,7 @@
 
 use super::Env;
 use crate::research::acceptance;
+use crate::research::corpus::Corpus;
 use crate::research::state::{HistoryEntry, ResearchState, ResearchUpdate, StepResult, StepStatus};
 use crate::research::tools::{self, ToolInput};
 use planwright::graph::{Dag, DagTask};
@@ -166,25 +167,42 @@ pub async fn execute_step(
         .iter()
         .filter_map(|d| s.step_results.get(d).map(|r| &**r))
         .collect();
-    let out = tools::run(
-        step,
-        &ToolInput {
-            goal: &s.goal,
-            corpus: s.source_notes.corpus(),
-            deps,
-            aspects: s
-                .active_steps()
-                .filter_map(|st| st.aspect().map(str::to_string))
-                .collect(),
-        },
-    );
-    let unmet = match &out.error {
-        Some(e) => vec![format!("tool error: {e}")],
-        None => acceptance::check(
+    let (out, tool_call) = if step.tool == "mcp" {
+        // A tool server's call: it stops with the run.
+        let cancel = std::pin::pin!(ctx.cancelled());
+        tools::mcp::run(env.mcp.as_deref(), step, cancel).await
+    } else {
+        let out = tools::run(
+            step,
+            &ToolInput {
+                goal: &s.goal,
+                corpus: s.source_notes.corpus(),
+                deps,
+                aspects: s
+                    .active_steps()
+                    .filter_map(|st| st.aspect().map(str::to_string))
+                    .collect(),
+            },
+        );
+        (out, None)
+    };
+    let unmet = match (&out.error, &tool_call) {
+        (Some(e), _) => vec![format!("tool error: {e}")],
+        // The call's result is read as a note of its own.
+        (None, Some(call)) => acceptance::check(
+            &step.acceptance_criteria,
+            &out.sources,
+            &Corpus::new(vec![call.as_note()]),
+        ),
+        (None, None) => acceptance::check(
             &step.acceptance_criteria,
             &out.sources,
             s.source_notes.corpus(),
         ),
+    };
+    let via = match &tool_call {
+        Some(c) => format!("{}/{}", c.server, c.tool),
+        None => step.tool.clone(),
     };
     let r = StepResult {
         met: unmet.is_empty(),
@@ -196,13 +214,19 @@ pub async fn execute_step(
         findings: out.findings,
         started_ms: started,
         ended_ms: env.clock.now_ms(),
+        tool_call: tool_call.map(Arc::new),
     };
     ctx.emit(json!({"step_finished": id, "met": r.met, "sources": r.sources}));
     let detail = format!(
-        "{} via {}: {} note(s) [{}]; {}",
+        "{} via {}: {} {}(s) [{}]; {}",
         id,
-        step.tool,
+        via,
         r.sources.len(),
+        if r.tool_call.is_some() {
+            "result"
+        } else {
+            "note"
+        },
         r.sources.join(", "),
         if r.met {
             "criteria met".to_string()

@@ -7,7 +7,7 @@
 
 use super::{emit_usage, policy_failure, streamed, Env};
 use crate::research::citations;
-use crate::research::output::{evidence, final_output, used_notes, Ending};
+use crate::research::output::{evidence, final_output, used_notes, used_tool_calls, Ending};
 use crate::research::policy::offline::OVERVIEW;
 use crate::research::policy::offline_report::write_report;
 use crate::research::policy::{SectionInput, SectionKind, SynthesisRequest};
@@ -31,6 +31,17 @@ fn section_title(step: &PlanStep) -> String {
     match step.tool.as_str() {
         "compare" => "Comparison".into(),
         "summarize" => "Summary".into(),
+        "mcp" => {
+            let topic = step
+                .params
+                .aspect
+                .as_deref()
+                .map_or("Tool results".to_string(), |a| title_case(text::primary(a)));
+            match (&step.params.server, &step.params.tool) {
+                (Some(server), Some(tool)) => format!("{topic} (from {server}/{tool})"),
+                _ => format!("{topic} (from the tool servers)"),
+            }
+        }
         _ => {
             let covers: Vec<String> = step
                 .acceptance_criteria
@@ -137,12 +148,15 @@ fn next_action(s: &ResearchState) -> String {
     )
 }
 
-/// The notes the brief may cite, with their titles.
+/// The notes and tool results the brief may cite, with their titles (`server/tool` for a tool's).
 fn citable(s: &ResearchState) -> Vec<(String, String)> {
-    used_notes(s)
+    let notes = used_notes(s)
         .into_iter()
-        .map(|(id, note, _)| (id.to_string(), note.title.to_string()))
-        .collect()
+        .map(|(id, note, _)| (id.to_string(), note.title.to_string()));
+    let calls = used_tool_calls(s)
+        .into_iter()
+        .map(|(c, _)| (c.id.clone(), format!("{}/{}", c.server, c.tool)));
+    notes.chain(calls).collect()
 }
 
 /// The node `synthesize_report`.
@@ -179,8 +193,17 @@ pub async fn synthesize_report(
     };
     let usage = emit_usage(&ctx, "synthesize_report", reply.usage);
     let allowed: HashSet<&str> = ev.iter().map(|e| e.source_id.as_str()).collect();
-    let (report, removed) =
-        citations::enforce_supported(&reply.value.text, &allowed, s.source_notes.corpus());
+    // A tool's result is checked as a note of its own.
+    let tool_notes: Vec<_> = used_tool_calls(&s)
+        .into_iter()
+        .map(|(c, _)| c.as_note())
+        .collect();
+    let (report, removed) = citations::enforce_supported_with(
+        &reply.value.text,
+        &allowed,
+        s.source_notes.corpus(),
+        &tool_notes,
+    );
     let mut gaps = s.knowledge_gaps.clone();
     gaps.extend(removed.iter().cloned());
     let cited = citations::cited_ids(&report);

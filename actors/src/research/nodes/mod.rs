@@ -85,4 +85,6 @@ pub struct Env {
     pub tool_latency: Option<std::sync::Arc<dyn crate::research::tools::ToolLatency>>,
     /// Attempts a model-calling node makes on transient errors.
     pub model_attempts: u32,
+    /// The tool servers `mcp` steps call (none by default).
+    pub mcp: Option<std::sync::Arc<crate::tools::mcp::McpTools>>,
 }

@@ -59,6 +59,11 @@ pub async fn create_plan(
         goal: s.goal.clone(),
         constraints: s.constraints.clone(),
         notes: plan_notes(&s).into(),
+        tools: env
+            .mcp
+            .as_ref()
+            .map(|m| m.tools().into())
+            .unwrap_or_default(),
     };
     match streamed(&ctx, "create_plan", env.policy.create_plan(&req)).await {
         Ok(reply) => {

@@ -34,6 +34,10 @@ pub struct PlanRequest {
     pub constraints: Constraints,
     /// The notes the plan will run against (shared: a request is cloned for an in-process model).
     pub notes: Arc<[Note]>,
+    /// The tool servers' tools an `mcp` step may call, with their schemas (none without
+    /// `--tools`; shared, as the notes).
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub tools: Arc<[crate::tools::mcp::ToolInfo]>,
 }
 
 /// Asks to fix a plan that failed validation.

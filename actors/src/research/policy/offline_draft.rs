@@ -8,6 +8,7 @@ use crate::research::notes::Note;
 use crate::research::state::{Criterion, PlanStep, StepParams, StepStatus};
 use crate::research::text;
 use crate::tools::bm25;
+use crate::tools::mcp::{choose, ToolInfo};
 use std::sync::Arc;
 
 /// The section name of a search step without a topic of its own.
@@ -112,6 +113,61 @@ pub fn search_step(id: String, section: &str, topic: &[String], min_sources: u32
     }
 }
 
+/// An `mcp` step for one section, when a tool server's tool fits it: the tool whose description
+/// best matches the section and the goal's topic (`tools::mcp::choose`), called with a query of
+/// both. The step is optional: a tool that fails or finds nothing on the section is a reported
+/// gap, and the notes' searches still make the brief.
+pub fn tool_step(
+    id: String,
+    section: &str,
+    topic: &[String],
+    tools: &[ToolInfo],
+) -> Option<PlanStep> {
+    if tools.is_empty() {
+        return None;
+    }
+    let overview = section == OVERVIEW;
+    let topic_phrase = topic.join(" ");
+    let query = if overview {
+        topic_phrase.clone()
+    } else {
+        format!("{topic_phrase} {section}")
+    };
+    // The section decides (a tool about the topic in general does not answer a section).
+    let question = if overview {
+        query.clone()
+    } else {
+        section.to_string()
+    };
+    let choice = choose(tools, &question, &query)?;
+    let mut criteria = vec![Criterion::MinSources(1)];
+    if !overview {
+        criteria.push(Criterion::Covers(vec![section.to_string()]));
+    }
+    Some(PlanStep {
+        id,
+        description: format!(
+            "Ask {}/{} about {} (its description fits)",
+            choice.server,
+            choice.tool,
+            if overview { &topic_phrase } else { section }
+        ),
+        depends_on: Vec::new(),
+        tool: "mcp".into(),
+        params: Arc::new(StepParams {
+            aspect: (!overview).then(|| section.to_string()),
+            query: Some(query),
+            server: Some(choice.server),
+            tool: Some(choice.tool),
+            arguments: Some(choice.arguments),
+            ..StepParams::default()
+        }),
+        acceptance_criteria: criteria.into(),
+        optional: true,
+        status: StepStatus::Pending,
+    })
+}
+
 /// The first plan for a goal.
 pub fn draft_plan(req: &PlanRequest) -> Vec<PlanStep> {
     let c = &req.constraints;
@@ -123,6 +179,12 @@ pub fn draft_plan(req: &PlanRequest) -> Vec<PlanStep> {
         .map(|(i, s)| search_step(format!("step_{}", i + 1), s, &topic, c.min_sources))
         .collect();
     let searches: Vec<String> = plan.iter().map(|s| s.id.clone()).collect();
+    if c.allows("mcp") {
+        for s in &sections {
+            let id = format!("step_{}", plan.len() + 1);
+            plan.extend(tool_step(id, s, &topic, &req.tools));
+        }
+    }
     let dimensions: Vec<String> = if !c.dimensions.is_empty() {
         c.dimensions.clone()
     } else if sections.len() >= 2 {

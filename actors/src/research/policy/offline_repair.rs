@@ -32,6 +32,7 @@ pub fn repair(req: &RepairRequest) -> Vec<PlanStep> {
             goal: req.goal.clone(),
             constraints: c.clone(),
             notes: req.notes.clone(),
+            tools: Default::default(),
         }));
         return repair_steps(plan, req);
     }

@@ -2,11 +2,13 @@
 //!
 //! `search` ranks notes with BM25, `compare` lines findings up along dimensions, `summarize`
 //! extracts the most relevant sentences. Every tool returns the ids of the notes it used, and only
-//! ids of notes that exist: tools quote sentences, they never write facts of their own.
+//! ids of notes that exist: tools quote sentences, they never write facts of their own. `mcp`
+//! calls a tool server's tool (`mcp.rs`); its result is evidence of its own, with provenance.
 
 mod aspect;
 mod compare;
 mod latency;
+pub mod mcp;
 mod ranking;
 mod search;
 mod summarize;
@@ -49,6 +51,13 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "summarize",
         description: "extractive summary of the notes found by the step's dependencies; params: \
                       max_sentences",
+        side_effects: false,
+    },
+    ToolSpec {
+        name: "mcp",
+        description: "call a tool of a connected MCP tool server (`--tools`); params: server, \
+                      tool, arguments — or aspect and query, and the tool whose description \
+                      fits them is chosen; its result is cited like a note",
         side_effects: false,
     },
 ];
@@ -132,6 +141,9 @@ pub fn run(step: &PlanStep, input: &ToolInput<'_>) -> ToolOutcome {
         "search" => search(&step.params, input.corpus, &input.aspects),
         "compare" => compare(&step.params, input),
         "summarize" => summarize(&step.params, input),
+        "mcp" => {
+            ToolOutcome::failed("`mcp` steps run on the graph's tool servers (tools::mcp::run)")
+        }
         other => ToolOutcome::failed(format!("unknown tool `{other}`")),
     }
 }
