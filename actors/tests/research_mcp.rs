@@ -329,3 +329,283 @@ async fn without_tool_servers_an_mcp_step_fails_and_says_how_to_give_them() {
         s.knowledge_gaps
     );
 }
+
+/// A stand-in OpenAI-compatible server: records each request's body and answers each with the
+/// next message of its script.
+struct FakeOpenAi {
+    requests: std::sync::Mutex<Vec<Value>>,
+    script: std::sync::Mutex<std::collections::VecDeque<Value>>,
+}
+
+async fn fake_openai(script: Vec<Value>) -> (Arc<FakeOpenAi>, String) {
+    use axum::extract::State;
+    let state = Arc::new(FakeOpenAi {
+        requests: Default::default(),
+        script: std::sync::Mutex::new(script.into()),
+    });
+    async fn handle(
+        State(s): State<Arc<FakeOpenAi>>,
+        axum::Json(body): axum::Json<Value>,
+    ) -> axum::Json<Value> {
+        s.requests.lock().unwrap().push(body);
+        let message = s
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(json!({"content": "no"}));
+        axum::Json(json!({"choices": [{"message": message}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9}}))
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(handle))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (state, url)
+}
+
+fn openai(url: &str) -> Arc<dyn planwright_actors::model::ChatModel> {
+    let mut cfg = planwright_actors::model::OpenAiConfig::new(url, "test-model");
+    cfg.max_retries = 0;
+    Arc::new(planwright_actors::model::OpenAiModel::new(cfg).unwrap())
+}
+
+/// The offline policy, except that a chat policy chooses tools.
+struct ModelChoosesTools {
+    plan: Vec<PlanStep>,
+    chat: planwright_actors::research::policy::ChatResearchPolicy,
+}
+
+#[async_trait::async_trait]
+impl planwright_actors::research::policy::ResearchPolicy for ModelChoosesTools {
+    fn name(&self) -> &str {
+        "offline+model-tools"
+    }
+    async fn create_plan(
+        &self,
+        _: &planwright_actors::research::policy::PlanRequest,
+    ) -> Result<
+        planwright_actors::research::policy::PolicyReply<Vec<PlanStep>>,
+        planwright_actors::research::policy::PolicyError,
+    > {
+        Ok(planwright_actors::research::policy::PolicyReply::offline(
+            self.plan.clone(),
+        ))
+    }
+    async fn repair_plan(
+        &self,
+        r: &planwright_actors::research::policy::RepairRequest,
+    ) -> Result<
+        planwright_actors::research::policy::PolicyReply<Vec<PlanStep>>,
+        planwright_actors::research::policy::PolicyError,
+    > {
+        planwright_actors::research::policy::OfflineResearchPolicy
+            .repair_plan(r)
+            .await
+    }
+    async fn replan(
+        &self,
+        r: &planwright_actors::research::policy::ReplanRequest,
+    ) -> Result<
+        planwright_actors::research::policy::PolicyReply<Vec<PlanStep>>,
+        planwright_actors::research::policy::PolicyError,
+    > {
+        planwright_actors::research::policy::OfflineResearchPolicy
+            .replan(r)
+            .await
+    }
+    async fn synthesize_report(
+        &self,
+        r: &planwright_actors::research::policy::SynthesisRequest,
+    ) -> Result<
+        planwright_actors::research::policy::PolicyReply<
+            planwright_actors::research::policy::Report,
+        >,
+        planwright_actors::research::policy::PolicyError,
+    > {
+        planwright_actors::research::policy::OfflineResearchPolicy
+            .synthesize_report(r)
+            .await
+    }
+    async fn choose_tool(
+        &self,
+        r: &planwright_actors::research::policy::ToolChoiceRequest,
+    ) -> Result<
+        Option<
+            planwright_actors::research::policy::PolicyReply<planwright_actors::tools::mcp::Choice>,
+        >,
+        planwright_actors::research::policy::PolicyError,
+    > {
+        self.chat.choose_tool(r).await
+    }
+}
+
+fn open_step(id: &str, aspect: &str) -> PlanStep {
+    PlanStep {
+        id: id.into(),
+        description: format!("find what the tools say about {aspect}"),
+        tool: "mcp".into(),
+        params: Arc::new(StepParams {
+            aspect: Some(aspect.into()),
+            query: Some(format!("support {aspect}")),
+            ..StepParams::default()
+        }),
+        acceptance_criteria: vec![Criterion::MinSources(1)].into(),
+        optional: true,
+        ..PlanStep::default()
+    }
+}
+
+#[tokio::test]
+async fn a_chat_model_chooses_the_tool_by_function_calling() {
+    // The model calls the pricing tool with arguments of its own; for the second step it calls
+    // none.
+    let (fake, url) = fake_openai(vec![
+        json!({"content": null, "tool_calls": [{"id": "call_7", "type": "function",
+            "function": {"name": "kb__search_vendor_pricing",
+                         "arguments": "{\"query\": \"licence cost per agent\"}"}}]}),
+        json!({"content": "No tool covers staffing."}),
+    ])
+    .await;
+    let mcp = servers(vec![(
+        "kb",
+        vec![
+            tool("echo", "Echoes back the input string"),
+            tool(
+                "search_vendor_pricing",
+                "Search vendor pricing sheets: licence cost",
+            ),
+        ],
+        text(PRICING),
+    )]);
+    let policy = Arc::new(ModelChoosesTools {
+        plan: vec![
+            search(
+                "notes",
+                "retrieval augmented generation support",
+                &[],
+                vec![Criterion::MinSources(1)],
+            ),
+            PlanStep {
+                depends_on: vec!["notes".into()],
+                ..open_step("ask_cost", "cost")
+            },
+            PlanStep {
+                depends_on: vec!["ask_cost".into()],
+                ..open_step("ask_staffing", "staffing")
+            },
+        ],
+        chat: planwright_actors::research::policy::ChatResearchPolicy::new(openai(&url)),
+    });
+    let s = run_with(policy, Some(mcp), json!({})).await;
+    assert_eq!(s.status, "ok", "{:?}", s.blocked_reason);
+
+    let r = &s.step_results["ask_cost"];
+    let call = r.tool_call.as_ref().expect("the cost step called a tool");
+    assert_eq!(
+        (call.server.as_str(), call.tool.as_str()),
+        ("kb", "search_vendor_pricing")
+    );
+    assert_eq!(call.arguments, json!({"query": "licence cost per agent"}));
+    assert_eq!(call.chosen_by.as_deref(), Some("model"));
+    assert!(
+        s.final_report
+            .contains("[kb:search_vendor_pricing:ask_cost]"),
+        "{}",
+        s.final_report
+    );
+    assert!(
+        s.model_usage
+            .iter()
+            .any(|u| u.call == "choose_tool" && u.prompt_tokens == 40),
+        "{:?}",
+        s.model_usage
+    );
+    assert_eq!(s.step("ask_staffing").unwrap().status, StepStatus::Skipped);
+    assert!(
+        s.knowledge_gaps.iter().any(|g| g.contains(
+            "the model called no tool for step `ask_staffing`: No tool covers staffing."
+        )),
+        "{:?}",
+        s.knowledge_gaps
+    );
+
+    // What the model was sent: the tools as functions with their schemas, and the step.
+    let requests = fake.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    let body = &requests[0];
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kb__echo", "kb__search_vendor_pricing"]);
+    assert_eq!(body["tools"][1]["type"], "function");
+    assert_eq!(
+        body["tools"][1]["function"]["parameters"]["required"],
+        json!(["query"])
+    );
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        user.contains("\"aspect\":\"cost\"") && user.contains("ask_cost"),
+        "{user}"
+    );
+}
+
+#[tokio::test]
+async fn the_openai_client_puts_tool_calls_and_tool_results_in_the_conversation() {
+    use planwright_actors::model::functions::{
+        FunctionCall, FunctionMessage, FunctionRequest, FunctionSpec,
+    };
+    let (fake, url) = fake_openai(vec![
+        json!({"content": "The licence costs 1,200 USD a month."}),
+    ])
+    .await;
+    let model = openai(&url);
+    assert!(model.calls_functions());
+    let call = FunctionCall {
+        id: "call_1".into(),
+        name: "kb__search".into(),
+        arguments: r#"{"query":"cost"}"#.into(),
+    };
+    let reply = model
+        .chat_with_functions(&FunctionRequest {
+            call: "answer".into(),
+            messages: vec![
+                FunctionMessage::User("What does the licence cost?".into()),
+                FunctionMessage::Assistant {
+                    content: None,
+                    calls: vec![call],
+                },
+                FunctionMessage::Result {
+                    call_id: "call_1".into(),
+                    content: PRICING.into(),
+                },
+            ],
+            functions: vec![FunctionSpec {
+                name: "kb__search".into(),
+                description: "search".into(),
+                parameters: json!({"type": "object"}),
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.content.as_deref(),
+        Some("The licence costs 1,200 USD a month.")
+    );
+    assert!(reply.calls.is_empty());
+    let body = fake.requests.lock().unwrap()[0].clone();
+    assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        body["messages"][1]["tool_calls"][0]["function"]["name"],
+        "kb__search"
+    );
+    assert_eq!(
+        body["messages"][2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": PRICING})
+    );
+}

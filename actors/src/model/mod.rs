@@ -10,6 +10,7 @@
 
 mod conforms;
 mod error;
+pub mod functions;
 pub mod lognormal;
 mod openai;
 mod openai_stream;
@@ -177,6 +178,24 @@ pub trait ChatModel: Send + Sync {
     /// model's first warning announced). Default: no, the node's retry policy owns retries.
     fn retries_transient_errors(&self) -> bool {
         false
+    }
+
+    /// Whether this model calls functions ([`ChatModel::chat_with_functions`]). Default: no.
+    fn calls_functions(&self) -> bool {
+        false
+    }
+
+    /// One turn of a function-calling conversation: the model's text and the calls it asks for.
+    /// The default says the model does not call functions.
+    async fn chat_with_functions(
+        &self,
+        req: &functions::FunctionRequest,
+    ) -> Result<functions::FunctionReply, ModelError> {
+        Err(ModelError::Config(format!(
+            "{} does not call functions ({})",
+            self.name(),
+            req.call
+        )))
     }
 
     /// One chat completion whose answer is handed to `on_chunk` piece by piece as it arrives

@@ -103,8 +103,31 @@ impl OpenAiModel {
         })
     }
 
+    /// A function-calling request's body: the conversation, and the functions as `tools`.
+    pub(super) fn functions_body(&self, req: &super::functions::FunctionRequest) -> Value {
+        let tools: Vec<Value> = req
+            .functions
+            .iter()
+            .map(|f| {
+                json!({"type": "function", "function": {
+                    "name": f.name, "description": f.description, "parameters": f.parameters}})
+            })
+            .collect();
+        let messages: Vec<Value> = req.messages.iter().map(|m| m.to_openai()).collect();
+        json!({"model": self.cfg.model, "messages": messages, "tools": tools, "tool_choice": "auto"})
+    }
+
     /// One attempt: the reply, or an error with the wait a retry should respect.
     async fn attempt(&self, body: &Value) -> Result<ChatReply, ModelError> {
+        self.attempt_as(body, parse_reply).await
+    }
+
+    /// One attempt, its answer read by `parse`.
+    async fn attempt_as<T>(
+        &self,
+        body: &Value,
+        parse: fn(&str) -> Result<T, ModelError>,
+    ) -> Result<T, ModelError> {
         let url = format!(
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
@@ -128,7 +151,7 @@ impl OpenAiModel {
             .await
             .map_err(|_| ModelError::Timeout(self.cfg.timeout))??;
         match status {
-            200..=299 => parse_reply(&text),
+            200..=299 => parse(&text),
             429 => Err(ModelError::RateLimited { retry_after }),
             _ => Err(ModelError::Server {
                 status,
@@ -245,8 +268,82 @@ fn parse_reply(text: &str) -> Result<ChatReply, ModelError> {
     })
 }
 
+/// A function-calling answer: `choices[0].message`'s text and `tool_calls`.
+fn parse_function_reply(text: &str) -> Result<super::functions::FunctionReply, ModelError> {
+    let bad = |what: &str| ModelError::Server {
+        status: 200,
+        body: format!(
+            "unexpected response ({what}): {}",
+            text.chars().take(200).collect::<String>()
+        ),
+    };
+    let v: Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
+    let message = &v["choices"][0]["message"];
+    if !message.is_object() {
+        return Err(bad("no choices[0].message"));
+    }
+    if let Some(reason) = message["refusal"].as_str() {
+        return Err(ModelError::Refused {
+            reason: reason.to_string(),
+        });
+    }
+    let mut calls = Vec::new();
+    for c in message["tool_calls"].as_array().into_iter().flatten() {
+        let f = &c["function"];
+        let (Some(name), Some(arguments)) = (f["name"].as_str(), f["arguments"].as_str()) else {
+            return Err(bad(
+                "a tool call without function.name and function.arguments",
+            ));
+        };
+        calls.push(super::functions::FunctionCall {
+            id: c["id"].as_str().unwrap_or_default().to_string(),
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        });
+    }
+    Ok(super::functions::FunctionReply {
+        content: message["content"].as_str().map(str::to_string),
+        calls,
+        usage: Usage {
+            prompt_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        },
+    })
+}
+
 #[async_trait::async_trait]
 impl ChatModel for OpenAiModel {
+    fn calls_functions(&self) -> bool {
+        true
+    }
+
+    /// Function calling with the same limits as [`ChatModel::chat`]: the concurrency limit, the
+    /// timeout, and retries of transient errors with backoff.
+    async fn chat_with_functions(
+        &self,
+        req: &super::functions::FunctionRequest,
+    ) -> Result<super::functions::FunctionReply, ModelError> {
+        let _permit =
+            self.limit.acquire().await.map_err(|_| {
+                ModelError::Config("the provider's concurrency limiter closed".into())
+            })?;
+        let body = self.functions_body(req);
+        let mut retry = 0;
+        loop {
+            match self.attempt_as(&body, parse_function_reply).await {
+                Ok(reply) => return Ok(reply),
+                Err(e) if e.is_transient() && retry < self.cfg.max_retries => {
+                    if retry == 0 {
+                        self.announce_retries(&req.call, &e);
+                    }
+                    tokio::time::sleep(self.backoff(retry, &e)).await;
+                    retry += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -57,9 +57,10 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
     /// The text it returned (cut at `tools::mcp::MAX_TEXT`).
     pub content: Arc<str>,
-    /// Whether the executor chose the tool (by its description) rather than the plan naming it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub chosen: bool,
+    /// Who chose the tool when the plan named none: `model` (function calling) or
+    /// `description` (the offline match).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<String>,
     /// Attempts the call took.
     pub attempts: u32,
 }

@@ -167,10 +167,13 @@ pub async fn execute_step(
         .iter()
         .filter_map(|d| s.step_results.get(d).map(|r| &**r))
         .collect();
+    let mut usage = Vec::new();
     let (out, tool_call) = if step.tool == "mcp" {
         // A tool server's call: it stops with the run.
         let cancel = std::pin::pin!(ctx.cancelled());
-        tools::mcp::run(env.mcp.as_deref(), step, cancel).await
+        let done = tools::mcp::run(env.mcp.as_deref(), &*env.policy, &s.goal, step, cancel).await;
+        usage = super::emit_usage(&ctx, "choose_tool", done.usage);
+        (done.outcome, done.call)
     } else {
         let out = tools::run(
             step,
@@ -256,5 +259,7 @@ pub async fn execute_step(
         .execution_history(history)
         .step_results(BTreeMap::from([(id, Arc::new(r))]));
     update.errors = error;
+    // Only a model's tool choice has usage (an empty append would be stored for every step).
+    update.model_usage = (!usage.is_empty()).then_some(usage);
     Ok(update)
 }

@@ -10,11 +10,14 @@ use super::offline_replan::revise_plan;
 use super::offline_report::write_report;
 use super::{
     PlanRequest, PolicyError, PolicyReply, RepairRequest, ReplanRequest, Report, ResearchPolicy,
-    SynthesisRequest,
+    SynthesisRequest, ToolChoiceRequest,
 };
+use crate::model::functions::{function_name, FunctionMessage, FunctionRequest, FunctionSpec};
 use crate::model::policy::{responder, shared_schema, PolicyClient};
+use crate::model::ModelError;
 use crate::model::{ChatModel, Responder};
 use crate::research::state::PlanStep;
+use crate::tools::mcp::Choice;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashMap;
@@ -24,17 +27,33 @@ const SYSTEM: &str =
     "You plan and write research briefs from source notes. Use only the notes given; \
 cite a note as [note-id]; never invent a note id. Answer with JSON matching the schema.";
 
+/// The instructions of the tool choice (a function-calling conversation of its own).
+const TOOL_SYSTEM: &str = "You choose the tool that answers one step of a research plan. Call \
+exactly one of the functions, with arguments that fit its schema and come from the step; call \
+none when no function fits the step.";
+
 /// The research policy driving a chat model.
 pub struct ChatResearchPolicy {
     client: PolicyClient,
+    model: Arc<dyn ChatModel>,
 }
 
 impl ChatResearchPolicy {
     /// A policy asking `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            client: PolicyClient::new(model, SYSTEM),
+            client: PolicyClient::new(model.clone(), SYSTEM),
+            model,
         }
+    }
+}
+
+/// A model error as a policy error: transient ones may be retried.
+fn policy_error(e: ModelError) -> PolicyError {
+    if e.is_transient() {
+        PolicyError::Transient(e.to_string())
+    } else {
+        PolicyError::Failed(e.to_string())
     }
 }
 
@@ -128,6 +147,83 @@ impl ResearchPolicy for ChatResearchPolicy {
     ) -> Result<PolicyReply<Report>, PolicyError> {
         self.client.call("synthesize_report", "Write the brief in Markdown, one `## ` section per input section, in order. An aspect section holds only sentences about that aspect, each ending with the [note-id] it comes from. A comparison section goes dimension by dimension: the figures each source gives (rounded, with units and currency), where the sources agree, where they conflict, and which give no figure. Cite only the listed sources, and only for what the cited note itself says: every sentence is checked against the note it cites, and a sentence the note does not support is removed. If draft_reason is set, start with a line saying the brief is a draft and why, and mark each section without findings as a gap. List open gaps under `## Unresolved questions`.", req, report_schema())
             .await
+    }
+
+    /// By function calling, when the model calls functions: each tool is a function
+    /// (`server__tool`) with its description and input schema, and the model's call names the
+    /// tool and its arguments. A model that calls none says no tool fits (the step fails and is
+    /// reported); a model that does not call functions leaves the choice to the offline match.
+    async fn choose_tool(
+        &self,
+        req: &ToolChoiceRequest,
+    ) -> Result<Option<PolicyReply<Choice>>, PolicyError> {
+        if !self.model.calls_functions() || req.tools.is_empty() {
+            return Ok(None);
+        }
+        let functions: Vec<FunctionSpec> = req
+            .tools
+            .iter()
+            .map(|t| FunctionSpec {
+                name: function_name(&format!("{}__{}", t.server, t.name)),
+                description: t.description.clone(),
+                parameters: t.input_schema.clone(),
+            })
+            .collect();
+        let p = &req.step.params;
+        let step = json!({"goal": req.goal, "step": {"id": req.step.id,
+            "description": req.step.description, "aspect": p.aspect, "query": p.query}});
+        let request = FunctionRequest {
+            call: "choose_tool".into(),
+            messages: vec![
+                FunctionMessage::System(TOOL_SYSTEM.into()),
+                FunctionMessage::User(step.to_string()),
+            ],
+            functions,
+        };
+        let reply = self
+            .model
+            .chat_with_functions(&request)
+            .await
+            .map_err(policy_error)?;
+        let Some(call) = reply.calls.first() else {
+            return Err(PolicyError::Failed(format!(
+                "the model called no tool for step `{}`{}",
+                req.step.id,
+                reply
+                    .content
+                    .as_deref()
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default()
+            )));
+        };
+        let Some(i) = request.functions.iter().position(|f| f.name == call.name) else {
+            return Err(PolicyError::Failed(format!(
+                "the model called `{}`, which is not one of the tools",
+                call.name
+            )));
+        };
+        let arguments = match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => {
+                return Err(PolicyError::Failed(format!(
+                    "the model's arguments for `{}` are not a JSON object: {}",
+                    call.name, call.arguments
+                )))
+            }
+        };
+        let tool = &req.tools[i];
+        Ok(Some(PolicyReply {
+            value: Choice {
+                server: tool.server.clone(),
+                tool: tool.name.clone(),
+                arguments,
+                score: 0.0,
+            },
+            usage: Some(super::TokenUsage {
+                prompt_tokens: reply.usage.prompt_tokens,
+                completion_tokens: reply.usage.completion_tokens,
+            }),
+        }))
     }
 }
 

@@ -145,6 +145,18 @@ impl crate::kit::Policies for dyn ResearchPolicy {
     }
 }
 
+/// Asks which tool server's tool answers a plan step that names none (`mcp` without
+/// `params.tool`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolChoiceRequest {
+    /// The normalized goal.
+    pub goal: String,
+    /// The step.
+    pub step: PlanStep,
+    /// The tools it may call, with their schemas.
+    pub tools: Arc<[crate::tools::mcp::ToolInfo]>,
+}
+
 /// The calls of the research planner that need judgement.
 #[async_trait::async_trait]
 pub trait ResearchPolicy: Send + Sync {
@@ -167,4 +179,13 @@ pub trait ResearchPolicy: Send + Sync {
         &self,
         req: &SynthesisRequest,
     ) -> Result<PolicyReply<Report>, PolicyError>;
+    /// The tool (and its arguments) for an `mcp` step that names none; `None` leaves the choice
+    /// to the offline match of the step's aspect against the tools' descriptions (the default;
+    /// also what a chat policy does over a model that does not call functions).
+    async fn choose_tool(
+        &self,
+        _req: &ToolChoiceRequest,
+    ) -> Result<Option<PolicyReply<crate::tools::mcp::Choice>>, PolicyError> {
+        Ok(None)
+    }
 }

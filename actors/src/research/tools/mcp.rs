@@ -1,8 +1,9 @@
 //! The `mcp` step: a call to a tool server's tool, whose result becomes evidence of its own.
 //!
 //! The tool is the one the plan names (`params.tool`, on `params.server` or the first server that
-//! has it, with `params.arguments`), or, when the plan names none, the one whose description best
-//! fits the step's aspect and query (`tools::mcp::choose`, offline and deterministic). The call
+//! has it, with `params.arguments`), or, when the plan names none, the one the policy chooses (a
+//! chat model by function calling: `ResearchPolicy::choose_tool`), else the one whose description
+//! best fits the step's aspect and query (`tools::mcp::choose`, offline and deterministic). The call
 //! has the graph's timeout and retries and stops with the run (`McpTools::call`).
 //!
 //! The result is kept whole with its provenance (`ToolCall`: server, tool, arguments, content)
@@ -12,9 +13,10 @@
 //! the planner handles it like any failed step (a replan, or a reported gap).
 
 use super::ToolOutcome;
+use crate::research::policy::{ResearchPolicy, TokenUsage, ToolChoiceRequest};
 use crate::research::state::{Finding, PlanStep, ToolCall};
 use crate::research::text;
-use crate::tools::mcp::{arguments_for, choose, McpError, McpTools};
+use crate::tools::mcp::{arguments_for, choose, McpError, McpTools, ToolInfo};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -91,23 +93,50 @@ pub fn quoted_sentences<'a>(content: &'a str, question: &str) -> Vec<&'a str> {
     out
 }
 
-/// Runs an `mcp` step on `tools` until `cancel` resolves: the outcome (its one source is the
-/// call's citation id) and the call's provenance, or a failed outcome naming what went wrong.
+/// What an `mcp` step did: its outcome (its one source is the call's citation id), the call's
+/// provenance, and the tokens a model spent choosing the tool.
+#[derive(Debug, Default)]
+pub struct McpStep {
+    /// The outcome; failed, naming what went wrong, when the call did not give evidence.
+    pub outcome: ToolOutcome,
+    /// The call, when it returned a usable result.
+    pub call: Option<ToolCall>,
+    /// Tokens of the policy's tool choice (a chat model's function call).
+    pub usage: Option<TokenUsage>,
+}
+
+/// Runs an `mcp` step on `tools` until `cancel` resolves. A step that names no tool has
+/// `policy` choose one (a chat model by function calling), else the offline match of the step's
+/// aspect and query against the tools' descriptions.
 pub async fn run(
     tools: Option<&McpTools>,
+    policy: &dyn ResearchPolicy,
+    goal: &str,
     step: &PlanStep,
     cancel: Pin<&mut (dyn Future<Output = ()> + Send)>,
-) -> (ToolOutcome, Option<ToolCall>) {
-    match call(tools, step, cancel).await {
-        Ok((outcome, call)) => (outcome, Some(call)),
-        Err(e) => (ToolOutcome::failed(e), None),
+) -> McpStep {
+    let mut usage = None;
+    match call(tools, policy, goal, step, cancel, &mut usage).await {
+        Ok((outcome, call)) => McpStep {
+            outcome,
+            call: Some(call),
+            usage,
+        },
+        Err(e) => McpStep {
+            outcome: ToolOutcome::failed(e),
+            call: None,
+            usage,
+        },
     }
 }
 
 async fn call(
     tools: Option<&McpTools>,
+    policy: &dyn ResearchPolicy,
+    goal: &str,
     step: &PlanStep,
     cancel: Pin<&mut (dyn Future<Output = ()> + Send)>,
+    usage: &mut Option<TokenUsage>,
 ) -> Result<(ToolOutcome, ToolCall), String> {
     let Some(tools) = tools else {
         return Err(
@@ -133,18 +162,35 @@ async fn call(
                     )
                 })?,
             };
-            (info.server.clone(), info.name.clone(), arguments, false)
+            (info.server.clone(), info.name.clone(), arguments, None)
         }
         None => {
-            let candidates: Vec<_> = tools
+            let candidates: Arc<[ToolInfo]> = tools
                 .tools()
                 .iter()
                 .filter(|t| p.server.as_deref().is_none_or(|s| t.server == s))
                 .cloned()
                 .collect();
-            let c = choose(&candidates, &question, &query)
-                .ok_or_else(|| McpError::NoFittingTool(question.clone()).to_string())?;
-            (c.server, c.tool, c.arguments, true)
+            let asked = policy
+                .choose_tool(&ToolChoiceRequest {
+                    goal: goal.to_string(),
+                    step: step.clone(),
+                    tools: candidates.clone(),
+                })
+                .await
+                .map_err(|e| format!("choosing a tool: {e}"))?;
+            match asked {
+                Some(reply) => {
+                    *usage = reply.usage;
+                    let c = reply.value;
+                    (c.server, c.tool, c.arguments, Some("model"))
+                }
+                None => {
+                    let c = choose(&candidates, &question, &query)
+                        .ok_or_else(|| McpError::NoFittingTool(question.clone()).to_string())?;
+                    (c.server, c.tool, c.arguments, Some("description"))
+                }
+            }
         }
     };
     let content = tools
@@ -158,7 +204,7 @@ async fn call(
         tool: tool.clone(),
         arguments: serde_json::Value::Object(arguments),
         content: content.text.as_str().into(),
-        chosen,
+        chosen_by: chosen.map(str::to_string),
         attempts: content.attempts,
     };
     let findings: Vec<Finding> = quoted_sentences(&call.content, &question)
@@ -175,10 +221,10 @@ async fn call(
             "{server}/{tool}: {} character(s), {} sentence(s) quoted{}",
             call.content.chars().count(),
             findings.len(),
-            if chosen {
-                " (chosen by its description)"
-            } else {
-                ""
+            match chosen {
+                Some("model") => " (chosen by the model)",
+                Some(_) => " (chosen by its description)",
+                None => "",
             }
         ),
         findings,
