@@ -609,3 +609,78 @@ async fn the_openai_client_puts_tool_calls_and_tool_results_in_the_conversation(
         json!({"role": "tool", "tool_call_id": "call_1", "content": PRICING})
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_step_calling_a_tool_that_writes_waits_for_approval() {
+    let mut writer = tool("write_file", "Write a file");
+    writer.read_only = Some(false);
+    let mcp = servers(vec![("fs", vec![writer], text("written"))]);
+    let step = PlanStep {
+        params: Arc::new(StepParams {
+            aspect: Some("risks".into()),
+            query: Some("risks".into()),
+            server: Some("fs".into()),
+            tool: Some("write_file".into()),
+            arguments: json!({"path": "/tmp/x", "content": "y"})
+                .as_object()
+                .cloned(),
+            ..StepParams::default()
+        }),
+        ..mcp_step("write", "fs", "risks")
+    };
+    let plan = vec![
+        search(
+            "notes",
+            "retrieval augmented generation support",
+            &[],
+            vec![Criterion::MinSources(1)],
+        ),
+        step,
+    ];
+    let g = graph(
+        ScriptedPolicy::new().plan(plan),
+        GraphOptions {
+            mcp: Some(mcp),
+            ..GraphOptions::default()
+        },
+    )
+    .unwrap();
+    let engine = planwright::Engine::builder(g).build().await;
+    let out = engine
+        .run(
+            planwright::ThreadId::new("w"),
+            initial_update(input(GOAL, json!({}), None)).unwrap(),
+            planwright::RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status,
+        planwright::RunStatus::Interrupted,
+        "{:#?}",
+        out.state.execution_history
+    );
+    assert!(
+        out.state.step_results.is_empty(),
+        "{:?}",
+        out.state.step_results
+    );
+    // The offline choice and a model never pick it by themselves.
+    assert_eq!(
+        planwright_actors::tools::mcp::choose(
+            servers(vec![(
+                "fs",
+                vec![{
+                    let mut w = tool("write_file", "Write the risks file");
+                    w.read_only = Some(false);
+                    w
+                }],
+                text("x")
+            )])
+            .tools(),
+            "risks",
+            "risks"
+        ),
+        None
+    );
+}

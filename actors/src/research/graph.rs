@@ -77,7 +77,12 @@ pub fn build(
         .add_node("create_plan", with_env(&env, planning::create_plan))
         .add_sync_node("validate_plan", planning::validate_plan)
         .add_node("repair_plan", with_env(&env, planning::repair_plan))
-        .add_sync_node("review_plan", review::review_plan)
+        .add_sync_node("review_plan", {
+            let mcp = options.mcp.clone();
+            move |s: &ResearchState, ctx: &NodeContext| {
+                review::review_plan_with(mcp.as_deref(), s, ctx)
+            }
+        })
         .add_sync_node("select_next_step", execute::select_next_step)
         .add_node("execute_step", with_env(&env, execute::execute_step))
         .add_sync_node("assess_progress", assess::assess_progress)

@@ -4,7 +4,7 @@
 use super::{emit_usage, policy_failure, streamed, Env};
 use crate::research::budget;
 use crate::research::nodes::assess::progress_score;
-use crate::research::nodes::review::needs_approval;
+use crate::research::nodes::review::needs_approval_with;
 use crate::research::plan::preserve_completed;
 use crate::research::policy::{PlanRequest, RepairRequest, ReplanRequest};
 use crate::research::state::{
@@ -72,8 +72,14 @@ pub async fn create_plan(
             for step in plan.iter_mut() {
                 step.status = StepStatus::Pending;
             }
-            Ok(ResearchUpdate::default()
-                .model_usage(usage)
+            let mut u = ResearchUpdate::default();
+            // A plan with a step that has side effects (a tool that writes) needs a person's
+            // approval even when the constraints do not ask for it (written only then: the
+            // flag `prepare_input` set stands otherwise).
+            if s.approved_plan && needs_approval_with(&plan, &s.constraints, env.mcp.as_deref()) {
+                u = u.approved_plan(false);
+            }
+            Ok(u.model_usage(usage)
                 .execution_history(vec![HistoryEntry::new(
                     "plan_created",
                     format!(
@@ -159,7 +165,11 @@ pub async fn repair_plan(
             Ok(ResearchUpdate::default()
                 .model_usage(usage)
                 .repair_count(s.repair_count + 1)
-                .approved_plan(!needs_approval(&plan, &s.constraints))
+                .approved_plan(!needs_approval_with(
+                    &plan,
+                    &s.constraints,
+                    env.mcp.as_deref(),
+                ))
                 .review_decision(None)
                 .execution_history(vec![HistoryEntry::new("plan_repaired", detail)])
                 .plan(plan.into()))
@@ -225,7 +235,11 @@ pub async fn replan(
                 .progress_at_replan(Some(progress_score(&s)))
                 .repair_count(0)
                 .plan_errors(Vec::new())
-                .approved_plan(!needs_approval(&plan, &s.constraints))
+                .approved_plan(!needs_approval_with(
+                    &plan,
+                    &s.constraints,
+                    env.mcp.as_deref(),
+                ))
                 .review_decision(None)
                 .observations(vec![detail.as_str().into()])
                 .execution_history(vec![HistoryEntry::new("replanned", detail)])

@@ -92,6 +92,26 @@ pub fn needs_approval(plan: &[PlanStep], constraints: &Constraints) -> bool {
     needs_approval_in(plan, constraints, tools::CATALOG)
 }
 
+/// [`needs_approval`], and also when a pending `mcp` step names a tool its server declares
+/// `readOnlyHint: false` (a tool that writes: `write_file`, `move_file`, …).
+pub fn needs_approval_with(
+    plan: &[PlanStep],
+    constraints: &Constraints,
+    mcp: Option<&crate::tools::mcp::McpTools>,
+) -> bool {
+    needs_approval(plan, constraints)
+        || mcp.is_some_and(|m| {
+            plan.iter().any(|s| {
+                s.status == StepStatus::Pending
+                    && s.tool == "mcp"
+                    && s.params.tool.as_deref().is_some_and(|t| {
+                        m.find(s.params.server.as_deref(), t)
+                            .is_ok_and(|info| info.read_only == Some(false))
+                    })
+            })
+        })
+}
+
 /// The interrupt payload: the plan and how to answer.
 pub fn payload(s: &ResearchState, error: Option<&str>) -> Value {
     let mut p = json!({
@@ -105,10 +125,19 @@ pub fn payload(s: &ResearchState, error: Option<&str>) -> Value {
     p
 }
 
-/// The node.
+/// The node (without tool servers).
 pub fn review_plan(s: &ResearchState, ctx: &NodeContext) -> Result<ResearchUpdate, NodeError> {
+    review_plan_with(None, s, ctx)
+}
+
+/// The node over the graph's tool servers: a step calling a tool that writes needs approval.
+pub fn review_plan_with(
+    mcp: Option<&crate::tools::mcp::McpTools>,
+    s: &ResearchState,
+    ctx: &NodeContext,
+) -> Result<ResearchUpdate, NodeError> {
     let u = ResearchUpdate::default();
-    if !needs_approval(&s.plan, &s.constraints) {
+    if !needs_approval_with(&s.plan, &s.constraints, mcp) {
         return Ok(u
             .approved_plan(true)
             .review_decision(Some("auto".into()))

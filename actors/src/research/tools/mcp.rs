@@ -169,6 +169,8 @@ async fn call(
                 .tools()
                 .iter()
                 .filter(|t| p.server.as_deref().is_none_or(|s| t.server == s))
+                // A tool that writes runs only when a plan names it (and a person approved it).
+                .filter(|t| t.read_only != Some(false))
                 .cloned()
                 .collect();
             let asked = policy
