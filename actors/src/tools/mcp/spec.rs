@@ -217,6 +217,16 @@ impl FromStr for ServerSpec {
             _ => (None, spec_trim),
         };
         let transport = if let Some(cmd) = rest.strip_prefix("mcp+stdio:") {
+            let cmd = cmd.trim();
+            // The whole command in quotes (`mcp+stdio:"npx -y pkg ./docs"`, as the spec is
+            // written when no shell took the quotes off): its inside is the command line.
+            let cmd = ['"', '\'']
+                .iter()
+                .find_map(|q| {
+                    let inner = cmd.strip_prefix(*q)?.strip_suffix(*q)?;
+                    (!inner.contains(*q)).then_some(inner)
+                })
+                .unwrap_or(cmd);
             let mut words = split_command(cmd).map_err(|e| bad(spec, e))?;
             if words.is_empty() {
                 return Err(bad(spec, "no command after `mcp+stdio:`"));
@@ -298,6 +308,20 @@ mod tests {
         assert_eq!(parse("mcp+stdio:/usr/bin/my-tool --x").name, "my-tool");
         assert_eq!(parse("docs=mcp+stdio:npx -y pkg@1.2").name, "docs");
         assert_eq!(parse("mcp+stdio:npx -y pkg@1.2").name, "pkg");
+        // Quoted whole, as in a config file or a command line no shell unquoted.
+        let quoted = parse(r#"mcp+stdio:"npx -y @modelcontextprotocol/server-filesystem ./docs""#);
+        assert_eq!(
+            quoted.transport,
+            Transport::Stdio {
+                program: "npx".into(),
+                args: vec![
+                    "-y".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    "./docs".into()
+                ],
+            }
+        );
+        assert_eq!(quoted.name, "server-filesystem");
     }
 
     #[test]
