@@ -430,4 +430,24 @@ async fn the_research_command_takes_tool_servers_and_says_which_one_failed() {
         assert_eq!(out.status.code(), Some(code), "{spec}: {stderr}");
         assert!(stderr.contains(says), "{spec}: {stderr}");
     }
+    // `acquire` takes the same flag.
+    let schema = fixtures().join("../field/bikes.schema.json");
+    let out = planwright()
+        .args([
+            "acquire",
+            "--checkpoint",
+            "memory:",
+            "--tools",
+            "ftp://example",
+            "--schema",
+        ])
+        .arg(&schema)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("acquire: --tools `ftp://example`"),
+        "{stderr}"
+    );
 }

@@ -62,6 +62,10 @@ pub struct AcquireArgs {
     /// currency than the schema's is converted only at a rate given here or stated by a document.
     #[arg(long = "rate", value_name = "FROM/TO=RATE")]
     pub rates: Vec<String>,
+    /// A tool server a search also asks (repeat for several): `mcp+stdio:COMMAND` or
+    /// `mcp+http://HOST:PORT/mcp`, `NAME=` before it to name it (see docs/tools.md).
+    #[arg(long = "tools", value_name = "SPEC")]
+    pub tools: Vec<String>,
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -244,6 +248,7 @@ fn resume_hint(args: &AcquireArgs, run: &AcquireRun) -> String {
     ]
     .into_iter()
     .flatten()
+    .chain(args.tools.iter().map(|t| ("--tools", t.as_str())))
     .collect();
     let line = kit::resume_command("acquire", &flags, run.thread.as_str(), "ANSWER");
     format!("Answer with (ANSWER replaced by yours):\n  {line}\n")
@@ -256,8 +261,16 @@ pub async fn run(args: AcquireArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return bad_input(e),
     };
+    let mcp = match crate::tools::mcp::connect_flags(&args.tools, Default::default()).await {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("acquire: {e}");
+            return ExitCode::from(if e.is_bad_input() { 2 } else { 1 });
+        }
+    };
     let options = GraphOptions {
         topology: prepared.topology,
+        mcp,
         ..GraphOptions::default()
     };
     let graph = match super::graph(prepared.policy, &options) {

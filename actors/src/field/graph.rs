@@ -57,6 +57,9 @@ pub struct GraphOptions {
     /// Nodes after which the run pauses (for approval, or to prove that a model call is never
     /// repeated when a run stops after it).
     pub pause_after: Vec<&'static str>,
+    /// Tool servers a search also asks: the tool whose description fits the search's query is
+    /// called with it, and its result is one more document among the hits (`docs/tools.md`).
+    pub mcp: Option<std::sync::Arc<crate::tools::mcp::McpTools>>,
 }
 
 impl Default for GraphOptions {
@@ -66,6 +69,7 @@ impl Default for GraphOptions {
             model_retry: RetryPolicy::exponential(3, Duration::from_millis(200)),
             step_limit: 2_000,
             pause_after: Vec::new(),
+            mcp: None,
         }
     }
 }

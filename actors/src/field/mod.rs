@@ -41,6 +41,7 @@ pub fn graph(
     let env = Arc::new(stages::Env {
         policy,
         model_retry: options.model_retry.clone(),
+        mcp: options.mcp.clone(),
     });
     graph::build(env, options)
 }

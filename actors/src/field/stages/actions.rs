@@ -20,7 +20,7 @@ pub const SEARCH_LIMIT: usize = 3;
 
 /// The `search` node: runs the decision's query, records it, and leaves the hits for `observe`
 /// (none: `last_observation` stays empty and the run goes back to `tick`).
-pub async fn search(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResult {
+pub async fn search(env: &Env, s: &FieldState, ctx: &NodeContext) -> StageResult {
     let Some(d) = &s.decision else {
         return Ok(FieldUpdate::default().last_observation(None));
     };
@@ -30,11 +30,14 @@ pub async fn search(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResu
         .clone()
         .unwrap_or_else(|| view::default_query(s, &field));
     let index = Bm25Index::from_documents(&s.corpus);
-    let hits: Vec<_> = index
+    let mut hits: Vec<_> = index
         .search(&query, SEARCH_LIMIT)
         .into_iter()
         .filter_map(|h| s.corpus.get(h.doc).cloned())
         .collect();
+    if let Some(mcp) = &env.mcp {
+        hits.extend(tool_document(mcp, &field, &query, ctx).await);
+    }
     let mut attempts = s.attempts.get(&field).copied().unwrap_or_default();
     attempts.searches += 1;
     Ok(FieldUpdate::default()
@@ -44,6 +47,46 @@ pub async fn search(_env: &Env, s: &FieldState, _ctx: &NodeContext) -> StageResu
             query: view::normalise_query(&query),
         }])
         .last_observation((!hits.is_empty()).then_some(Observation { field, query, hits })))
+}
+
+/// The result of the tool whose description fits `query` (`tools::mcp::choose`), called with
+/// it, as a document: id `server:tool:field`, title `server/tool(arguments)`, the returned text.
+/// The observation then reads it like a corpus document, under the same rules (the quote verbatim
+/// in it, the value following from the span), and the value's provenance names the tool's id.
+/// A tool that fails (a timeout after its retries, an error, garbage) gives no document: the
+/// search has the corpus's hits only, and the failure is a `tool_error` event.
+async fn tool_document(
+    mcp: &crate::tools::mcp::McpTools,
+    field: &str,
+    query: &str,
+    ctx: &NodeContext,
+) -> Option<crate::tools::bm25::Document> {
+    let choice = crate::tools::mcp::choose(mcp.tools(), query, query)?;
+    let cancel = std::pin::pin!(ctx.cancelled());
+    match mcp
+        .call(
+            &choice.server,
+            &choice.tool,
+            choice.arguments.clone(),
+            cancel,
+        )
+        .await
+    {
+        Ok(content) => Some(crate::tools::bm25::Document {
+            id: crate::research::tools::mcp::citation_id(&choice.server, &choice.tool, field),
+            title: format!(
+                "{}/{}({})",
+                choice.server,
+                choice.tool,
+                serde_json::Value::Object(choice.arguments)
+            ),
+            text: content.text,
+        }),
+        Err(e) => {
+            ctx.emit(serde_json::json!({"tool_error": {"field": field, "error": e.to_string()}}));
+            None
+        }
+    }
 }
 
 /// Values already attributed to fields from search, as (document id, value).

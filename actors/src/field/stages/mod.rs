@@ -28,6 +28,8 @@ pub struct Env {
     pub policy: Arc<dyn FieldPolicy>,
     /// Retries of one model call on transient errors (timeouts, rate limits, 5xx), with backoff.
     pub model_retry: RetryPolicy,
+    /// Tool servers a search also asks (none by default; `acquire --tools`).
+    pub mcp: Option<Arc<crate::tools::mcp::McpTools>>,
 }
 
 impl Env {

@@ -245,6 +245,22 @@ async fn connect_one(
     ))
 }
 
+/// The tool servers of a command's `--tools` values, connected under `policy`; `None` without
+/// any. A malformed value is [`McpError::BadSpec`] ([`McpError::is_bad_input`]).
+pub async fn connect_flags(
+    values: &[String],
+    policy: CallPolicy,
+) -> Result<Option<Arc<McpTools>>, McpError> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let specs = values
+        .iter()
+        .map(|v| v.parse::<ServerSpec>())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(Arc::new(McpTools::connect(&specs, policy).await?)))
+}
+
 impl McpTools {
     /// Connects every server (at the same time) and lists its tools. The first server that fails
     /// to start, to speak MCP or to list its tools is the error, named.
