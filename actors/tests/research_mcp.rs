@@ -560,11 +560,14 @@ async fn the_openai_client_puts_tool_calls_and_tool_results_in_the_conversation(
     use planwright_actors::model::functions::{
         FunctionCall, FunctionMessage, FunctionRequest, FunctionSpec,
     };
+    use planwright_actors::model::ChatModel;
     let (fake, url) = fake_openai(vec![
         json!({"content": "The licence costs 1,200 USD a month."}),
     ])
     .await;
-    let model = openai(&url);
+    // Counted (as `load` wraps models): the counting wrapper passes function calls through.
+    let stats = Arc::new(planwright_actors::model::ModelStats::default());
+    let model = planwright_actors::model::CountedModel::new(openai(&url), stats.clone());
     assert!(model.calls_functions());
     let call = FunctionCall {
         id: "call_1".into(),
@@ -598,6 +601,15 @@ async fn the_openai_client_puts_tool_calls_and_tool_results_in_the_conversation(
         Some("The licence costs 1,200 USD a month.")
     );
     assert!(reply.calls.is_empty());
+    let counted = stats.snapshot();
+    assert_eq!(
+        (
+            counted[0].call.as_str(),
+            counted[0].calls,
+            counted[0].prompt_tokens
+        ),
+        ("answer", 1, 40)
+    );
     let body = fake.requests.lock().unwrap()[0].clone();
     assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "call_1");
     assert_eq!(

@@ -114,4 +114,18 @@ impl super::ChatModel for CountedModel {
             .record(&req.call, r.as_ref().map(|reply| reply.usage));
         r
     }
+
+    fn calls_functions(&self) -> bool {
+        self.inner.calls_functions()
+    }
+
+    async fn chat_with_functions(
+        &self,
+        req: &super::functions::FunctionRequest,
+    ) -> Result<super::functions::FunctionReply, ModelError> {
+        let r = self.inner.chat_with_functions(req).await;
+        self.stats
+            .record(&req.call, r.as_ref().map(|reply| reply.usage));
+        r
+    }
 }
