@@ -15,6 +15,8 @@
 //! - A replica's lease expires while its run goes on (its renewal came late: a database cut,
 //!   a pause) and nobody takes the run: the renewal keeps it, the run pauses normally, and the
 //!   client gets the pause (`interrupted`, `__interrupt__`), never a 500 "run was cancelled".
+//! - A replica claims a run whose thread a newer token already fenced: it lets the lease go at
+//!   once, instead of renewing a lease on a run it does not execute (nobody could take it over).
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
@@ -54,6 +56,8 @@ struct Steps {
     /// The next renewal: announced, then held until released before it reaches the store (the
     /// replica's keeper frozen).
     freeze_renewal: Mutex<Option<(oneshot::Sender<()>, Arc<Notify>)>>,
+    /// Announced with the run id once a lease is released.
+    released: Mutex<Option<oneshot::Sender<String>>>,
 }
 
 /// A run store that passes everything on to `inner`, with [`Steps`] in between.
@@ -170,7 +174,11 @@ impl RunStore for Stepped {
         self.inner.request_cancel(run_id).await
     }
     async fn release(&self, run_id: &str, owner: &str) -> Result<(), RunStoreError> {
-        self.inner.release(run_id, owner).await
+        self.inner.release(run_id, owner).await?;
+        if let Some(tx) = self.steps.released.lock().unwrap().take() {
+            let _ = tx.send(run_id.to_string());
+        }
+        Ok(())
     }
     async fn release_all(&self, owner: &str) -> Result<(), RunStoreError> {
         self.inner.release_all(owner).await
@@ -497,4 +505,43 @@ async fn a_frozen_replicas_client_gets_the_pause_the_takeover_reached() {
         rec["status"], "interrupted",
         "A left B's record alone: {rec}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_fence_is_refused_lets_the_lease_go() {
+    let Some(database) = pg_database::FreshDatabase::create("pwraces").await else {
+        return;
+    };
+    let db = database.url();
+    let steps = Arc::new(Steps::default());
+    let (released_tx, released) = oneshot::channel();
+    *steps.released.lock().unwrap() = Some(released_tx);
+    let (a, a_url) = replica(&db, "offline", Duration::from_millis(300), steps, true).await;
+    let thread = new_thread(&a_url).await;
+    // A running run whose replica is gone (its lease lapsed at once), on a thread a newer token
+    // fenced meanwhile.
+    let now = planwright::runs::now_ms();
+    let rec = RunRecord::pending("ghost-run", thread.as_str(), "research", now);
+    a.run_store.insert(rec).await.unwrap();
+    let change = RunChange::at(now);
+    let running = RunRecordStatus::Running;
+    assert!(a
+        .run_store
+        .transition("ghost-run", &[RunRecordStatus::Pending], running, change)
+        .await
+        .unwrap());
+    let ghost = a
+        .run_store
+        .claim("ghost-run", "ghost", now, 1)
+        .await
+        .unwrap();
+    assert!(ghost.token().is_some(), "{ghost:?}");
+    let t = planwright::ThreadId::new(&thread);
+    assert!(a.checkpointer.fence(&t, 1 << 40).await.unwrap());
+    // A's keeper claims the run, cannot fence the thread, and releases the lease.
+    let run = tokio::time::timeout(Duration::from_secs(30), released)
+        .await
+        .expect("the lease is released")
+        .unwrap();
+    assert_eq!(run, "ghost-run");
 }

@@ -82,11 +82,18 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
         return Ok(false);
     };
     r.claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    state
+    let fenced = state
         .checkpointer
         .fence(&ThreadId::new(&rec.thread_id), token)
         .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())
+        .map_err(|e| planwright::ErrorChain(&e).to_string());
+    if !matches!(fenced, Ok(true)) {
+        // The lease is this replica's but the thread is not (a newer token fenced it, or the
+        // fence could not be written): let the lease go, or this replica's renewals would keep
+        // a run nobody executes from ever being taken over.
+        release(state, rec).await;
+    }
+    fenced
 }
 
 /// Gives up this replica's lease on `rec` (a run it stopped at a superstep boundary), so another
