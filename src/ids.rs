@@ -165,7 +165,7 @@ impl InterruptId {
 }
 
 /// FNV-1a, 128 bits: small, dependency-free and fixed by its specification.
-fn fnv1a_128(bytes: &[u8]) -> u128 {
+pub(crate) fn fnv1a_128(bytes: &[u8]) -> u128 {
     const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
     const PRIME: u128 = 0x0000000001000000000000000000013b;
     bytes

@@ -21,6 +21,7 @@ pub mod cache;
 pub mod checkpoint;
 pub mod context;
 pub mod duration;
+pub mod effect;
 pub mod error_chain;
 pub mod events;
 pub mod graph;

@@ -72,8 +72,11 @@ pub struct NodeContext {
     pub(crate) cancel: CancellationToken,
     /// The run's `tracing` span: node spans are its children.
     pub(crate) span: tracing::Span,
-    /// Results memoised by this task, from earlier attempts and from this one.
+    /// Results memoised by this task, from earlier attempts and from this one (and what its
+    /// effects need of the task: `crate::effect`).
     pub(crate) memos: Arc<Memos>,
+    /// The run's thread and effect journal (`None` for a detached context).
+    pub(crate) effects: Option<Arc<crate::effect::EffectScope>>,
     /// The run's context (`RunOptions::context`).
     pub(crate) context: Option<RunContext>,
     /// The engine's store (`EngineBuilder::store`).
@@ -117,6 +120,12 @@ impl Answers {
 pub(crate) struct Memos {
     pub saved: std::collections::BTreeMap<String, serde_json::Value>,
     pub fresh: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+    /// The checkpoint the task started from (a part of its effects' keys).
+    pub head: Option<crate::ids::CheckpointId>,
+    /// The node opted out of journaling its effects (`NodeOptions::repeat_effects`).
+    pub repeat_effects: bool,
+    /// The effect calls of this attempt, by name.
+    pub effect_calls: crate::effect::EffectCalls,
 }
 
 impl Memos {
@@ -139,6 +148,7 @@ impl NodeContext {
             cancel: CancellationToken::new(),
             span: tracing::Span::none(),
             memos: Arc::default(),
+            effects: None,
             context: None,
             store: None,
             special: None,
@@ -212,7 +222,8 @@ impl NodeContext {
     /// answer is valid) pauses at its second call with the first already answered, and so on —
     /// the `n`-th call returns the `n`-th answer. Use it with `?`:
     /// `let answer = ctx.interrupt(json!({"question": q}))?;`. Wrap work that must not be redone
-    /// on resume in [`NodeContext::memo`] (see `docs/interrupts.md`).
+    /// on resume in [`NodeContext::memo`], and external calls in [`NodeContext::effect`] (see
+    /// `docs/interrupts.md`).
     pub fn interrupt(&self, payload: serde_json::Value) -> Result<serde_json::Value, NodeError> {
         let Some(a) = &self.answers else {
             return Err(NodeError::Interrupt(payload));
@@ -228,6 +239,10 @@ impl NodeContext {
     /// pauses (or fails and is retried), and a later attempt of the same task (after a resume, a
     /// retry, or a crash and continue) gets the saved result instead of running `work` again.
     /// Keys must be unique within the node. The result must round-trip through JSON.
+    ///
+    /// A memo is not durable until the task's writes are: a crash between `work` and the
+    /// task's commit runs `work` again. For an external call that must happen once (an email,
+    /// a payment, a paid completion), use [`NodeContext::effect`], journaled before it returns.
     pub async fn memo<T, F, Fut>(&self, key: &str, work: F) -> Result<T, NodeError>
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
@@ -256,7 +271,7 @@ impl NodeContext {
         Ok(value)
     }
 
-    fn memo_lookup<T: serde::de::DeserializeOwned>(
+    pub(crate) fn memo_lookup<T: serde::de::DeserializeOwned>(
         &self,
         key: &str,
     ) -> Result<Option<T>, NodeError> {
@@ -279,7 +294,11 @@ impl NodeContext {
             .transpose()
     }
 
-    fn memo_record<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<(), NodeError> {
+    pub(crate) fn memo_record<T: serde::Serialize>(
+        &self,
+        key: &str,
+        value: &T,
+    ) -> Result<(), NodeError> {
         let v = serde_json::to_value(value).map_err(|e| {
             NodeError::Fatal(format!(
                 "memo `{key}` of `{}` does not encode: {e}",

@@ -114,6 +114,9 @@ pub struct NodeOptions {
     pub concurrency: usize,
     /// Capacity of the node actor's mailbox.
     pub mailbox: usize,
+    /// The node's external calls are safe to repeat: its `NodeContext::effect` calls run every
+    /// time the task runs and journal nothing (default false: each call happens once per task).
+    pub repeat_effects: bool,
 }
 
 impl Default for NodeOptions {
@@ -123,6 +126,7 @@ impl Default for NodeOptions {
             retry: RetryPolicy::none(),
             concurrency: 1024,
             mailbox: 4096,
+            repeat_effects: false,
         }
     }
 }
@@ -149,6 +153,16 @@ impl NodeOptions {
     /// Sets the mailbox capacity (at least 1).
     pub fn mailbox(mut self, n: usize) -> Self {
         self.mailbox = n.max(1);
+        self
+    }
+
+    /// Opts the node out of once-only effects: its calls are safe to repeat (a read, a
+    /// search, an idempotent upsert), so `NodeContext::effect` calls them every time the task
+    /// runs, with their keys, and journals nothing — no storage round trip per call. Model
+    /// calls of the planners go through `effect` too: a node opted out pays for a completion
+    /// again after a crash.
+    pub fn repeat_effects(mut self) -> Self {
+        self.repeat_effects = true;
         self
     }
 }

@@ -156,7 +156,7 @@ async fn sqlite_migrates_a_schema_2_file_to_rows_in_arrival_order() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     // Schema 4: every thread numbered in the order it was first written, every row keyed by it.
     let numbers: Vec<(String, i64)> = conn
         .prepare("SELECT thread_id, no FROM thread_numbers ORDER BY no")
@@ -563,4 +563,61 @@ async fn a_failing_writes_item_leaves_none_of_its_rows_and_the_batch_commits() {
     assert_eq!(cp.get_writes(&b, CheckpointId(1)).await.unwrap().len(), 1);
     assert_eq!(cp.head(&a).await.unwrap(), Some(CheckpointId(2)));
     assert_eq!(cp.head(&b).await.unwrap(), Some(CheckpointId(1)));
+}
+
+/// One step of a random effect-journal sequence: put (0), get (1), or trim/prune/rewind/delete
+/// the thread (2..=5); the thread, the key, the checkpoint and the value.
+fn arb_effect_ops() -> impl Strategy<Value = Vec<(u8, u8, u8, u64, Vec<u8>)>> {
+    proptest::collection::vec(
+        (
+            prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => 2u8..6],
+            0u8..2,
+            0u8..4,
+            1u64..6,
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ),
+        1..40,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// SQLite's effect journal answers every get and put as the in-memory one does, for any
+    /// sequence of puts, gets and the thread operations that delete entries (trim, prune,
+    /// rewind, delete). Each thread has checkpoints 1..=5, a snapshot at 3.
+    #[test]
+    fn sqlite_effect_journal_agrees_with_the_memory_model(ops in arb_effect_ops()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let model: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
+            let real = backends::sqlite("prop-effects").await;
+            let thread = |t: u8| planwright::ThreadId::new(format!("t{t}"));
+            for cp in [&model, &real] {
+                for t in 0..2 {
+                    for id in 1..=5u64 {
+                        let kind = if id == 1 || id == 3 { BodyKind::Snapshot } else { BodyKind::Delta };
+                        let parent = (id > 1).then(|| id - 1);
+                        cp.put(checkpoint_suite::rec(&thread(t), id, parent, kind, "{}")).await.unwrap();
+                    }
+                }
+            }
+            for (op, t, key, at, value) in &ops {
+                let (t, key, at) = (thread(*t), format!("k{key}"), planwright::CheckpointId(*at));
+                let mut answers = Vec::new();
+                for cp in [&model, &real] {
+                    let j = cp.effect_journal().unwrap();
+                    let answer = match op {
+                        0 => Some(j.effect_put(&t, at, &key, value.clone()).await.unwrap()),
+                        1 => j.effect_get(&t, &key).await.unwrap(),
+                        2 => { cp.trim(&t, at).await.unwrap(); None }
+                        3 => { let _ = cp.prune(&t, at, b"{}".to_vec()).await; None }
+                        4 => { cp.rewind(&t, Some(at), vec![]).await.unwrap(); None }
+                        _ => { cp.delete_thread(&t).await.unwrap(); None }
+                    };
+                    answers.push(answer);
+                }
+                assert_eq!(answers[0], answers[1], "op {op} on {t}/{key} at {at:?}");
+            }
+        });
+    }
 }

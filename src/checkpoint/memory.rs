@@ -5,7 +5,8 @@
 //! inside, so it never blocks a tokio worker for long.
 
 use super::{
-    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
+    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, EffectJournal, TaskWrite,
+    ThreadSummary,
 };
 use crate::ids::{CheckpointId, ThreadId};
 use async_trait::async_trait;
@@ -30,7 +31,13 @@ impl ThreadData {
 #[derive(Default)]
 pub struct MemoryCheckpointer {
     threads: Mutex<BTreeMap<ThreadId, ThreadData>>,
+    /// The effect journal: by thread, each key's value and the checkpoint its task started
+    /// from. Apart from `threads`, so that an entry never makes a thread known.
+    effects: Mutex<HashMap<ThreadId, Effects>>,
 }
+
+/// A thread's journaled effects: key → (checkpoint the task started from, value).
+type Effects = HashMap<String, (CheckpointId, Vec<u8>)>;
 
 impl MemoryCheckpointer {
     /// An empty store.
@@ -42,6 +49,49 @@ impl MemoryCheckpointer {
         // A panic while holding the lock cannot leave a half-applied change: every mutation below
         // is a single insert or remove. So a poisoned lock is still consistent.
         self.threads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps the journal entries of `thread` for which `keep` holds (the checkpoint their task
+    /// started from).
+    fn retain_effects(&self, thread: &ThreadId, keep: impl Fn(CheckpointId) -> bool) {
+        let mut effects = self.effects.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = effects.get_mut(thread) {
+            e.retain(|_, (cp, _)| keep(*cp));
+            if e.is_empty() {
+                effects.remove(thread);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl EffectJournal for MemoryCheckpointer {
+    async fn effect_get(
+        &self,
+        thread: &ThreadId,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let effects = self.effects.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(effects
+            .get(thread)
+            .and_then(|e| e.get(key))
+            .map(|(_, v)| v.clone()))
+    }
+
+    async fn effect_put(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let mut effects = self.effects.lock().unwrap_or_else(|p| p.into_inner());
+        let stored = effects
+            .entry(thread.clone())
+            .or_default()
+            .entry(key.to_string())
+            .or_insert((checkpoint, value));
+        Ok(stored.1.clone())
     }
 }
 
@@ -70,6 +120,10 @@ fn sort_writes(writes: &mut [TaskWrite]) {
 impl Checkpointer for MemoryCheckpointer {
     fn backend_name(&self) -> &'static str {
         "memory"
+    }
+
+    fn effect_journal(&self) -> Option<&dyn EffectJournal> {
+        Some(self)
     }
 
     async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
@@ -275,6 +329,7 @@ impl Checkpointer for MemoryCheckpointer {
 
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError> {
         self.lock().remove(thread);
+        self.retain_effects(thread, |_| false);
         Ok(())
     }
 
@@ -298,6 +353,8 @@ impl Checkpointer for MemoryCheckpointer {
         }
         data.checkpoints = data.checkpoints.split_off(&keep_from);
         data.writes.retain(|id, _| *id >= keep_from);
+        drop(threads);
+        self.retain_effects(thread, |cp| cp >= keep_from);
         Ok(())
     }
 
@@ -322,7 +379,10 @@ impl Checkpointer for MemoryCheckpointer {
         let before = data.checkpoints.len();
         data.checkpoints = data.checkpoints.split_off(&snapshot);
         data.writes.retain(|id, _| *id >= snapshot);
-        Ok((before - data.checkpoints.len()) as u64)
+        let deleted = (before - data.checkpoints.len()) as u64;
+        drop(threads);
+        self.retain_effects(thread, |cp| cp >= snapshot);
+        Ok(deleted)
     }
 
     async fn rewind(
@@ -331,6 +391,7 @@ impl Checkpointer for MemoryCheckpointer {
         to: Option<CheckpointId>,
         writes: Vec<TaskWrite>,
     ) -> Result<u64, CheckpointError> {
+        self.retain_effects(thread, |cp| to.is_some_and(|to| cp <= to));
         let mut threads = self.lock();
         let Some(data) = threads.get_mut(thread) else {
             return Ok(0);

@@ -21,6 +21,7 @@ pub mod body_codec;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
 pub mod integrity;
+mod journal;
 mod memory;
 pub mod migrate;
 mod pools;
@@ -32,6 +33,7 @@ mod sqlite;
 mod url;
 
 pub use integrity::IntegrityProblem;
+pub use journal::EffectJournal;
 pub use memory::MemoryCheckpointer;
 pub use pools::PgPools;
 #[cfg(feature = "postgres")]
@@ -606,13 +608,15 @@ pub trait Checkpointer: Send + Sync + 'static {
         thread: &ThreadId,
     ) -> Result<Option<serde_json::Value>, CheckpointError>;
 
-    /// Deletes a thread, its checkpoints, writes and metadata. Deleting an unknown thread is not an error.
+    /// Deletes a thread, its checkpoints, writes, effect journal entries and metadata. Deleting an
+    /// unknown thread is not an error.
     async fn delete_thread(&self, thread: &ThreadId) -> Result<(), CheckpointError>;
 
     /// In one transaction: deletes every checkpoint (and its writes) older than the nearest
     /// snapshot at or before `keep_from`, so the thread keeps at least the checkpoints from
-    /// `keep_from` on and every kept chain still starts at a snapshot. Returns how many
-    /// checkpoints were deleted. Used by [`retention`].
+    /// `keep_from` on and every kept chain still starts at a snapshot (effect journal entries of
+    /// tasks that started from a deleted checkpoint go too). Returns how many checkpoints were
+    /// deleted. Used by [`retention`].
     async fn trim(
         &self,
         thread: &ThreadId,
@@ -622,8 +626,11 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// In one transaction: deletes every checkpoint of the thread newer than `to` (every one
     /// when `None`) with their writes, and replaces the writes saved for the superstep running
     /// from `to` with `writes`, so the thread is exactly where it was when its head was `to` with
-    /// those pending writes. Returns how many checkpoints were deleted. A run's rollback uses it
-    /// (`to` and `writes` taken when the run started); other threads are untouched.
+    /// those pending writes. Effect journal entries of tasks that started from a deleted
+    /// checkpoint go with it; those of tasks that started from `to` stay (their calls happened,
+    /// and the tasks run again from `to` are the same tasks). Returns how many checkpoints were
+    /// deleted. A run's rollback uses it (`to` and `writes` taken when the run started); other
+    /// threads are untouched.
     async fn rewind(
         &self,
         thread: &ThreadId,
@@ -664,11 +671,18 @@ pub trait Checkpointer: Send + Sync + 'static {
     }
 
     /// In one transaction: replaces checkpoint `keep_from`'s body with `snapshot` (kind Snapshot),
-    /// then deletes every older checkpoint of the thread and their writes.
+    /// then deletes every older checkpoint of the thread, their writes and the effect journal
+    /// entries of tasks that started from them.
     async fn prune(
         &self,
         thread: &ThreadId,
         keep_from: CheckpointId,
         snapshot: Vec<u8>,
     ) -> Result<(), CheckpointError>;
+
+    /// The effect journal in the same database ([`EffectJournal`]), if this backend keeps one.
+    /// `None` (the default): effects of tasks are kept like memos, with the task's writes.
+    fn effect_journal(&self) -> Option<&dyn EffectJournal> {
+        None
+    }
 }

@@ -70,6 +70,9 @@ pub async fn run_all(cp: Arc<dyn Checkpointer>, prefix: &str) {
     trim_keeps_from_a_snapshot(&*cp, prefix).await;
     rewind_restores_a_past_head(&*cp, prefix).await;
     retention_by_age_and_count(&*cp, prefix).await;
+    effects_are_put_once(&*cp, prefix).await;
+    effects_go_with_their_checkpoints(&*cp, prefix).await;
+    effects_of_concurrent_puts_agree(cp.clone(), prefix).await;
     cp.ping()
         .await
         .expect("a healthy backend answers its probe");
@@ -978,4 +981,169 @@ async fn batches(cp: &dyn Checkpointer, prefix: &str) {
     );
     assert_eq!(cp.head(&a).await.unwrap(), Some(CheckpointId(2)));
     assert_eq!(cp.head(&b).await.unwrap(), Some(CheckpointId(1)));
+}
+
+/// The effect journal: a key's first value stays (put-if-absent), whoever puts again gets it
+/// back, and keys of one thread are apart from the same keys of another.
+async fn effects_are_put_once(cp: &dyn Checkpointer, prefix: &str) {
+    let j = cp
+        .effect_journal()
+        .expect("every backend keeps an effect journal");
+    let t = ThreadId::new(format!("{prefix}/effects"));
+    let u = ThreadId::new(format!("{prefix}/effects-other"));
+    assert_eq!(j.effect_get(&t, "k1").await.unwrap(), None);
+    let first = j
+        .effect_put(&t, CheckpointId(1), "k1", b"{\"sent\":1}".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(first, b"{\"sent\":1}");
+    let again = j
+        .effect_put(&t, CheckpointId(1), "k1", b"{\"sent\":2}".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(again, b"{\"sent\":1}", "the first value stays");
+    assert_eq!(
+        j.effect_get(&t, "k1").await.unwrap().as_deref(),
+        Some(&b"{\"sent\":1}"[..])
+    );
+    assert_eq!(
+        j.effect_get(&u, "k1").await.unwrap(),
+        None,
+        "another thread"
+    );
+    j.effect_put(&u, CheckpointId(1), "k1", b"7".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        j.effect_get(&u, "k1").await.unwrap().as_deref(),
+        Some(&b"7"[..])
+    );
+    // Large values and empty ones round-trip.
+    let big = vec![b'x'; 1 << 20];
+    j.effect_put(&t, CheckpointId(2), "big", big.clone())
+        .await
+        .unwrap();
+    assert_eq!(j.effect_get(&t, "big").await.unwrap(), Some(big));
+    j.effect_put(&t, CheckpointId(2), "empty", Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(j.effect_get(&t, "empty").await.unwrap(), Some(Vec::new()));
+    // A journal entry alone does not make a thread known.
+    let lone = ThreadId::new(format!("{prefix}/effects-lone"));
+    j.effect_put(&lone, CheckpointId(1), "k", b"1".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(cp.head(&lone).await.unwrap(), None);
+    assert_eq!(cp.thread_metadata(&lone).await.unwrap(), None);
+    let listed = cp
+        .list_threads(&format!("{prefix}/effects-lone"), 10, 0)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
+/// Journal entries go with the checkpoints their tasks started from: all of them with the
+/// thread, those below the kept checkpoint with `trim` and `prune`, those above the rewound-to
+/// checkpoint with `rewind` (the ones at it stay).
+async fn effects_go_with_their_checkpoints(cp: &dyn Checkpointer, prefix: &str) {
+    let j = cp
+        .effect_journal()
+        .expect("every backend keeps an effect journal");
+    let keys = |t: ThreadId| async move {
+        let mut found = Vec::new();
+        for cp_id in 1..=8u64 {
+            if j.effect_get(&t, &format!("at{cp_id}"))
+                .await
+                .unwrap()
+                .is_some()
+            {
+                found.push(cp_id);
+            }
+        }
+        found
+    };
+    let journal_each = |t: ThreadId| async move {
+        for cp_id in 1..=8u64 {
+            j.effect_put(
+                &t,
+                CheckpointId(cp_id),
+                &format!("at{cp_id}"),
+                b"1".to_vec(),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // trim: keeping from 6 keeps from the snapshot at 4.
+    let t = ThreadId::new(format!("{prefix}/effects-trim"));
+    chain_at(cp, &t, 8, &[4], 0).await;
+    journal_each(t.clone()).await;
+    cp.trim(&t, CheckpointId(6)).await.unwrap();
+    assert_eq!(keys(t.clone()).await, [4, 5, 6, 7, 8]);
+    // prune from 5.
+    let t = ThreadId::new(format!("{prefix}/effects-prune"));
+    chain_at(cp, &t, 8, &[], 0).await;
+    journal_each(t.clone()).await;
+    cp.prune(&t, CheckpointId(5), b"{}".to_vec()).await.unwrap();
+    assert_eq!(keys(t.clone()).await, [5, 6, 7, 8]);
+    // rewind to 3: what tasks from 3 journaled stays, what came after goes.
+    let t = ThreadId::new(format!("{prefix}/effects-rewind"));
+    chain_at(cp, &t, 8, &[], 0).await;
+    journal_each(t.clone()).await;
+    cp.rewind(&t, Some(CheckpointId(3)), vec![]).await.unwrap();
+    assert_eq!(keys(t.clone()).await, [1, 2, 3]);
+    cp.rewind(&t, None, vec![]).await.unwrap();
+    assert!(keys(t.clone()).await.is_empty());
+    // delete_thread takes every entry, and a thread started again under the id starts empty.
+    let t = ThreadId::new(format!("{prefix}/effects-delete"));
+    chain_at(cp, &t, 8, &[], 0).await;
+    journal_each(t.clone()).await;
+    let other = ThreadId::new(format!("{prefix}/effects-delete-kept"));
+    journal_each(other.clone()).await;
+    cp.delete_thread(&t).await.unwrap();
+    assert!(keys(t.clone()).await.is_empty());
+    assert_eq!(keys(other).await.len(), 8, "other threads keep theirs");
+    // Retention's sweep deletes through the same calls: a thread swept goes with its journal.
+    let swept = ThreadId::new(format!("{prefix}/effects-swept"));
+    chain_at(cp, &swept, 2, &[], 0).await;
+    journal_each(swept.clone()).await;
+    let retention = Retention {
+        thread_age: Some(Duration::from_secs(1)),
+        prefix: swept.as_str().to_string(),
+        ..Retention::default()
+    };
+    sweep(cp, &retention, 1_800_000_000_000).await.unwrap();
+    assert_eq!(cp.head(&swept).await.unwrap(), None);
+    assert!(keys(swept).await.is_empty());
+}
+
+/// Sixteen puts of one key at once with different values: exactly one value is stored, and
+/// every caller gets it.
+async fn effects_of_concurrent_puts_agree(cp: Arc<dyn Checkpointer>, prefix: &str) {
+    let t = ThreadId::new(format!("{prefix}/effects-race"));
+    let mut tasks = Vec::new();
+    for i in 0..16u8 {
+        let (cp, t) = (cp.clone(), t.clone());
+        tasks.push(tokio::spawn(async move {
+            let j = cp.effect_journal().unwrap();
+            j.effect_put(&t, CheckpointId(1), "race", vec![i])
+                .await
+                .unwrap()
+        }));
+    }
+    let mut got = Vec::new();
+    for task in tasks {
+        got.push(task.await.unwrap());
+    }
+    got.dedup();
+    assert_eq!(
+        got.len(),
+        1,
+        "every caller gets the one stored value: {got:?}"
+    );
+    let j = cp.effect_journal().unwrap();
+    assert_eq!(
+        j.effect_get(&t, "race").await.unwrap(),
+        Some(got[0].clone())
+    );
 }

@@ -29,7 +29,8 @@ use super::codec::{
 };
 use super::integrity::{checksum, link_chain, verify_checksum, ChecksumInput, ChecksumScheme};
 use super::{
-    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, TaskWrite, ThreadSummary,
+    CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, EffectJournal, TaskWrite,
+    ThreadSummary,
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
@@ -276,9 +277,73 @@ fn batch_error(e: &CheckpointError) -> CheckpointError {
 }
 
 #[async_trait]
+impl EffectJournal for PostgresCheckpointer {
+    async fn effect_get(
+        &self,
+        thread: &ThreadId,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let pool = &self.pool;
+        self.retry("effect_get", |_| async move {
+            let c = pool.get().await?;
+            let stmt = c
+                .prepare_cached(
+                    "SELECT value FROM planwright_effects WHERE thread_id = $1 AND key = $2",
+                )
+                .await?;
+            Ok(c.query_opt(&stmt, &[&thread.as_str(), &key])
+                .await?
+                .map(|row| row.get(0)))
+        })
+        .await
+    }
+
+    /// One statement when the key is new (an insert that returns the value); when it is not,
+    /// a second reads the value there. Retrying after an unknown commit outcome is safe: the
+    /// retry finds the value stored, whoever stored it.
+    async fn effect_put(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let cp = id_to_sql(checkpoint)?;
+        let (pool, value) = (&self.pool, &value);
+        self.retry("effect_put", |_| async move {
+            let c = pool.get().await?;
+            let insert = c
+                .prepare_cached(
+                    "INSERT INTO planwright_effects (thread_id, key, checkpoint, value)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id, key) DO NOTHING
+                     RETURNING value",
+                )
+                .await?;
+            if let Some(row) = c
+                .query_opt(&insert, &[&thread.as_str(), &key, &cp, value])
+                .await?
+            {
+                return Ok(row.get(0));
+            }
+            let read = c
+                .prepare_cached(
+                    "SELECT value FROM planwright_effects WHERE thread_id = $1 AND key = $2",
+                )
+                .await?;
+            Ok(c.query_one(&read, &[&thread.as_str(), &key]).await?.get(0))
+        })
+        .await
+    }
+}
+
+#[async_trait]
 impl Checkpointer for PostgresCheckpointer {
     fn backend_name(&self) -> &'static str {
         "postgres"
+    }
+
+    fn effect_journal(&self) -> Option<&dyn EffectJournal> {
+        Some(self)
     }
 
     /// Yes: a batch of distinct threads is one multi-row statement (`batch`), one commit for
@@ -855,6 +920,7 @@ impl Checkpointer for PostgresCheckpointer {
             let tx = c.transaction().await?;
             for table in [
                 "planwright_writes",
+                "planwright_effects",
                 "planwright_checkpoints",
                 "planwright_threads",
             ] {
@@ -903,6 +969,11 @@ impl Checkpointer for PostgresCheckpointer {
                 &[&t, &snapshot],
             )
             .await?;
+            tx.execute(
+                "DELETE FROM planwright_effects WHERE thread_id = $1 AND checkpoint < $2",
+                &[&t, &snapshot],
+            )
+            .await?;
             tx.commit().await?;
             Ok(n)
         })
@@ -940,6 +1011,11 @@ impl Checkpointer for PostgresCheckpointer {
             tx.execute(
                 "DELETE FROM planwright_writes WHERE thread_id = $1 AND checkpoint >= $2",
                 &[&t, &at.unwrap_or(cut)],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM planwright_effects WHERE thread_id = $1 AND checkpoint > $2",
+                &[&t, &cut],
             )
             .await?;
             if let Some(at) = at {
@@ -1001,6 +1077,11 @@ impl Checkpointer for PostgresCheckpointer {
             .await?;
             tx.execute(
                 "DELETE FROM planwright_writes WHERE thread_id = $1 AND checkpoint < $2",
+                &[&t, &keep],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM planwright_effects WHERE thread_id = $1 AND checkpoint < $2",
                 &[&t, &keep],
             )
             .await?;

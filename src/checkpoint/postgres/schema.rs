@@ -9,7 +9,7 @@ use deadpool_postgres::Pool;
 /// Advisory lock key serialising migrations across processes.
 const MIGRATION_LOCK: i64 = 0x706c_616e_7772;
 
-static MIGRATIONS: [Migration; 3] = [
+static MIGRATIONS: [Migration; 4] = [
     Migration {
         version: 1,
         name: "threads, checkpoints and task writes",
@@ -54,6 +54,22 @@ static MIGRATIONS: [Migration; 3] = [
         name: "fencing tokens",
         // 0: no process has fenced the thread; every writer may write it (as before).
         sql: "ALTER TABLE planwright_threads ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;",
+    },
+    Migration {
+        version: 4,
+        name: "effect journal",
+        // Results of tasks' external calls, put-if-absent by (thread, key); `checkpoint` is the
+        // one the calling task started from, for retention and rollback (see
+        // `checkpoint::EffectJournal`).
+        sql: "
+        CREATE TABLE IF NOT EXISTS planwright_effects (
+            thread_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            checkpoint BIGINT NOT NULL,
+            value BYTEA NOT NULL,
+            PRIMARY KEY (thread_id, key)
+        );
+    ",
     },
 ];
 

@@ -33,7 +33,7 @@ use super::codec::{
 use super::integrity::{link_chain, verify_checksum, ChecksumInput, ChecksumScheme};
 use super::{
     BatchItem, BodyKind, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer,
-    TaskWrite, ThreadSummary,
+    EffectJournal, TaskWrite, ThreadSummary,
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
 use async_trait::async_trait;
@@ -438,9 +438,70 @@ fn query_records(
 }
 
 #[async_trait]
+impl EffectJournal for SqliteCheckpointer {
+    async fn effect_get(
+        &self,
+        thread: &ThreadId,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let (thread, key) = (thread.clone(), key.to_string());
+        self.call(move |c| {
+            c.prepare_cached("SELECT value FROM effects WHERE thread_id = ?1 AND key = ?2")
+                .map_err(be)?
+                .query_row(params![thread.as_str(), key], |r| r.get(0))
+                .optional()
+                .map_err(be)
+        })
+        .await
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: the insert, and the stored value read back only when
+    /// another was there first.
+    async fn effect_put(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let (thread, key) = (thread.clone(), key.to_string());
+        let cp = id_to_sql(checkpoint)?;
+        let value = Arc::new(value);
+        self.call(move |c| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let added = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO effects (thread_id, key, checkpoint, value)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(be)?
+                .execute(params![thread.as_str(), key, cp, &value[..]])
+                .map_err(be)?;
+            let stored = if added == 1 {
+                value.to_vec()
+            } else {
+                tx.prepare_cached("SELECT value FROM effects WHERE thread_id = ?1 AND key = ?2")
+                    .map_err(be)?
+                    .query_row(params![thread.as_str(), key], |r| r.get(0))
+                    .map_err(be)?
+            };
+            tx.commit().map_err(be)?;
+            Ok(stored)
+        })
+        .await
+    }
+}
+
+#[async_trait]
 impl Checkpointer for SqliteCheckpointer {
     fn backend_name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn effect_journal(&self) -> Option<&dyn EffectJournal> {
+        Some(self)
     }
 
     async fn put(&self, record: CheckpointRecord) -> Result<(), CheckpointError> {
@@ -882,6 +943,7 @@ impl Checkpointer for SqliteCheckpointer {
                 concat!("DELETE FROM checkpoints WHERE ", by_thread!()),
                 "DELETE FROM threads WHERE thread_id = ?1",
                 "DELETE FROM thread_numbers WHERE thread_id = ?1",
+                "DELETE FROM effects WHERE thread_id = ?1",
             ] {
                 tx.execute(sql, [thread.as_str()]).map_err(be)?;
             }
@@ -967,6 +1029,11 @@ impl Checkpointer for SqliteCheckpointer {
                 params![t, keep],
             )
             .map_err(be)?;
+            tx.execute(
+                "DELETE FROM effects WHERE thread_id = ?1 AND checkpoint < ?2",
+                params![t, keep],
+            )
+            .map_err(be)?;
             tx.commit().map_err(be)
         })
         .await
@@ -1018,6 +1085,11 @@ impl Checkpointer for SqliteCheckpointer {
                 params![t, snapshot],
             )
             .map_err(be)?;
+            tx.execute(
+                "DELETE FROM effects WHERE thread_id = ?1 AND checkpoint < ?2",
+                params![t, snapshot],
+            )
+            .map_err(be)?;
             tx.commit().map_err(be)?;
             Ok(n as u64)
         })
@@ -1058,6 +1130,11 @@ impl Checkpointer for SqliteCheckpointer {
                     " AND checkpoint >= ?2"
                 ),
                 params![t, at.unwrap_or(cut)],
+            )
+            .map_err(be)?;
+            tx.execute(
+                "DELETE FROM effects WHERE thread_id = ?1 AND checkpoint > ?2",
+                params![t, cut],
             )
             .map_err(be)?;
             if let Some(at) = at {

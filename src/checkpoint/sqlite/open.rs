@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-pub(super) static MIGRATIONS: [Migration; 5] = [
+pub(super) static MIGRATIONS: [Migration; 6] = [
     Migration {
         version: 1,
         name: "threads, checkpoints and task writes",
@@ -161,6 +161,22 @@ pub(super) static MIGRATIONS: [Migration; 5] = [
         // version is what stops a build that knows only SHA-256 from opening the file and
         // reporting every new row as damaged: it refuses the newer schema instead.
         sql: "",
+    },
+    Migration {
+        version: 6,
+        name: "effect journal",
+        // Results of tasks' external calls, put-if-absent by (thread, key); `checkpoint` is the
+        // one the calling task started from, for retention and rollback (see
+        // `checkpoint::EffectJournal`).
+        sql: "
+        CREATE TABLE effects (
+            thread_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            checkpoint INTEGER NOT NULL,
+            value BLOB NOT NULL,
+            PRIMARY KEY (thread_id, key)
+        ) WITHOUT ROWID;
+    ",
     },
 ];
 

@@ -91,6 +91,8 @@ pub(crate) struct Run<S: State> {
     ready: Vec<usize>,
     /// The memo store handed to each task's context, to collect what the task memoised.
     memo_stores: Vec<Option<Arc<Memos>>>,
+    /// The thread and effect journal every task's context points to (one per run).
+    effects: Arc<crate::effect::EffectScope>,
     /// Per task of a command node, where its running attempt leaves its `goto`.
     goto_slots: Vec<Option<Arc<crate::node::SpecialTask>>>,
     events: EventSink,
@@ -117,6 +119,10 @@ impl<S: State> Actor for Supervisor<S> {
     async fn on_start(a: Self::Args, me: ActorRef<Self>) -> Result<Self, Self::Error> {
         let a = *a;
         let span = tracing::info_span!("run", graph = %a.shared.graph.name(), thread = %a.thread, run_id = a.run_id.0);
+        let effects = crate::effect::EffectScope::new(
+            a.thread.clone(),
+            a.shared.storage.checkpointer.as_ref(),
+        );
         let mut s = Self(Box::new(Run {
             sh: a.shared,
             thread: a.thread,
@@ -127,6 +133,7 @@ impl<S: State> Actor for Supervisor<S> {
             step: Step::new(0),
             ready: Vec::new(),
             memo_stores: Vec::new(),
+            effects,
             goto_slots: Vec::new(),
             events: a.events,
             cancel: a.cancel,

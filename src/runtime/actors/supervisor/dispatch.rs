@@ -65,12 +65,15 @@ impl<S: State> Run<S> {
             )?)
         };
         let attempt = self.step.dispatch(i);
+        let graph_node = self.sh.graph.node(spec.node_id);
         let memos = Arc::new(Memos {
             saved: self.saved.memos.get(i).cloned().unwrap_or_default(),
             fresh: Default::default(),
+            head: self.saved.head,
+            repeat_effects: graph_node.options.repeat_effects,
+            effect_calls: Default::default(),
         });
         self.memo_stores[i] = Some(memos.clone());
-        let graph_node = self.sh.graph.node(spec.node_id);
         let special = (graph_node.command.is_some() || graph_node.subgraph.is_some()).then(|| {
             let child_thread = graph_node.subgraph.is_some().then(|| {
                 subgraph::child_thread(&self.thread, &spec.node, self.saved.head, spec.id.index)
@@ -94,6 +97,7 @@ impl<S: State> Run<S> {
             cancel: self.cancel.clone(),
             span: self.span.clone(),
             memos,
+            effects: Some(self.effects.clone()),
             context: self.per_run.context.clone(),
             store: self.sh.store.clone(),
             special,
