@@ -120,6 +120,7 @@ fn graph_with(billing: planwright::CompiledGraph<Quote>) -> StateGraph<Turn> {
                 schema: std::sync::Arc::new(json!({"type": "object"})),
                 input: json!({"topic": s.topic, "visits": s.visits}).to_string(),
                 typed: None,
+                idempotency_key: None,
             };
             let id = format!("answer-{}", ctx.task_id());
             let stream = |chunk: &str| ctx.stream_chunk(&id, chunk);

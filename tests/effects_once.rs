@@ -385,6 +385,11 @@ async fn crash_then_continue(url: &str, repeat: bool) -> (BTreeMap<String, u32>,
         .expect("state")
         .expect("the thread exists");
     assert!(state.next.is_empty(), "the run finished");
+    println!(
+        "{url} repeat={repeat}: {} keys, {} calls at the tool",
+        calls.len(),
+        calls.values().sum::<u32>()
+    );
     (calls, state.values.trace.clone())
 }
 

@@ -45,9 +45,11 @@ async fn handle(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    s.requests.lock().unwrap().push(
-        json!({"body": body, "auth": headers.get("authorization").and_then(|v| v.to_str().ok())}),
-    );
+    s.requests.lock().unwrap().push(json!({
+        "body": body,
+        "auth": headers.get("authorization").and_then(|v| v.to_str().ok()),
+        "key": headers.get("idempotency-key").and_then(|v| v.to_str().ok()),
+    }));
     let now = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     s.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let next = s
@@ -121,6 +123,7 @@ fn request() -> ChatRequest {
         ),
         input: "{}".into(),
         typed: None,
+        idempotency_key: None,
     }
 }
 
@@ -289,4 +292,95 @@ fn configuration_errors_are_clear() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("not an http(s) URL"), "{err}");
+}
+
+/// A call's idempotency key goes as `Idempotency-Key` on every retry of the call; a call
+/// without one sends none.
+#[tokio::test]
+async fn the_idempotency_key_goes_on_every_retry() {
+    let (server, base) = start(vec![
+        Answer::Status(503, None),
+        Answer::Ok("{\"answer\": 1}"),
+    ])
+    .await;
+    let mut req = request();
+    req.idempotency_key = Some("0123456789abcdef0123456789abcdef".into());
+    model(&base).chat(&req).await.unwrap();
+    let keys: Vec<Value> = server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            json!("0123456789abcdef0123456789abcdef"),
+            json!("0123456789abcdef0123456789abcdef")
+        ]
+    );
+    model(&base).chat(&request()).await.unwrap();
+    assert_eq!(server.requests.lock().unwrap()[2]["key"], Value::Null);
+}
+
+/// Inside a node (`model::journaled`), a model call is a journaled effect: its key goes to the
+/// server, and the task's retry gets the journaled reply without a second request; the repair
+/// call after a malformed answer is a call of its own, with a key of its own.
+#[tokio::test]
+async fn a_journaled_call_is_not_sent_again_when_its_task_is_retried() {
+    use planwright::graph::{StateGraph, END, START};
+    use planwright::{Engine, NodeContext, NodeError, NodeOptions, RetryPolicy, RunOptions};
+    let (server, base) = start(vec![Answer::Ok("not json"), Answer::Ok("{\"answer\": 7}")]).await;
+    let model = Arc::new(model(&base));
+    let graph = StateGraph::<Asked>::new("asks")
+        .add_node("ask", move |_s: Arc<Asked>, ctx: NodeContext| {
+            let model = model.clone();
+            async move {
+                let (v, _): (Answerish, _) =
+                    planwright_actors::model::journaled(&ctx, ask(&*model, request()))
+                        .await
+                        .map_err(NodeError::retryable)?;
+                if ctx.attempt() == 1 {
+                    return Err(NodeError::Retryable(
+                        "the node failed after its call".into(),
+                    ));
+                }
+                Ok(AskedUpdate::default().answer(v.answer))
+            }
+        })
+        .node_options(
+            "ask",
+            NodeOptions::default().retry(RetryPolicy::exponential(2, Duration::ZERO)),
+        )
+        .add_edge(START, "ask")
+        .add_edge("ask", END);
+    let engine = Engine::builder(graph.compile().unwrap())
+        .checkpointer(Arc::new(planwright::checkpoint::MemoryCheckpointer::new()))
+        .build()
+        .await;
+    let out = engine
+        .run("asks".into(), AskedUpdate::default(), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.state.answer, 7);
+    let requests = server.requests.lock().unwrap().clone();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the first answer and its repair, once each"
+    );
+    let keys: Vec<&str> = requests
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert!(keys.iter().all(|k| k.len() == 32), "{keys:?}");
+    assert_ne!(keys[0], keys[1], "the repair is a call of its own");
+}
+
+planwright::state! {
+    /// What the journaled test's node answers.
+    pub struct Asked => AskedUpdate {
+        replace answer: i64,
+    }
 }

@@ -5,7 +5,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -30,6 +30,8 @@ enum Answer {
 struct Server {
     script: Mutex<VecDeque<Answer>>,
     bodies: Mutex<Vec<Value>>,
+    /// The `Idempotency-Key` of each request (`None`: no header).
+    keys: Mutex<Vec<Option<String>>>,
 }
 
 fn delta(c: &str) -> String {
@@ -39,8 +41,18 @@ fn delta(c: &str) -> String {
     )
 }
 
-async fn handle(State(s): State<Arc<Server>>, Json(body): Json<Value>) -> Response {
+async fn handle(
+    State(s): State<Arc<Server>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
     s.bodies.lock().unwrap().push(body);
+    s.keys.lock().unwrap().push(
+        headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from),
+    );
     let next = s
         .script
         .lock()
@@ -101,6 +113,7 @@ fn request() -> ChatRequest {
         schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
         typed: None,
+        idempotency_key: None,
     }
 }
 
@@ -178,4 +191,21 @@ async fn a_client_error_is_not_retried() {
     ));
     assert!(chunks.is_empty());
     assert_eq!(server.bodies.lock().unwrap().len(), 1);
+}
+
+/// A call's idempotency key goes as `Idempotency-Key` on every attempt of the streamed call (a
+/// failure before the first chunk is retried with the same key); a call without one sends none.
+#[tokio::test]
+async fn the_idempotency_key_goes_on_every_attempt() {
+    let (server, model) = start(vec![Answer::Status(503), Answer::Stream(vec!["{}"])]).await;
+    let mut req = request();
+    req.idempotency_key = Some("0123456789abcdef0123456789abcdef".into());
+    let on_chunk = |_: &str| {};
+    model.chat_streaming(&req, &on_chunk).await.unwrap();
+    let key = Some("0123456789abcdef0123456789abcdef".to_string());
+    assert_eq!(*server.keys.lock().unwrap(), [key.clone(), key]);
+    let (server, model) = start(vec![Answer::Stream(vec!["{}"])]).await;
+    let (reply, _) = stream(&model).await;
+    reply.unwrap();
+    assert_eq!(*server.keys.lock().unwrap(), [None]);
 }

@@ -18,6 +18,7 @@ fn request(call: &str) -> ChatRequest {
         ),
         input: json!({"x": 20}).to_string(),
         typed: None,
+        idempotency_key: None,
     }
 }
 

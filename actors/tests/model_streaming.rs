@@ -25,6 +25,7 @@ fn request() -> ChatRequest {
         schema: std::sync::Arc::new(json!({"type": "object"})),
         input: "{}".into(),
         typed: None,
+        idempotency_key: None,
     }
 }
 

@@ -1,10 +1,11 @@
 //! Three `serve` replicas on one PostgreSQL database take 1,000 research conversations from
 //! `load --target A --target B --target C`; one replica is SIGKILLed in the middle and another
 //! later. Every conversation finishes, none is lost, no plan step is recorded twice, every
-//! thread's stored chain is linear, and no finished step's model call is made again: the
-//! simulator logs every answered call (process, kind, request digest — each conversation has a
-//! goal of its own, so requests differ between conversations), and a request answered twice was
-//! answered first in a replica that was killed before the step's result was stored.
+//! thread's stored chain is linear, and no model call is made again: the simulator logs every
+//! answered call (process, kind, request digest — each conversation has a goal of its own, so
+//! requests differ between conversations — and the call's idempotency key), each call is a
+//! journaled effect of its task (`model::journaled`), and each key is answered once, whichever
+//! replica asked and whichever took its run over.
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
@@ -78,6 +79,7 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
     let text = report.to_text();
     taken_over += metric(&c_url, TAKEN_OVER).await;
     assert_no_finished_step_called_twice(&calls, &killed, taken_over);
+    assert_each_key_called_once(&calls, taken_over);
     assert_eq!(report.completed, 1000, "{:?}\n{text}", report.errors);
     assert_eq!(
         report.failed + report.cut_off + report.interrupted_left,
@@ -148,7 +150,9 @@ fn assert_no_finished_step_called_twice(log: &std::path::Path, killed: &[u32], t
     let mut by_request: std::collections::HashMap<(&str, &str), Vec<u32>> = Default::default();
     for line in text.lines() {
         let mut f = line.split('\t');
-        let (Some(pid), Some(kind), Some(digest)) = (f.next(), f.next(), f.next()) else {
+        let (Some(pid), Some(kind), Some(digest), Some(_key)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
             panic!("a malformed call log line: {line:?}");
         };
         by_request
@@ -182,6 +186,30 @@ fn assert_no_finished_step_called_twice(log: &std::path::Path, killed: &[u32], t
         repeated <= taken_over * 4,
         "{repeated} requests answered again, for {taken_over} runs taken over"
     );
+}
+
+/// From the simulator's call log: every call carried an idempotency key (it was journaled), and
+/// no key was answered twice — not by one replica, not by the replica that took a killed
+/// replica's run over: a takeover finds the journaled reply and does not ask again.
+fn assert_each_key_called_once(log: &std::path::Path, taken_over: u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut by_key: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [pid, _, _, key] = f[..] else {
+            panic!("a malformed call log line: {line:?}");
+        };
+        assert_ne!(key, "-", "a model call made outside the journal: {line:?}");
+        by_key.entry(key).or_default().push(pid);
+    }
+    let again: Vec<_> = by_key.iter().filter(|(_, pids)| pids.len() > 1).collect();
+    println!(
+        "{} model calls, {} keys, {} keys answered again, {taken_over} runs taken over",
+        text.lines().count(),
+        by_key.len(),
+        again.len()
+    );
+    assert!(again.is_empty(), "keys answered more than once: {again:?}");
 }
 
 /// A replica on the test database (leases of 2 s, a fast simulated model logging its calls to

@@ -89,6 +89,9 @@ pub struct ChatRequest {
     /// parsing `input` back (parsing was 3 % of a research load's CPU, work a remote model does
     /// on its own machine). `None` for every other model.
     pub typed: Option<TypedInput>,
+    /// The call's idempotency key, when it is journaled ([`journaled`]): HTTP providers send it
+    /// as `Idempotency-Key`, the same on every retry of the call. `None` outside a node.
+    pub idempotency_key: Option<String>,
 }
 
 /// A policy's request value, shared with an in-process model ([`ChatRequest::typed`]).
@@ -146,8 +149,8 @@ impl std::ops::Add for Usage {
     }
 }
 
-/// A raw chat reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A raw chat reply (journaled as JSON by [`journaled`] calls).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatReply {
     /// The answer text (JSON when the request had a schema).
     pub content: String,
@@ -218,6 +221,55 @@ pub type ChunkSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 tokio::task_local! {
     static CHUNKS: ChunkSink;
+    static EFFECTS: planwright::NodeContext;
+}
+
+/// Runs `fut` with every model call [`ask`] makes inside it journaled as an effect of the task
+/// of `ctx` (`NodeContext::effect`, named `model:{call}`): each call gets an idempotency key,
+/// sent to HTTP providers as `Idempotency-Key`, and its reply is stored durably before `ask`
+/// goes on, so a task run again — after a crash and a takeover, a retry or a resume — gets the
+/// reply its earlier run paid for instead of asking again. Without a journal (an engine without
+/// a durable checkpointer) or in a node that opted out (`NodeOptions::repeat_effects`), calls
+/// go straight to the model, as outside such a scope: the cost of a node is unchanged.
+pub async fn journaled<F: std::future::Future>(ctx: &planwright::NodeContext, fut: F) -> F::Output {
+    if !ctx.journals_effects() {
+        return fut.await;
+    }
+    EFFECTS.scope(ctx.clone(), fut).await
+}
+
+/// Why a journaled call failed: the model's error, or the journal's.
+enum Journaled {
+    Model(ModelError),
+    Node(planwright::NodeError),
+}
+
+impl From<planwright::NodeError> for Journaled {
+    fn from(e: planwright::NodeError) -> Self {
+        Self::Node(e)
+    }
+}
+
+/// One call of `model` for `req`, through the task's journal when inside [`journaled`]: the
+/// journaled reply when the task made this call before, otherwise the model's (with the call's
+/// key in `req.idempotency_key`), journaled before it is returned.
+async fn chat_once(model: &dyn ChatModel, req: &mut ChatRequest) -> Result<ChatReply, ModelError> {
+    let Ok(ctx) = EFFECTS.try_with(Clone::clone) else {
+        return chat_in_scope(model, req).await;
+    };
+    let name = format!("model:{}", req.call);
+    let r = ctx
+        .effect(&name, |key| async move {
+            req.idempotency_key = Some(key);
+            chat_in_scope(model, req).await.map_err(Journaled::Model)
+        })
+        .await;
+    r.map_err(|e| match e {
+        Journaled::Model(e) => e,
+        // The journal could not be read or written: a storage error, worth a retry.
+        Journaled::Node(planwright::NodeError::Retryable(m)) => ModelError::Transport(m),
+        Journaled::Node(e) => ModelError::Config(format!("effect journal: {e}")),
+    })
 }
 
 /// Runs `fut` with the answer of every model call [`ask`] makes inside it streamed to `sink` as
@@ -271,7 +323,7 @@ pub async fn ask<T: serde::de::DeserializeOwned>(
     req: ChatRequest,
 ) -> Result<(T, Usage), ModelError> {
     let mut req = req;
-    let first = chat_in_scope(model, &req).await?;
+    let first = chat_once(model, &mut req).await?;
     let problem = match decode::<T>(&first.content, &req.schema) {
         Ok(v) => return Ok((v, first.usage)),
         Err(problem) => problem,
@@ -283,7 +335,7 @@ pub async fn ask<T: serde::de::DeserializeOwned>(
     req.messages.push(ChatMessage::user(format!(
         "Your answer was not valid: {problem}. Answer again with JSON that matches the schema exactly."
     )));
-    let second = chat_in_scope(model, &req).await?;
+    let second = chat_once(model, &mut req).await?;
     let usage = first.usage + second.usage;
     decode::<T>(&second.content, &req.schema)
         .map(|v| (v, usage))

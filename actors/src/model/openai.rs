@@ -117,22 +117,28 @@ impl OpenAiModel {
         json!({"model": self.cfg.model, "messages": messages, "tools": tools, "tool_choice": "auto"})
     }
 
-    /// One attempt: the reply, or an error with the wait a retry should respect.
-    async fn attempt(&self, body: &Value) -> Result<ChatReply, ModelError> {
-        self.attempt_as(body, parse_reply).await
+    /// One attempt: the reply, or an error with the wait a retry should respect. The call's
+    /// idempotency key, when it has one, goes as `Idempotency-Key` (the same on every attempt).
+    async fn attempt(
+        &self,
+        body: &Value,
+        idempotency: Option<&str>,
+    ) -> Result<ChatReply, ModelError> {
+        self.attempt_as(body, idempotency, parse_reply).await
     }
 
     /// One attempt, its answer read by `parse`.
     async fn attempt_as<T>(
         &self,
         body: &Value,
+        idempotency: Option<&str>,
         parse: fn(&str) -> Result<T, ModelError>,
     ) -> Result<T, ModelError> {
         let url = format!(
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
-        let mut request = self.client.post(url).json(body);
+        let mut request = with_idempotency_key(self.client.post(url).json(body), idempotency);
         if let Some(key) = &self.cfg.api_key {
             request = request.bearer_auth(key);
         }
@@ -330,7 +336,7 @@ impl ChatModel for OpenAiModel {
         let body = self.functions_body(req);
         let mut retry = 0;
         loop {
-            match self.attempt_as(&body, parse_function_reply).await {
+            match self.attempt_as(&body, None, parse_function_reply).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) if e.is_transient() && retry < self.cfg.max_retries => {
                     if retry == 0 {
@@ -362,7 +368,7 @@ impl ChatModel for OpenAiModel {
         let body = self.body(req);
         let mut retry = 0;
         loop {
-            match self.attempt(&body).await {
+            match self.attempt(&body, req.idempotency_key.as_deref()).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) if e.is_transient() && retry < self.cfg.max_retries => {
                     if retry == 0 {
@@ -384,6 +390,18 @@ impl ChatModel for OpenAiModel {
         on_chunk: &super::OnChunk<'_>,
     ) -> Result<ChatReply, ModelError> {
         self.stream(req, on_chunk).await
+    }
+}
+
+/// `request` with the `Idempotency-Key` header when the call has a key
+/// (`NodeContext::effect` hands one to each journaled call; see `crate::model::journaled`).
+pub(super) fn with_idempotency_key(
+    request: reqwest::RequestBuilder,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    match key {
+        Some(key) => request.header("Idempotency-Key", key),
+        None => request,
     }
 }
 

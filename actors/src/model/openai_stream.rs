@@ -98,7 +98,10 @@ impl OpenAiModel {
         body["stream_options"] = json!({"include_usage": true});
         let mut retry = 0;
         loop {
-            match self.stream_attempt(&body, on_chunk).await {
+            match self
+                .stream_attempt(&body, req.idempotency_key.as_deref(), on_chunk)
+                .await
+            {
                 Ok(reply) => return Ok(reply),
                 Err(Failed { error, started })
                     if !started && error.is_transient() && retry < self.cfg.max_retries =>
@@ -116,9 +119,12 @@ impl OpenAiModel {
         }
     }
 
+    /// One streamed attempt; the call's idempotency key, when it has one, goes as
+    /// `Idempotency-Key`.
     async fn stream_attempt(
         &self,
         body: &Value,
+        idempotency: Option<&str>,
         on_chunk: &OnChunk<'_>,
     ) -> Result<ChatReply, Failed> {
         let mut started = false;
@@ -127,7 +133,8 @@ impl OpenAiModel {
                 "{}/chat/completions",
                 self.cfg.base_url.trim_end_matches('/')
             );
-            let mut request = self.client.post(url).json(body);
+            let mut request =
+                super::openai::with_idempotency_key(self.client.post(url).json(body), idempotency);
             if let Some(key) = &self.cfg.api_key {
                 request = request.bearer_auth(key);
             }

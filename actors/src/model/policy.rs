@@ -107,6 +107,7 @@ pub async fn ask_policy<Q: Serialize + Clone + Send + Sync + 'static, T: Deseria
         typed: model
             .takes_typed_input()
             .then(|| super::TypedInput::new(req.clone())),
+        idempotency_key: None,
     };
     match ask::<T>(model, chat).await {
         Ok((value, usage)) => Ok(PolicyReply {

@@ -4,8 +4,9 @@
 //! paused time; the same seed gives the same sequence of latencies and faults.
 //!
 //! `calls=PATH` makes the simulator append one line per answered call to PATH — the process id,
-//! the call kind and a digest of the request — so a test can count model calls made inside server
-//! processes it kills (were a finished step run again, its request would be counted twice).
+//! the call kind, a digest of the request and the call's idempotency key (`-` without one) — so
+//! a test can count model calls made inside server processes it kills (were a finished step run
+//! again, its request would be counted twice; were a journaled call made again, its key).
 
 use super::scripted::estimate_tokens;
 use super::{ChatModel, ChatReply, ChatRequest, ModelError, Responder, Usage};
@@ -159,10 +160,11 @@ impl SimulatedModel {
         }
         req.input.hash(&mut h);
         let line = format!(
-            "{}\t{}\t{:016x}\n",
+            "{}\t{}\t{:016x}\t{}\n",
             std::process::id(),
             req.call,
-            h.finish()
+            h.finish(),
+            req.idempotency_key.as_deref().unwrap_or("-")
         );
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = f.write_all(line.as_bytes()) {

@@ -36,8 +36,9 @@ impl Env {
     /// Runs a model call once per task under memo `key`. Transient errors are retried here, per
     /// call, with the retry policy's backoff: every call gets the same budget whichever node it
     /// sits in, so the staged graph and the single `plan` node behave alike. The final answer or
-    /// error is saved and returned again on a later attempt of the task or after a crash, never
-    /// asked twice. Token usage goes into the run's events as a custom `model_usage` event.
+    /// error is saved and returned again on a later attempt of the task, never asked twice; each
+    /// model call is journaled as an effect of the task (`crate::model::journaled`), so a crash
+    /// before the task's commit does not ask again either. Token usage goes into the run's events as a custom `model_usage` event.
     pub async fn call<T, F, Fut>(
         &self,
         ctx: &NodeContext,
@@ -50,7 +51,7 @@ impl Env {
         Fut: Future<Output = Result<PolicyReply<T>, PolicyError>>,
     {
         let retry = &self.model_retry;
-        ctx.memo(key, || async move {
+        let call = ctx.memo(key, || async move {
             let mut attempt = 1;
             loop {
                 match work().await {
@@ -71,8 +72,8 @@ impl Env {
                     Err(e) => return Ok(Err(format!("{e} (attempt {attempt})"))),
                 }
             }
-        })
-        .await
+        });
+        crate::model::journaled(ctx, call).await
     }
 }
 

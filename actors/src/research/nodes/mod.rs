@@ -35,15 +35,18 @@ pub(crate) fn emit_usage(
     }]
 }
 
-/// Runs the policy call `call` of this task: when the run streams, its model's answer is
-/// streamed token by token (`NodeContext::stream_chunk`) as one message, `{call}-{task}-{attempt}`
-/// (a retried task's tokens make a message of their own). The offline policy calls no model, so
-/// it streams nothing.
+/// Runs the policy call `call` of this task: its model calls are journaled as the task's
+/// effects ([`crate::model::journaled`]: a takeover or a retry gets the replies already paid
+/// for), and when the run streams, its model's answer is streamed token by token
+/// (`NodeContext::stream_chunk`) as one message, `{call}-{task}-{attempt}` (a retried task's
+/// tokens make a message of their own; a journaled reply is not streamed again). The offline
+/// policy calls no model, so it streams nothing.
 pub(crate) async fn streamed<F: std::future::Future>(
     ctx: &NodeContext,
     call: &str,
     fut: F,
 ) -> F::Output {
+    let fut = crate::model::journaled(ctx, fut);
     if !ctx.is_streaming() {
         return fut.await;
     }
