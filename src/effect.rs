@@ -281,6 +281,20 @@ mod tests {
         }
     }
 
+    /// Effects add one pointer to a task's context (built for every task) and nothing to a
+    /// detached one; what a task needs besides rides in its memo block, allocated anyway.
+    #[test]
+    fn a_context_grows_by_one_pointer() {
+        let (ctx, memos) = (
+            std::mem::size_of::<NodeContext>(),
+            std::mem::size_of::<crate::node::Memos>(),
+        );
+        println!("NodeContext {ctx} bytes, Memos {memos} bytes");
+        // 176 and 56 bytes before effects (x86-64).
+        assert!(ctx <= 184, "NodeContext is {ctx} bytes");
+        assert!(memos <= 112, "Memos is {memos} bytes");
+    }
+
     /// A failed call gives its index back only while it is the last taken.
     #[test]
     fn a_failed_call_leaves_its_index_to_the_next() {
