@@ -77,7 +77,7 @@ pub async fn sweep(args: &super::sweep::SweepArgs) -> ExitCode {
         }
     };
     println!("{}", report.to_text());
-    if let Err(e) = super::sweep::write(args.run.report.as_deref(), &report) {
+    if let Err(e) = super::write_sweep(args.run.report.as_deref(), &report) {
         eprintln!("load sweep: {e}");
         return ExitCode::from(1);
     }

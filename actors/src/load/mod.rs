@@ -297,16 +297,29 @@ async fn in_process(
     })
 }
 
-/// Writes the report as JSON to `path` and as HTML beside it (`.html`).
-pub fn write_report(path: Option<&Path>, report: &LoadReport) -> Result<(), LoadError> {
+/// Writes `value` as JSON to `path` and its page beside it (`.html`); nothing without a path.
+fn write_with_page<T: serde::Serialize>(
+    path: Option<&Path>,
+    value: &T,
+    page: impl FnOnce() -> String,
+) -> Result<(), LoadError> {
     if let Some(path) = path {
-        let json = serde_json::to_string_pretty(report)
+        let json = serde_json::to_string_pretty(value)
             .map_err(|e| LoadError::Report(std::io::Error::other(e)))?;
         std::fs::write(path, json).map_err(LoadError::Report)?;
-        std::fs::write(path.with_extension("html"), html::report(report))
-            .map_err(LoadError::Report)?;
+        std::fs::write(path.with_extension("html"), page()).map_err(LoadError::Report)?;
     }
     Ok(())
+}
+
+/// Writes the sweep as JSON to `path` and its page beside it (`.html`).
+pub fn write_sweep(path: Option<&Path>, sweep: &sweep::SweepReport) -> Result<(), LoadError> {
+    write_with_page(path, sweep, || html::sweep(sweep))
+}
+
+/// Writes the report as JSON to `path` and as HTML beside it (`.html`).
+pub fn write_report(path: Option<&Path>, report: &LoadReport) -> Result<(), LoadError> {
+    write_with_page(path, report, || html::report(report))
 }
 
 /// The HTML page of a report.

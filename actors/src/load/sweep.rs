@@ -310,18 +310,6 @@ pub async fn run(
     Ok(sweep)
 }
 
-/// Writes the sweep as JSON to `path` and its page beside it (`.html`).
-pub fn write(path: Option<&std::path::Path>, sweep: &SweepReport) -> Result<(), LoadError> {
-    if let Some(path) = path {
-        let json = serde_json::to_string_pretty(sweep)
-            .map_err(|e| LoadError::Report(std::io::Error::other(e)))?;
-        std::fs::write(path, json).map_err(LoadError::Report)?;
-        std::fs::write(path.with_extension("html"), super::html::sweep(sweep))
-            .map_err(LoadError::Report)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

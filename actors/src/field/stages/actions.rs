@@ -73,7 +73,7 @@ async fn tool_document(
         .await
     {
         Ok(content) => Some(crate::tools::bm25::Document {
-            id: crate::research::tools::mcp::citation_id(&choice.server, &choice.tool, field),
+            id: crate::tools::mcp::citation_id(&choice.server, &choice.tool, field),
             title: format!(
                 "{}/{}({})",
                 choice.server,

@@ -171,7 +171,8 @@ pub async fn execute_step(
     let (out, tool_call) = if step.tool == "mcp" {
         // A tool server's call: it stops with the run.
         let cancel = std::pin::pin!(ctx.cancelled());
-        let done = tools::mcp::run(env.mcp.as_deref(), &*env.policy, &s.goal, step, cancel).await;
+        let done =
+            super::mcp_step::run(env.mcp.as_deref(), &*env.policy, &s.goal, step, cancel).await;
         usage = super::emit_usage(&ctx, "choose_tool", done.usage);
         (done.outcome, done.call)
     } else {

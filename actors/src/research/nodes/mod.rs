@@ -4,6 +4,7 @@
 pub mod assess;
 pub mod execute;
 pub mod finish;
+pub mod mcp_step;
 pub mod planning;
 pub mod prepare;
 pub mod review;

@@ -3,12 +3,12 @@
 //! `search` ranks notes with BM25, `compare` lines findings up along dimensions, `summarize`
 //! extracts the most relevant sentences. Every tool returns the ids of the notes it used, and only
 //! ids of notes that exist: tools quote sentences, they never write facts of their own. `mcp`
-//! calls a tool server's tool (`mcp.rs`); its result is evidence of its own, with provenance.
+//! calls a tool server's tool (its step runs in `nodes::mcp_step`, which asks the policy); its
+//! result is evidence of its own, with provenance.
 
 mod aspect;
 mod compare;
 mod latency;
-pub mod mcp;
 mod ranking;
 mod search;
 mod summarize;
@@ -141,9 +141,9 @@ pub fn run(step: &PlanStep, input: &ToolInput<'_>) -> ToolOutcome {
         "search" => search(&step.params, input.corpus, &input.aspects),
         "compare" => compare(&step.params, input),
         "summarize" => summarize(&step.params, input),
-        "mcp" => {
-            ToolOutcome::failed("`mcp` steps run on the graph's tool servers (tools::mcp::run)")
-        }
+        "mcp" => ToolOutcome::failed(
+            "`mcp` steps run on the graph's tool servers (nodes::mcp_step::run)",
+        ),
         other => ToolOutcome::failed(format!("unknown tool `{other}`")),
     }
 }

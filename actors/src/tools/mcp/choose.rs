@@ -121,6 +121,24 @@ pub fn choose(tools: &[ToolInfo], question: &str, query: &str) -> Option<Choice>
     })
 }
 
+/// A citation id's part: letters, digits, `-` and `_` kept, the rest `-`.
+fn id_part(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The citation id of step `step`'s call of `tool` on `server`.
+pub fn citation_id(server: &str, tool: &str, step: &str) -> String {
+    format!("{}:{}:{}", id_part(server), id_part(tool), id_part(step))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

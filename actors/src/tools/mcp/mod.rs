@@ -18,7 +18,7 @@ mod error;
 mod spec;
 
 pub use call::{with_retries, AttemptError, CallPolicy};
-pub use choose::{arguments_for, choose, Choice};
+pub use choose::{arguments_for, choose, citation_id, Choice};
 pub use error::McpError;
 pub use spec::{split_command, unique_names, ServerSpec, Transport};
 

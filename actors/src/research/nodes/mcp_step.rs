@@ -3,7 +3,7 @@
 //! The tool is the one the plan names (`params.tool`, on `params.server` or the first server that
 //! has it, with `params.arguments`), or, when the plan names none, the one the policy chooses (a
 //! chat model by function calling: `ResearchPolicy::choose_tool`), else the one whose description
-//! best fits the step's aspect and query (`tools::mcp::choose`, offline and deterministic). The call
+//! best fits the step's aspect and query (`crate::tools::mcp::choose`, offline and deterministic). The call
 //! has the graph's timeout and retries and stops with the run (`McpTools::call`).
 //!
 //! The result is kept whole with its provenance (`ToolCall`: server, tool, arguments, content)
@@ -12,11 +12,11 @@
 //! wrong (no server, no fitting tool, a timeout, the tool's error, garbage) is the step's error:
 //! the planner handles it like any failed step (a replan, or a reported gap).
 
-use super::ToolOutcome;
 use crate::research::policy::{ResearchPolicy, TokenUsage, ToolChoiceRequest};
 use crate::research::state::{Finding, PlanStep, ToolCall};
 use crate::research::text;
-use crate::tools::mcp::{arguments_for, choose, McpError, McpTools, ToolInfo};
+use crate::research::tools::ToolOutcome;
+use crate::tools::mcp::{arguments_for, choose, citation_id, McpError, McpTools, ToolInfo};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,24 +25,6 @@ use std::sync::Arc;
 pub const MAX_FINDINGS: usize = 3;
 /// A sentence longer than this (bytes) is not quoted (a line of data, not a sentence).
 const MAX_SENTENCE: usize = 600;
-
-/// A citation id's part: letters, digits, `-` and `_` kept, the rest `-`.
-fn id_part(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// The citation id of step `step`'s call of `tool` on `server`.
-pub fn citation_id(server: &str, tool: &str, step: &str) -> String {
-    format!("{}:{}:{}", id_part(server), id_part(tool), id_part(step))
-}
 
 /// The words a step's question is made of: its aspect and query, else its description.
 fn question(step: &PlanStep) -> String {
