@@ -24,6 +24,22 @@ async fn app(server: &Server) -> String {
     in_process::listen(app).await
 }
 
+/// A webhook receiver over a real socket: its URL, and the payloads it is sent.
+async fn webhook_receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (hook_tx, hook_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let hook = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+            let tx = hook_tx.clone();
+            async move {
+                let _ = tx.send(v);
+                "ok"
+            }
+        }),
+    );
+    (format!("{}/hook", in_process::listen(hook).await), hook_rx)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_graph_pauses_resumes_and_describes_itself_under_a_nested_path() {
     let server = replier_server(args("walk")).await;
@@ -221,19 +237,7 @@ async fn stateless_runs_batches_deletes_cancels_and_webhooks() {
     let server = replier_server(args("stateless")).await;
     let base = app(&server).await;
     let api = format!("{base}/agents");
-    // A webhook receiver over a real socket.
-    let (hook_tx, mut hook_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let hook = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let tx = hook_tx.clone();
-            async move {
-                let _ = tx.send(v);
-                "ok"
-            }
-        }),
-    );
-    let hook_url = format!("{}/hook", in_process::listen(hook).await);
+    let (hook_url, mut hook_rx) = webhook_receiver().await;
 
     // A stateless wait runs on a thread of its own, deleted once the run ends.
     let run = json!({"assistant_id": "replier", "input": {"request": "x"}, "webhook": hook_url});
@@ -482,18 +486,7 @@ async fn a_run_a_restart_finds_ended_tells_its_webhook() {
     let args = args("recovered-webhook");
     let first = replier_server(args.clone()).await;
     let api = format!("{}/agents", app(&first).await);
-    let (hook_tx, mut hook_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let hook = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let tx = hook_tx.clone();
-            async move {
-                let _ = tx.send(v);
-                "ok"
-            }
-        }),
-    );
-    let hook_url = format!("{}/hook", in_process::listen(hook).await);
+    let (hook_url, mut hook_rx) = webhook_receiver().await;
     let (s, t) = call("POST", &format!("{api}/threads"), Some(json!({}))).await;
     assert_eq!(s, 200, "{t}");
     let tid = t["thread_id"].as_str().unwrap();

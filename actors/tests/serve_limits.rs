@@ -41,6 +41,19 @@ async fn start(limits: Limits, model: &str) -> std::net::SocketAddr {
     addr
 }
 
+/// `n` clients that each send half a header to `addr` and then nothing.
+async fn stall(addr: std::net::SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut stalled = Vec::new();
+    for _ in 0..n {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\nX-Half: ")
+            .await
+            .unwrap();
+        stalled.push(s);
+    }
+    stalled
+}
+
 /// Reads until the server closes the connection (or `bound` passes); what it sent.
 async fn until_closed(mut s: TcpStream, bound: Duration) -> Option<String> {
     let mut buf = Vec::new();
@@ -59,14 +72,7 @@ async fn half_open_clients_do_not_stop_real_requests() {
     };
     let addr = start(limits, "offline").await;
     // 1,100 clients each send half a header and then nothing.
-    let mut stalled = Vec::new();
-    for _ in 0..1100 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\nX-Half: ")
-            .await
-            .unwrap();
-        stalled.push(s);
-    }
+    let mut stalled = stall(addr, 1100).await;
     // A real client is still answered: the stalled ones are closed by the header timeout and
     // the rest wait their turn in the backlog.
     let client = reqwest::Client::builder()
@@ -101,14 +107,7 @@ async fn with_default_limits_half_open_clients_give_their_place_to_real_requests
     let addr = start(limits.clone(), "offline").await;
     // More clients than connection slots, from the same address as the real client, each
     // sending half a header and then nothing.
-    let mut stalled = Vec::new();
-    for _ in 0..1100 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\nX-Half: ")
-            .await
-            .unwrap();
-        stalled.push(s);
-    }
+    let mut stalled = stall(addr, 1100).await;
     // A real request takes the place of the oldest half-open connection: it does not wait for
     // the stalled ones' header timeout.
     let client = reqwest::Client::builder()

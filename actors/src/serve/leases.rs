@@ -46,12 +46,7 @@ pub async fn hold(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(r) = &state.replica else {
         return Ok(true);
     };
-    let ttl = r.ttl.as_millis() as u64;
-    let claim = state
-        .run_store
-        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
-        .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
+    let claim = ask(state, r, rec).await?;
     match claim {
         Claim::Granted {
             status: RunRecordStatus::Pending,
@@ -72,12 +67,7 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
     let Some(r) = &state.replica else {
         return Ok(true);
     };
-    let ttl = r.ttl.as_millis() as u64;
-    let claim = state
-        .run_store
-        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
-        .await
-        .map_err(|e| planwright::ErrorChain(&e).to_string())?;
+    let claim = ask(state, r, rec).await?;
     let Some(token) = claim.token() else {
         return Ok(false);
     };
@@ -94,6 +84,16 @@ pub async fn claim(state: &AppState, rec: &RunRecord) -> Result<bool, String> {
         release(state, rec).await;
     }
     fenced
+}
+
+/// Asks the run store for `rec`'s lease for replica `r`, for its lease's life.
+async fn ask(state: &AppState, r: &Replica, rec: &RunRecord) -> Result<Claim, String> {
+    let ttl = r.ttl.as_millis() as u64;
+    state
+        .run_store
+        .claim(&rec.run_id, &r.owner, now_ms(), ttl)
+        .await
+        .map_err(|e| planwright::ErrorChain(&e).to_string())
 }
 
 /// Gives up this replica's lease on `rec` (a run it stopped at a superstep boundary), so another
