@@ -112,6 +112,15 @@ pub async fn launch(
     on_refusal: OnRefusal,
 ) -> Result<Option<(ThreadId, AssistantRef, Box<dyn AssistantRun>)>, ApiError> {
     let thread = ThreadId::new(&rec.thread_id);
+    // A copy of an earlier run of the thread that this process stopped because another replica
+    // took it over goes on until its next superstep boundary (a cancel is cooperative): the
+    // claim below fences the thread with a newer token, under which that copy's writes would
+    // pass. It is waited for first.
+    if state.live.abandoned_on(rec.thread_id.as_str()) {
+        if let Some(a) = state.assistants.find(&rec.assistant_id) {
+            a.wait_idle(&thread).await;
+        }
+    }
     let (head, writes) = snapshot(state, &thread).await?;
     let change = RunChange::at(now_ms()).started_from(head, writes);
     let started = state

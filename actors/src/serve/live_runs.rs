@@ -81,6 +81,14 @@ impl LiveRuns {
         self.by_thread.get(thread).map(|r| r.clone())
     }
 
+    /// Whether the run this process executes on `thread` is one it stopped because another
+    /// replica took it over (its copy here has not ended yet).
+    pub fn abandoned_on(&self, thread: &str) -> bool {
+        self.by_thread
+            .get(thread)
+            .is_some_and(|run| self.abandoned.contains(run.as_str()))
+    }
+
     /// Takes `run_id` in hand: from now on its watchers here wait for the end this process
     /// records.
     pub fn expect_end(&self, run_id: &str) {
