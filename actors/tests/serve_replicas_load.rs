@@ -5,7 +5,9 @@
 //! answered call (process, kind, request digest — each conversation has a goal of its own, so
 //! requests differ between conversations — and the call's idempotency key), each call is a
 //! journaled effect of its task (`model::journaled`), and each key is answered once, whichever
-//! replica asked and whichever took its run over.
+//! replica asked and whichever took its run over — but for a call whose replica was killed
+//! between the answer and its journal row, which the takeover asks again under the same key
+//! (counted; a tool honouring `Idempotency-Key` applies it once).
 
 #[path = "../../tests/support/backends.rs"]
 mod backends;
@@ -79,7 +81,7 @@ async fn a_thousand_conversations_survive_two_killed_replicas() {
     let text = report.to_text();
     taken_over += metric(&c_url, TAKEN_OVER).await;
     assert_no_finished_step_called_twice(&calls, &killed, taken_over);
-    assert_each_key_called_once(&calls, taken_over);
+    assert_each_key_called_once(&calls, &killed, taken_over);
     assert_eq!(report.completed, 1000, "{:?}\n{text}", report.errors);
     assert_eq!(
         report.failed + report.cut_off + report.interrupted_left,
@@ -189,27 +191,43 @@ fn assert_no_finished_step_called_twice(log: &std::path::Path, killed: &[u32], t
 }
 
 /// From the simulator's call log: every call carried an idempotency key (it was journaled), and
-/// no key was answered twice — not by one replica, not by the replica that took a killed
-/// replica's run over: a takeover finds the journaled reply and does not ask again.
-fn assert_each_key_called_once(log: &std::path::Path, taken_over: u64) {
+/// a key was answered again only where the journal cannot help: its earlier answer came from a
+/// replica that was killed before the answer's journal row committed (the call's own window), and
+/// the replica that took the run over asked again under the same key — never one replica twice,
+/// never after the answer was journaled. Such keys are counted (a tool that honours
+/// `Idempotency-Key` applies them once) and bounded by the steps the runs taken over could have
+/// had in flight.
+fn assert_each_key_called_once(log: &std::path::Path, killed: &[u32], taken_over: u64) {
     let text = std::fs::read_to_string(log).unwrap();
-    let mut by_key: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    let mut by_key: std::collections::HashMap<&str, Vec<u32>> = Default::default();
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let [pid, _, _, key] = f[..] else {
             panic!("a malformed call log line: {line:?}");
         };
         assert_ne!(key, "-", "a model call made outside the journal: {line:?}");
+        let pid: u32 = pid.parse().expect("a pid");
         by_key.entry(key).or_default().push(pid);
     }
     let again: Vec<_> = by_key.iter().filter(|(_, pids)| pids.len() > 1).collect();
     println!(
-        "{} model calls, {} keys, {} keys answered again, {taken_over} runs taken over",
+        "{} model calls, {} keys, {} keys answered again (each first in a killed replica), {taken_over} runs taken over",
         text.lines().count(),
         by_key.len(),
         again.len()
     );
-    assert!(again.is_empty(), "keys answered more than once: {again:?}");
+    for (key, pids) in &again {
+        let (last, earlier) = pids.split_last().expect("answered twice");
+        assert!(
+            earlier.iter().all(|p| killed.contains(p) && p != last),
+            "key {key} answered again, not after a kill: {pids:?}"
+        );
+    }
+    assert!(
+        again.len() as u64 <= taken_over * 4,
+        "{} keys answered again, for {taken_over} runs taken over",
+        again.len()
+    );
 }
 
 /// A replica on the test database (leases of 2 s, a fast simulated model logging its calls to
