@@ -12,8 +12,9 @@
 //! partition).
 
 use super::link::{Link, Step};
+use super::tool::Tool;
 use crate::checkpoint::{
-    BatchItem, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer,
+    BatchItem, CheckpointError, CheckpointMetadata, CheckpointRecord, Checkpointer, EffectJournal,
     MemoryCheckpointer, TaskWrite, ThreadSummary, WriteKind,
 };
 use crate::ids::{CheckpointId, TaskId, ThreadId};
@@ -195,10 +196,14 @@ fn run_err(op: &'static str, why: String) -> RunStoreError {
     }
 }
 
-/// A process's checkpointer: the database's, through the process's link.
+/// A process's checkpointer: the database's, through the process's link. Its effect journal
+/// is the memory checkpointer's underneath, through the same link; each lookup and each journal
+/// write that commits or fails is told to the world's tool, whose books judge the calls made
+/// again (`tool.rs`, the window rule).
 pub(crate) struct ProcCheckpointer {
     pub db: Arc<SimDb>,
     pub link: Arc<Link>,
+    pub tool: Arc<Tool>,
 }
 
 /// Runs `$body` (an expression awaiting the database) between the link's enter and leave.
@@ -273,7 +278,53 @@ impl AsyncStore<BatchItem> for Items {
 }
 
 #[async_trait]
+impl EffectJournal for ProcCheckpointer {
+    async fn effect_get(
+        &self,
+        thread: &ThreadId,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        gated!(self, "effect_get", false, cp_err, {
+            let found = self.db.checkpoints.effect_get(thread, key).await;
+            self.tool.looked_up(&self.link.name, key);
+            found
+        })
+    }
+
+    async fn effect_put(
+        &self,
+        thread: &ThreadId,
+        checkpoint: CheckpointId,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let step = match self.link.enter("effect_put", true).await {
+            Ok(step) => step,
+            Err(why) => {
+                self.tool.put_failed(&self.link.name, key);
+                return Err(cp_err(why));
+            }
+        };
+        let stored = self
+            .db
+            .checkpoints
+            .effect_put(thread, checkpoint, key, value)
+            .await;
+        match &stored {
+            Ok(_) => self.tool.journaled(&self.link.name, key),
+            Err(_) => self.tool.put_failed(&self.link.name, key),
+        }
+        self.link.leave("effect_put", step).await.map_err(cp_err)?;
+        stored
+    }
+}
+
+#[async_trait]
 impl Checkpointer for ProcCheckpointer {
+    fn effect_journal(&self) -> Option<&dyn EffectJournal> {
+        Some(self)
+    }
+
     fn backend_name(&self) -> &'static str {
         "sim"
     }

@@ -85,6 +85,11 @@ impl Chaos {
         }
     }
 
+    /// The seed's fault rates.
+    pub(crate) fn rates(&self) -> &Rates {
+        &self.rates
+    }
+
     pub(crate) fn rng(&self) -> MutexGuard<'_, StdRng> {
         self.rng.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -21,18 +21,25 @@
 //!   gone, reading a clock that may be skewed;
 //! - **clients**: conversations of a small graph (a conditional edge, a parallel fan-out, an
 //!   interrupt the client answers), submitted run after run to live processes, followed by
-//!   subscribers that drop and rejoin, and sometimes cancelled.
+//!   subscribers that drop and rejoin, and sometimes cancelled;
+//! - **a tool** (`tool::Tool`): the external service the graph's `work` and `solo` nodes call
+//!   through [`NodeContext::effect`](crate::NodeContext::effect), journaled in the database's
+//!   effect journal through the process's link. It counts calls by idempotency key, applies each
+//!   key's effect once, and sometimes loses a reply.
 //!
 //! After each seed the invariants are checked ([`SeedReport::violations`]): no committed step lost, none
 //! committed twice, one writer per thread, every run ended with a stated status, every subscriber
-//! saw each event once and in order, a cancelled run stayed cancelled, and each conversation's
-//! final state equals a fault-free run's.
+//! saw each event once and in order, a cancelled run stayed cancelled, each conversation's
+//! final state equals a fault-free run's, each key's effect was applied once at the tool (and
+//! each work item under one key), and a key was called again only inside the window the journal
+//! cannot close (`tool.rs` states the rule).
 //!
 //! [`Bug`] switches re-introduce known bugs in the runtime's own code paths (and one in the
 //! replica protocol the processes follow), to show the invariants catch them.
 
 mod db;
 mod link;
+mod tool;
 mod workload;
 mod world;
 
@@ -55,11 +62,19 @@ pub enum Bug {
     /// that lost the run (cut off, paused) goes on committing to the thread (the replica
     /// protocol the simulated processes follow, as `serve` does).
     NoFence,
+    /// `NodeContext::effect` does not look its key up in the effect journal before calling, so
+    /// a task run again after its call was journaled calls the tool again (`effect.rs`).
+    SkipEffectLookup,
 }
 
 impl Bug {
     /// Every switch.
-    pub const ALL: [Bug; 3] = [Bug::ForgetFinishedTasks, Bug::AppendAnywhere, Bug::NoFence];
+    pub const ALL: [Bug; 4] = [
+        Bug::ForgetFinishedTasks,
+        Bug::AppendAnywhere,
+        Bug::NoFence,
+        Bug::SkipEffectLookup,
+    ];
 
     /// The switch's name on the command line (`forget-finished-tasks`, …).
     pub fn name(self) -> &'static str {
@@ -67,6 +82,7 @@ impl Bug {
             Bug::ForgetFinishedTasks => "forget-finished-tasks",
             Bug::AppendAnywhere => "append-anywhere",
             Bug::NoFence => "no-fence",
+            Bug::SkipEffectLookup => "skip-effect-lookup",
         }
     }
 

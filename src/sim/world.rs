@@ -3,6 +3,7 @@
 
 use super::db::{Commit, ProcCheckpointer, ProcEvents, ProcRuns, SimDb};
 use super::link::{Chaos, Link, Rates};
+use super::tool::{Tool, ToolPort};
 use super::workload::{self, Conv, ConvUpdate};
 use super::{bug, Bug, BugsOn};
 use crate::checkpoint::{Checkpointer, WriteKind};
@@ -66,6 +67,8 @@ pub struct SeedReport {
     pub runs: usize,
     /// Storage calls the processes made.
     pub storage_calls: u64,
+    /// Calls the tool got (through `NodeContext::effect`), and the distinct keys among them.
+    pub tool_calls: (u64, u64),
     /// The trace, in order (simulated ms, then what happened).
     pub trace: Vec<String>,
 }
@@ -131,6 +134,7 @@ pub fn run_seed(seed: u64, cfg: &SimConfig) -> SeedReport {
                 replicas: 0,
                 runs: 0,
                 storage_calls: 0,
+                tool_calls: (0, 0),
                 trace: Vec::new(),
             }
         }
@@ -183,7 +187,10 @@ impl Proc {
 struct World {
     chaos: Arc<Chaos>,
     db: Arc<SimDb>,
+    /// The graph observers read states with (its nodes never run); each process compiles its
+    /// own, whose nodes reach the tool through the process's link.
     graph: CompiledGraph<Conv>,
+    tool: Arc<Tool>,
     slots: Vec<Mutex<Option<Arc<Proc>>>>,
     violations: Mutex<Vec<String>>,
     stopping: std::sync::atomic::AtomicBool,
@@ -227,7 +234,10 @@ async fn sleep_ms(ms: u64) {
 }
 
 async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
-    let graph = workload::graph();
+    let graph = workload::graph(ToolPort {
+        tool: Tool::reliable(),
+        link: None,
+    });
     let reference = reference_states(&graph, cfg.conversations).await;
 
     let chaos_rates = |rng: &mut rand::rngs::StdRng| {
@@ -254,10 +264,12 @@ async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
         .replicas
         .unwrap_or_else(|| 1 + chaos.rng().random_range(0..2usize));
     chaos.note(format!("seed {seed}: {replicas} replicas"));
+    let lose_reply = chaos.rates().lose_reply;
     let world = Arc::new(World {
         chaos: chaos.clone(),
         db: Arc::new(SimDb::default()),
         graph,
+        tool: Tool::new(seed, lose_reply, chaos.clone()),
         slots: (0..replicas).map(|_| Mutex::new(None)).collect(),
         violations: Mutex::new(Vec::new()),
         stopping: Default::default(),
@@ -357,6 +369,7 @@ async fn simulate(seed: u64, cfg: SimConfig) -> SeedReport {
         replicas,
         runs: outcomes.iter().map(Conversation::runs).sum(),
         storage_calls: chaos.calls(),
+        tool_calls: world.tool.totals(),
         trace,
     }
 }
@@ -445,8 +458,13 @@ async fn start_proc(w: &Arc<World>, slot: usize, generation: u32, skew: i64) -> 
     let cp = Arc::new(ProcCheckpointer {
         db: w.db.clone(),
         link: link.clone(),
+        tool: w.tool.clone(),
     });
-    let engine = Engine::builder(w.graph.clone())
+    let graph = workload::graph(ToolPort {
+        tool: w.tool.clone(),
+        link: Some(link.clone()),
+    });
+    let engine = Engine::builder(graph)
         .checkpointer(cp.clone())
         .build()
         .await;
@@ -974,6 +992,11 @@ async fn check(w: &World, outcomes: &[Conversation], reference: &[serde_json::Va
                 ));
             }
         }
+    }
+    // Each key's effect applied once at the tool; calls made again only inside the window
+    // the journal cannot close (`tool.rs`).
+    for v in w.tool.violations() {
+        w.violation(v);
     }
     // A cancelled run stays cancelled.
     for v in w.db.after_cancel() {
