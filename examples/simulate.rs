@@ -9,12 +9,11 @@
 //!
 //! Options: `--seeds N` (default 1,000) from `--from S` (default 0); `--seed S` runs one seed;
 //! `--trace` prints its trace; `--bug NAME` turns a bug switch on (repeatable; names:
-//! `forget-finished-tasks`, `append-anywhere`, `no-fence`, `skip-effect-lookup`); `--replicas N`
-//! fixes the number of processes; `--conversations N` (default 4); `--threads N` (default: every
-//! core); `--no-faults`; `--crash-at K --crash-before|--crash-after` crashes the process at
-//! storage call K instead of random faults (each seed's report and failure print the exact
-//! command).
-//! Exits 1 when a seed failed.
+//! `forget-finished-tasks`, `append-anywhere`, `no-fence`, `skip-effect-lookup`,
+//! `skip-effect-write`); `--replicas N` fixes the number of processes; `--conversations N`
+//! (default 4); `--threads N` (default: every core); `--no-faults`; `--crash-at K
+//! --crash-before|--crash-after` crashes the process at storage call K instead of random faults
+//! (each seed's report and failure print the exact command). Exits 1 when a seed failed.
 
 use planwright::sim::{run_seed, Bug, SimConfig};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

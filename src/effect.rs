@@ -158,6 +158,9 @@ impl NodeContext {
             ))
         })?;
         let head = self.memos.head.unwrap_or(CheckpointId(0));
+        if sim_bug!(SkipEffectWrite) {
+            return Ok(value);
+        }
         let stored = journal
             .effect_put(thread, head, &key, bytes.clone())
             .await

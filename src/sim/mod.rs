@@ -65,15 +65,19 @@ pub enum Bug {
     /// `NodeContext::effect` does not look its key up in the effect journal before calling, so
     /// a task run again after its call was journaled calls the tool again (`effect.rs`).
     SkipEffectLookup,
+    /// `NodeContext::effect` does not journal a call's result, so a task run again after a
+    /// crash anywhere between its call and its commit calls the tool again (`effect.rs`).
+    SkipEffectWrite,
 }
 
 impl Bug {
     /// Every switch.
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 5] = [
         Bug::ForgetFinishedTasks,
         Bug::AppendAnywhere,
         Bug::NoFence,
         Bug::SkipEffectLookup,
+        Bug::SkipEffectWrite,
     ];
 
     /// The switch's name on the command line (`forget-finished-tasks`, …).
@@ -83,6 +87,7 @@ impl Bug {
             Bug::AppendAnywhere => "append-anywhere",
             Bug::NoFence => "no-fence",
             Bug::SkipEffectLookup => "skip-effect-lookup",
+            Bug::SkipEffectWrite => "skip-effect-write",
         }
     }
 
