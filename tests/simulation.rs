@@ -58,7 +58,8 @@ fn seeds_0_to_150_keep_every_invariant() {
     );
     assert!(keys > 1_000, "{keys} keys");
     assert_eq!(calls - keys, repeats);
-    assert!(repeats > 0 && repeats * 20 < calls, "{repeats} of {calls}");
+    // 56 of 1,207 when written: repeats are the exception.
+    assert!(repeats > 0 && repeats * 10 < calls, "{repeats} of {calls}");
 }
 
 #[test]
