@@ -600,6 +600,13 @@ async fn execute(w: Arc<World>, p: Arc<Proc>, run_id: String) {
         local.insert(run_id.clone(), rec.thread_id.clone());
     }
     let _local = LocalRun(&p, run_id.clone());
+    // As serve's `lifecycle::launch`: a copy of an earlier run of the thread that this process
+    // stopped (lost to another process) goes on until its next superstep boundary, and the
+    // claim below fences the thread with a newer token, under which that copy's writes would
+    // pass (seeds 574 and 1489 of the earlier worlds). It is waited for first.
+    p.engine
+        .wait_idle(&ThreadId::new(rec.thread_id.as_str()))
+        .await;
     let claim = p
         .runs
         .claim(&run_id, p.owner(), p.link.now_ms(), TTL_MS)
