@@ -1,6 +1,6 @@
 //! Accepting connections with limits, so a client that never finishes a request cannot hold the
 //! server: a cap on open connections (when every slot is taken, a new connection takes the place
-//! of the oldest one that has not sent a whole request header yet, [`super::half_open`]; with
+//! of the oldest one that has not sent a whole request header yet, `half_open`; with
 //! none such, the accept loop waits for a free slot, so extra clients queue in the kernel's
 //! backlog instead of being refused), a header read timeout that also
 //! bounds how long an idle keep-alive connection stays open (hyper starts it again after every
@@ -40,7 +40,7 @@ pub struct Limits {
     /// Time a client has to send a request's body.
     pub body_timeout: Duration,
     /// Connections open at once; when all are taken, a new one takes the place of the oldest
-    /// half-open one ([`super::half_open`]), or waits in the listen backlog.
+    /// half-open one (`half_open`), or waits in the listen backlog.
     pub max_connections: usize,
     /// Requests one client address may have in progress at once; more get 429.
     pub max_requests_per_client: usize,

@@ -19,7 +19,7 @@
 
 //!
 //! This module is the keeper: it renews the leases and takes runs over, handing them to
-//! [`super::recovery`]; the leases themselves are [`super::leases`].
+//! `recovery`; the leases themselves are `leases`.
 
 use super::leases::{claim, hold, Replica};
 use super::{live_runs, recovery, AppState};
