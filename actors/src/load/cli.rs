@@ -5,8 +5,8 @@
 //! what was measured, marked interrupted; a second Ctrl-C exits at once.
 //!
 //! Exit codes: 0 when every threshold held (without thresholds: no conversation failed or was cut
-//! off), 1 when a threshold was crossed (or, without thresholds, a conversation failed or was cut
-//! off), the run could not complete or the report could not be written, 2 for bad input (flags,
+//! off and no worker died), 1 when a threshold was crossed (or, without thresholds, a conversation
+//! failed or was cut off, or a worker died), the run could not complete or the report could not be written, 2 for bad input (flags,
 //! scenario file, model spec, malformed checkpoint URL, a `--report` folder that is missing or
 //! not writable), 130 when interrupted.
 
@@ -19,8 +19,23 @@ pub const INTERRUPTED: u8 = 130;
 
 /// Runs `load` as the command does and gives its exit code.
 pub async fn run(args: &LoadArgs) -> ExitCode {
+    if let Some(addr) = &args.worker {
+        return match super::workers::serve(addr).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("load --worker: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let interrupt = on_ctrl_c();
-    let report = match super::measure(args, Some(interrupt)).await {
+    let measured = if args.coordinator {
+        let argv = super::workers::worker_argv(std::env::args());
+        super::workers::coordinate(args, argv, Some(interrupt)).await
+    } else {
+        super::measure(args, Some(interrupt)).await
+    };
+    let report = match measured {
         Ok(r) => r,
         Err(
             e @ (LoadError::Usage(_)
@@ -44,7 +59,7 @@ pub async fn run(args: &LoadArgs) -> ExitCode {
         return ExitCode::from(INTERRUPTED);
     }
     let ok = if report.thresholds.is_empty() {
-        report.failed == 0 && report.cut_off == 0
+        report.failed == 0 && report.cut_off == 0 && report.workers.iter().all(|w| w.died.is_none())
     } else {
         report.thresholds_passed()
     };

@@ -17,6 +17,22 @@ use std::time::Duration;
 /// `load` arguments (every scenario setting may also come from `--scenario FILE`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LoadArgs {
+    /// Coordinate worker processes (`--workers`): split the scenario's arrival rate (or a closed
+    /// loop's conversations) across them, merge their histograms, write the one report.
+    #[arg(long, requires = "workers")]
+    pub coordinator: bool,
+    /// With `--coordinator`: worker URLs (`http://host:port,…`), or a number of local worker
+    /// processes to start.
+    #[arg(long)]
+    pub workers: Option<String>,
+    /// Run as a worker listening on this address (`127.0.0.1:7400`; port 0 picks one, printed on
+    /// stdout): takes its share of a scenario from a coordinator.
+    #[arg(long, conflicts_with = "coordinator")]
+    pub worker: Option<String>,
+    /// With `--coordinator`: a worker that sends no sample for this many seconds counts as dead
+    /// (default 5).
+    #[arg(long)]
+    pub worker_timeout: Option<u64>,
     /// A scenario file (TOML, or JSON when it ends in `.json`) with any of the settings below.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
@@ -639,6 +655,7 @@ pub fn resolve(a: &LoadArgs) -> Result<Resolved, LoadError> {
             live: !a.quiet,
             server_pid: a.server_pid,
             interrupt: None,
+            recorder: None,
             drop_when_full: a.drop_when_full || f.drop_when_full.unwrap_or(false),
         },
         mix,

@@ -36,6 +36,7 @@ pub mod sweep;
 pub mod template;
 pub mod thresholds;
 pub mod tools;
+pub mod workers;
 
 pub use compare::CompareArgs;
 pub use config::LoadArgs;
@@ -118,6 +119,15 @@ pub async fn measure(
     let mut r = config::resolve(args)?;
     r.options.interrupt = interrupt;
     let stats = Arc::new(ModelStats::default());
+    let entries = build_mix(&r, &stats).await?;
+    let mut report = schedule::run(r.options, entries).await?;
+    report.model = stats.snapshot();
+    Ok(report)
+}
+
+/// The mix's conversations as `r` says: an Agent Server API, a `serve` target, or engines in
+/// this process.
+async fn build_mix(r: &config::Resolved, stats: &Arc<ModelStats>) -> Result<Vec<Entry>, LoadError> {
     let mut entries = Vec::new();
     let tag = format!(
         "{}-{}",
@@ -188,14 +198,12 @@ pub async fn measure(
                 r.tools.clone().map(|t| t as Arc<dyn ToolLatency>);
             entries.push(Entry {
                 weight: e.weight,
-                conversations: in_process(e, &spec, &stats, checkpointer.clone(), tools, prefix)
+                conversations: in_process(e, &spec, stats, checkpointer.clone(), tools, prefix)
                     .await?,
             });
         }
     }
-    let mut report = schedule::run(r.options, entries).await?;
-    report.model = stats.snapshot();
-    Ok(report)
+    Ok(entries)
 }
 
 /// Refuses a `--report` path whose folder is missing or not writable, or that is a folder, before

@@ -189,6 +189,43 @@ pub struct Recorder {
     in_flight: AtomicUsize,
 }
 
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The run's figures so far, as a worker sends them to its coordinator every second.
+#[derive(Clone, Debug, Default)]
+pub struct Cumulative {
+    /// Started.
+    pub started: usize,
+    /// Finished.
+    pub completed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Abandoned.
+    pub abandoned: usize,
+    /// Left paused.
+    pub left_paused: usize,
+    /// Cut off.
+    pub cut_off: usize,
+    /// Interrupts answered.
+    pub resumes: usize,
+    /// Late arrivals.
+    pub late: usize,
+    /// Node executions counted here.
+    pub node_executions: u64,
+    /// Failures by kind.
+    pub errors: BTreeMap<String, usize>,
+    /// Conversation latency.
+    pub latency: Hist,
+    /// Lateness.
+    pub lateness: Hist,
+}
+
 /// Keeps a conversation counted as in flight until dropped.
 pub struct InFlight<'a>(&'a Recorder);
 
@@ -350,6 +387,25 @@ impl Recorder {
         ) = (0, 0, 0, 0, 0, 0);
         s.latency.reset();
         out
+    }
+
+    /// The counters and the latency and lateness histograms so far.
+    pub fn cumulative(&self) -> Cumulative {
+        let t = self.tally();
+        Cumulative {
+            started: t.started,
+            completed: t.completed,
+            failed: t.failed,
+            abandoned: t.abandoned,
+            left_paused: t.left_paused,
+            cut_off: t.cut_off,
+            resumes: t.resumes,
+            late: t.late,
+            node_executions: t.node_executions,
+            errors: t.errors.clone(),
+            latency: t.latency.clone(),
+            lateness: t.lateness.clone(),
+        }
     }
 
     /// Node executions so far.

@@ -267,6 +267,9 @@ pub struct LoadReport {
     pub interrupted: bool,
     /// One sample per second.
     pub series: Vec<Sample>,
+    /// With `--coordinator`: each worker's share, and the workers that died.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<super::workers::WorkerShare>,
 }
 
 impl LoadReport {
@@ -291,6 +294,26 @@ impl LoadReport {
             self.graph, self.started, self.conversations, self.concurrency, self.wall_ms / 1000.0,
             self.completed, self.failed, self.abandoned, self.interrupted_left, self.cut_off, self.resumes
         );
+        for w in &self.workers {
+            let _ = writeln!(
+                t,
+                "  worker {}: {} started, {} ended, p50 {:.1} ms, p99 {:.1} ms{}{}",
+                w.url,
+                w.started,
+                w.latency_ms.count,
+                w.latency_ms.p50,
+                w.latency_ms.p99,
+                if w.respread_to_it > 0 {
+                    format!(", took {} re-spread arrivals", w.respread_to_it)
+                } else {
+                    String::new()
+                },
+                match &w.died {
+                    Some(why) => format!(" — DIED: {why}"),
+                    None => String::new(),
+                }
+            );
+        }
         if self.node_executions == 0 && !self.replicas.is_empty() {
             // A server that does not count node executions: the client's figures only.
             let _ = writeln!(t, "  {:.2} conversations/s", self.conversations_per_sec);

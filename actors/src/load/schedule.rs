@@ -121,6 +121,9 @@ pub struct Options {
     /// Open scenarios: an arrival that finds `max_in_flight` conversations running is dropped
     /// (counted in the report's `dropped`, as k6's `dropped_iterations`) instead of waiting late.
     pub drop_when_full: bool,
+    /// Tally into this recorder instead of a new one (a worker reads it every second, and runs
+    /// re-spread arrivals into the same tally).
+    pub recorder: Option<Arc<Recorder>>,
 }
 
 impl Options {
@@ -141,6 +144,7 @@ impl Options {
             server_pid: None,
             interrupt: None,
             drop_when_full: false,
+            recorder: None,
         }
     }
 }
@@ -220,7 +224,7 @@ pub async fn run(opts: Options, mix: Vec<Entry>) -> Result<LoadReport, LoadError
     measure::reset_peak_rss();
     let baseline = measure::rss_kb().map(|(now, _)| now).unwrap_or(0);
     let cpu0 = measure::cpu_us().unwrap_or(0);
-    let recorder = Arc::new(Recorder::default());
+    let recorder = opts.recorder.clone().unwrap_or_default();
     let (stop_tx, stop_rx) = watch::channel(false);
     let total = opts.scenario.conversations();
     let bar = live_view(total, opts.live);
