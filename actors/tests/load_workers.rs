@@ -87,6 +87,17 @@ fn coordinator(
     duration: &str,
     report: &std::path::Path,
 ) -> Child {
+    coordinator_with(server, workers, rate, duration, "3", report)
+}
+
+fn coordinator_with(
+    server: &str,
+    workers: &str,
+    rate: &str,
+    duration: &str,
+    timeout: &str,
+    report: &std::path::Path,
+) -> Child {
     Command::new(env!("CARGO_BIN_EXE_planwright"))
         .args([
             "load",
@@ -105,7 +116,7 @@ fn coordinator(
             duration,
             "--quiet",
             "--worker-timeout",
-            "3",
+            timeout,
             "--threshold",
             "conversation_p99<60s",
             "--report",
@@ -227,4 +238,53 @@ fn a_killed_worker_is_reported_and_its_arrivals_run_on_the_others() {
     // Every arrival of the scenario started: the dead worker's before it died, the rest on the
     // others.
     assert_eq!(r["started"], 180, "{r:#}");
+}
+
+#[test]
+fn a_silent_worker_counts_as_dead_after_the_timeout() {
+    let server = start_server();
+    let report = dir("silent").join("r.json");
+    let mut ws: Vec<Worker> = (0..2).map(|_| worker()).collect();
+    let urls: Vec<String> = ws.iter().map(|w| w.url.clone()).collect();
+    let coord = coordinator_with(&server, &urls.join(","), "20", "5s", "2", &report);
+    // After its first sample, freeze the second worker (SIGSTOP): its connection stays open, but
+    // no sample comes.
+    loop {
+        let line = ws[1].lines.next().unwrap().unwrap();
+        if line == "load worker: sample 1" {
+            break;
+        }
+    }
+    let pid = ws[1].child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = coord.wait_with_output().unwrap();
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    for w in ws.iter_mut() {
+        let _ = w.child.kill();
+        let _ = w.child.wait();
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = read(&report);
+    let workers = r["workers"].as_array().unwrap();
+    let why = workers[1]["died"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r:#}"));
+    assert_eq!(why, "no sample for 2 s");
+    assert!(stdout.contains("DIED: no sample for 2 s"), "{stdout}");
+    let frozen = workers[1]["started"].as_u64().unwrap();
+    assert_eq!(
+        workers[0]["respread_to_it"].as_u64().unwrap(),
+        50 - frozen,
+        "{r:#}"
+    );
+    assert_eq!(
+        workers[0]["started"].as_u64().unwrap(),
+        100 - frozen,
+        "{r:#}"
+    );
+    assert_eq!(r["started"], 100, "{r:#}");
 }
