@@ -162,6 +162,7 @@ fn three_local_workers_merge_into_one_report_with_exact_counts() {
         assert_eq!(w["share"], 40, "{w}");
         assert_eq!(w["started"], 40, "{w}");
         assert!(w["died"].is_null(), "{w}");
+        assert!(f(&w["cpu_ms"]) > 0.0, "{w}");
         let l = &w["latency_ms"];
         count += l["count"].as_u64().unwrap();
         (lo50, hi50) = (lo50.min(f(&l["p50"])), hi50.max(f(&l["p50"])));
@@ -287,4 +288,43 @@ fn a_silent_worker_counts_as_dead_after_the_timeout() {
         "{r:#}"
     );
     assert_eq!(r["started"], 100, "{r:#}");
+}
+
+/// The load tester's own cost (docs/PERFORMANCE.md): one local worker against this server that
+/// answers at once, the rate doubled until an arrival is dropped or more than 1 % start late
+/// (> 10 ms); prints each step's CPU per conversation. Run by hand:
+/// `cargo test --release -p planwright-actors --test load_workers one_worker_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn one_worker_cost() {
+    let server = start_server();
+    let report = dir("cost").join("r.json");
+    let mut rate = 100u64;
+    let mut held = None;
+    while rate <= 12_800 {
+        let out = coordinator_with(&server, "1", &rate.to_string(), "5s", "5", &report)
+            .wait_with_output()
+            .unwrap();
+        let r = read(&report);
+        let w = &r["workers"][0];
+        let (conversations, started) = (
+            r["conversations"].as_u64().unwrap(),
+            r["started"].as_u64().unwrap(),
+        );
+        let late = r["lateness"]["late"].as_u64().unwrap();
+        let ok = out.status.success() && started == conversations && late * 100 <= started;
+        println!(
+            "rate {rate}/s: {started} of {conversations} started, {late} late, p99 {:.1} ms, worker CPU {:.0} ms = {:.0} µs per conversation{}",
+            f(&r["conversation_latency_ms"]["p99"]),
+            f(&w["cpu_ms"]),
+            f(&w["cpu_us_per_conversation"]),
+            if ok { "" } else { "  <- did not hold" }
+        );
+        if !ok {
+            break;
+        }
+        held = Some(rate);
+        rate *= 2;
+    }
+    println!("highest rate held: {held:?}");
 }

@@ -297,12 +297,14 @@ impl LoadReport {
         for w in &self.workers {
             let _ = writeln!(
                 t,
-                "  worker {}: {} started, {} ended, p50 {:.1} ms, p99 {:.1} ms{}{}",
+                "  worker {}: {} started, {} ended, p50 {:.1} ms, p99 {:.1} ms, CPU {:.0} ms ({:.0} µs per conversation){}{}",
                 w.url,
                 w.started,
                 w.latency_ms.count,
                 w.latency_ms.p50,
                 w.latency_ms.p99,
+                w.cpu_ms,
+                w.cpu_us_per_conversation,
                 if w.respread_to_it > 0 {
                     format!(", took {} re-spread arrivals", w.respread_to_it)
                 } else {

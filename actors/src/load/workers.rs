@@ -46,6 +46,10 @@ pub struct WorkerShare {
     pub latency_ms: Distribution,
     /// Samples received.
     pub samples: u64,
+    /// The worker process's CPU time (user + system, `/proc/self/stat`) during its share, ms.
+    pub cpu_ms: f64,
+    /// That CPU time per conversation that ended on it, µs: the load tester's own cost.
+    pub cpu_us_per_conversation: f64,
     /// Arrivals of dead workers re-spread to it.
     pub respread_to_it: usize,
     /// Why it counts as dead (`None`: it finished its share).
@@ -102,6 +106,9 @@ pub struct WorkerSample {
     pub late: usize,
     /// Node executions.
     pub node_executions: u64,
+    /// The process's CPU time since its share started, µs.
+    #[serde(default)]
+    pub cpu_us: u64,
     /// Failures by kind.
     pub errors: BTreeMap<String, usize>,
     /// Conversation latency, `[µs, count]` per bucket.
@@ -111,8 +118,9 @@ pub struct WorkerSample {
 }
 
 impl WorkerSample {
-    fn of(c: &Cumulative, second: u64, done: bool, graph: &str) -> Self {
+    fn of(c: &Cumulative, second: u64, done: bool, graph: &str, cpu_us: u64) -> Self {
         WorkerSample {
+            cpu_us,
             second,
             done,
             graph: graph.to_string(),
@@ -280,6 +288,7 @@ async fn run_share(
     let options = r.options;
     tokio::spawn(async move {
         let start = Instant::now();
+        let cpu0 = crate::bench::measure::cpu_us().unwrap_or(0);
         let mut main = tokio::spawn(schedule::run(options, entries));
         let mut tick =
             tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));
@@ -289,6 +298,9 @@ async fn run_share(
                 start.elapsed().as_secs(),
                 done,
                 &graph,
+                crate::bench::measure::cpu_us()
+                    .unwrap_or(0)
+                    .saturating_sub(cpu0),
             );
             serde_json::to_string(&s).unwrap_or_default() + "\n"
         };
@@ -674,6 +686,13 @@ pub async fn coordinate(
             shares[k].completed = s.completed;
             shares[k].failed = s.failed;
             shares[k].latency_ms = Hist::from_counts(&s.latency).distribution();
+            shares[k].cpu_ms = s.cpu_us as f64 / 1000.0;
+            let ended = s.completed + s.failed + s.abandoned + s.left_paused + s.cut_off;
+            shares[k].cpu_us_per_conversation = if ended > 0 {
+                s.cpu_us as f64 / ended as f64
+            } else {
+                0.0
+            };
         }
     }
     let secs = wall.as_secs_f64().max(1e-9);
