@@ -202,7 +202,7 @@ struct Running {
     recorder: Arc<Recorder>,
     entries: Vec<Entry>,
     options: schedule::Options,
-    extras: Vec<tokio::task::JoinHandle<()>>,
+    extras: tokio::task::JoinSet<()>,
     stop: watch::Sender<bool>,
     open: bool,
 }
@@ -274,7 +274,7 @@ async fn run_share(
             recorder: recorder.clone(),
             entries: entries.clone(),
             options: r.options.clone(),
-            extras: Vec::new(),
+            extras: tokio::task::JoinSet::new(),
             stop: stop_tx,
             open,
         });
@@ -305,6 +305,8 @@ async fn run_share(
             serde_json::to_string(&s).unwrap_or_default() + "\n"
         };
         let mut main_done = false;
+        // Re-spread arrivals running after the share's own ended (samples go on meanwhile).
+        let mut extras = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
                 _ = tick.tick() => {
@@ -316,21 +318,22 @@ async fn run_share(
                     }
                 }
                 _ = &mut main, if !main_done => main_done = true,
+                Some(_) = extras.join_next(), if !extras.is_empty() => {}
             }
-            if main_done {
-                let extras = lock(&shared)
+            if main_done && extras.is_empty() {
+                // Taking the extras and ending the share under one lock: an `/extra` after this
+                // finds no share running and is refused, never left out of the last sample.
+                let mut g = lock(&shared);
+                extras = g
                     .as_mut()
                     .map(|r| std::mem::take(&mut r.extras))
                     .unwrap_or_default();
                 if extras.is_empty() {
+                    *g = None;
                     break;
-                }
-                for e in extras {
-                    let _ = e.await;
                 }
             }
         }
-        *lock(&shared) = None;
         let _ = tx.send(line(true)).await;
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
@@ -367,9 +370,9 @@ async fn extra(
     };
     options.recorder = Some(run.recorder.clone());
     let entries = run.entries.clone();
-    run.extras.push(tokio::spawn(async move {
+    run.extras.spawn(async move {
         let _ = schedule::run(options, entries).await;
-    }));
+    });
     Ok("added")
 }
 
