@@ -328,3 +328,43 @@ fn one_worker_cost() {
     }
     println!("highest rate held: {held:?}");
 }
+
+#[test]
+fn a_threshold_crossed_on_the_merged_figures_stops_every_worker() {
+    let report = dir("abort").join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .args([
+            "load",
+            "--coordinator",
+            "--workers",
+            "2",
+            "--graph",
+            "loop",
+            "--rate",
+            "20",
+            "--duration",
+            "30s",
+            "--threshold",
+            "conversation_p50<0.01ms",
+            "--abort-on-fail",
+            "--quiet",
+            "--report",
+        ])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let r = read(&report);
+    let why = r["stopped_early"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r:#}"));
+    assert!(why.contains("crossed on the merged figures"), "{why}");
+    let t = &r["thresholds"][0];
+    assert_eq!(t["passed"], false);
+    assert_eq!(t["value"], r["conversation_latency_ms"]["p50"]);
+    // Stopped long before the 600 arrivals of 30 s.
+    assert!(r["started"].as_u64().unwrap() < 300, "{r:#}");
+    for w in r["workers"].as_array().unwrap() {
+        assert!(w["died"].is_null(), "{w}");
+    }
+}
