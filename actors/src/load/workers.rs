@@ -16,7 +16,7 @@
 use super::config::{self, LoadArgs};
 use super::hist::Hist;
 use super::record::{Cumulative, Recorder};
-use super::report::{Distribution, LoadReport, ThresholdResult};
+use super::report::{LoadReport, ThresholdResult, WorkerShare};
 use super::scenario::{Scenario, Stage};
 use super::schedule::{self, Entry};
 use super::LoadError;
@@ -28,33 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-
-/// One worker's share in the coordinator's report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct WorkerShare {
-    /// Its URL.
-    pub url: String,
-    /// Conversations its share meant to start (before any re-spread).
-    pub share: usize,
-    /// Conversations it started (as of its last sample).
-    pub started: usize,
-    /// Conversations it finished.
-    pub completed: usize,
-    /// Conversations that failed on it.
-    pub failed: usize,
-    /// Its latency histogram alone (`count`: conversations that ended on it).
-    pub latency_ms: Distribution,
-    /// Samples received.
-    pub samples: u64,
-    /// The worker process's CPU time (user + system, `/proc/self/stat`) during its share, ms.
-    pub cpu_ms: f64,
-    /// That CPU time per conversation that ended on it, µs: the load tester's own cost.
-    pub cpu_us_per_conversation: f64,
-    /// Arrivals of dead workers re-spread to it.
-    pub respread_to_it: usize,
-    /// Why it counts as dead (`None`: it finished its share).
-    pub died: Option<String>,
-}
 
 /// What a coordinator asks of a worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
