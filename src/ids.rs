@@ -179,6 +179,22 @@ impl fmt::Display for InterruptId {
     }
 }
 
+/// A random version-4 UUID in its text form (`xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx`): the
+/// ids a server mints for threads, runs and assistants, and the thread ids every Agent Server
+/// accepts (LangGraph's refuses anything but a UUID).
+pub fn random_uuid() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        rng.random::<u32>(),
+        rng.random::<u16>(),
+        rng.random::<u16>() & 0xfff,
+        (rng.random::<u16>() & 0x3fff) | 0x8000,
+        rng.random::<u64>() & 0xffff_ffff_ffff
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::ThreadId;

@@ -19,7 +19,6 @@ use super::replicas::{Replicas, Reply};
 use super::schedule::{sleep_until, stopped, BoxFut, Conv, Conversations, Probe, Totals};
 use super::template::{Answers, Template};
 use super::LoadError;
-use rand::Rng;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,19 +59,6 @@ pub struct AgentSpec {
     pub stream_modes: Option<Vec<String>>,
     /// Authentication.
     pub auth: Auth,
-}
-
-/// A random version-4 UUID, as a thread id every Agent Server accepts.
-pub fn uuid4() -> String {
-    let mut rng = rand::rng();
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        rng.random::<u32>(),
-        rng.random::<u16>(),
-        rng.random::<u16>() & 0xfff,
-        (rng.random::<u16>() & 0x3fff) | 0x8000,
-        rng.random::<u64>() & 0xffff_ffff_ffff
-    )
 }
 
 /// One server-sent event: its name (`message` when the server gave none) and data.
@@ -359,7 +345,7 @@ impl AgentConversations {
                 &mut at,
                 false,
                 "/threads",
-                json!({"thread_id": uuid4(), "if_exists": "do_nothing"}),
+                json!({"thread_id": planwright::ids::random_uuid(), "if_exists": "do_nothing"}),
             )
             .await?;
         let id = thread["thread_id"]
@@ -593,7 +579,7 @@ mod tests {
         let bare = json!({"interrupts": [{"value": 3}]});
         assert_eq!(pending_interrupts(&bare), [(None, None, json!(3))]);
         assert!(pending_interrupts(&json!({"tasks": [], "interrupts": []})).is_empty());
-        let u = uuid4();
+        let u = planwright::ids::random_uuid();
         assert_eq!(u.len(), 36);
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
