@@ -27,6 +27,7 @@ mod leases;
 mod lifecycle;
 pub mod listen;
 mod live_runs;
+mod mcp;
 mod messages;
 mod metrics;
 pub mod planners;

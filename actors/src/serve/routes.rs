@@ -3,8 +3,8 @@
 
 use super::{assistants_api, crons};
 use super::{
-    auth, errors, follow, health, history, listen, metrics, runs, stateless, store, stream, studio,
-    thread_copy, thread_search, thread_state, thread_stream, threads, AppState,
+    auth, errors, follow, health, history, listen, mcp, metrics, runs, stateless, store, stream,
+    studio, thread_copy, thread_search, thread_state, thread_stream, threads, AppState,
 };
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -87,6 +87,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/store/items/search", post(store::search_items))
         .route("/store/namespaces", post(store::list_namespaces))
+        .route(
+            "/mcp",
+            post(mcp::post).get(mcp::no_stream).delete(mcp::no_stream),
+        )
         .fallback(errors::no_route)
         .method_not_allowed_fallback(errors::no_method)
         .layer(axum::middleware::from_fn_with_state(

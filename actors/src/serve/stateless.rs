@@ -52,7 +52,7 @@ async fn prepare(state: &AppState, body: Value) -> Result<(String, RunBody, bool
 }
 
 /// Deletes the thread of a stateless run once `run_id` has ended (after `grace`).
-fn delete_after(state: Arc<AppState>, thread: String, run_id: String, grace: Duration) {
+pub(super) fn delete_after(state: Arc<AppState>, thread: String, run_id: String, grace: Duration) {
     tokio::spawn(async move {
         let day = Duration::from_secs(86_400);
         if let Err(e) = super::live_runs::wait_end(&state, &run_id, day).await {

@@ -1,0 +1,119 @@
+//! `serve` as an MCP server (`/mcp`, Streamable HTTP with JSON responses), called by the official
+//! Python `mcp` client from PyPI (installed once under the target directory by `mcp_support`):
+//! it lists the served graphs as tools, calls one whose run pauses, reads what is asked, and
+//! resumes it on the thread the result names; an unknown tool and a resume without a thread are
+//! errors that name the problem. Without the token, `/mcp` answers 401 like every route.
+
+mod mcp_support;
+mod serve_support;
+
+use planwright_actors::serve::Server;
+use serde_json::{json, Value};
+use serve_support::in_process;
+use std::path::Path;
+
+const TOKEN: &str = "mcp-secret";
+
+/// A server with the `replier` graph (draft → approve, an interrupt → send) behind a bearer
+/// token, on a free port; its `/mcp` URL.
+async fn serve(name: &str) -> (Server, String) {
+    let mut args = in_process::sqlite(name);
+    args.token = Some(TOKEN.into());
+    let server = in_process::replier_server(args).await;
+    let base = in_process::listen(server.router()).await;
+    (server, format!("{base}/mcp"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_mcp_client_lists_calls_and_resumes_a_graph() {
+    let python = tokio::task::spawn_blocking(mcp_support::python)
+        .await
+        .expect("the Python SDK installs");
+    let (_server, url) = serve("serve-mcp-python").await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_serve_client.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .args([&url, TOKEN, "replier"])
+        .arg(json!({"request": "refund the order"}).to_string())
+        .arg(json!("yes").to_string())
+        .output()
+        .await
+        .expect("the client runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the client failed:\n{stderr}");
+    let seen: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("the client's output is not JSON ({e}):\n{stderr}"));
+
+    assert_eq!(seen["server"], "planwright");
+    let tool = &seen["tools"]["replier"];
+    let props = &tool["input_schema"]["properties"];
+    assert!(props.get("request").is_some(), "the graph's input: {tool}");
+    assert!(props.get("thread_id").is_some() && props.get("resume").is_some());
+
+    let first = &seen["first"];
+    assert_eq!(first["is_error"], false, "{first}");
+    assert_eq!(first["structured"]["status"], "interrupted", "{first}");
+    let asked = &first["structured"]["interrupts"][0]["value"];
+    assert_eq!(asked["question"], "send?", "{first}");
+    assert_eq!(asked["draft"], "We will refund the order.");
+    let thread = first["structured"]["thread_id"].as_str().unwrap();
+    let text = first["text"][0].as_str().unwrap();
+    assert!(
+        text.contains("send?") && text.contains(thread) && text.contains("resume"),
+        "{text}"
+    );
+
+    let resumed = &seen["resumed"];
+    assert_eq!(resumed["is_error"], false, "{resumed}");
+    assert_eq!(resumed["structured"]["status"], "success", "{resumed}");
+    let log = &resumed["structured"]["values"]["log"];
+    assert_eq!(
+        log,
+        &json!(["approved: \"yes\"", "sent: We will refund the order."]),
+        "{resumed}"
+    );
+    let text: Value = serde_json::from_str(resumed["text"][0].as_str().unwrap()).unwrap();
+    assert_eq!(text["log"], *log, "the text content is the values as JSON");
+
+    let unknown = seen["unknown"].to_string();
+    assert!(
+        unknown.contains("no-such-tool") && unknown.contains("replier"),
+        "{unknown}"
+    );
+    let bad = &seen["resume_without_thread"];
+    assert_eq!(bad["is_error"], true, "{bad}");
+    assert!(
+        bad["text"][0].as_str().unwrap().contains("thread_id"),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_is_behind_the_auth_of_every_route() {
+    let (_server, url) = serve("serve-mcp-auth").await;
+    let c = reqwest::Client::new();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let r = c.post(&url).json(&list).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = c
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["result"]["tools"][0]["name"], "replier", "{body}");
+    let r = c.get(&url).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 405, "no server-initiated stream");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = c
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .json(&note)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202, "a notification has no answer");
+}
