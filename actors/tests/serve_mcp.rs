@@ -1,5 +1,6 @@
 //! `serve` as an MCP server (`/mcp`, Streamable HTTP with JSON responses), called by the official
-//! Python `mcp` client from PyPI (installed once under the target directory by `mcp_support`):
+//! Python `mcp` client from PyPI and the TypeScript `@modelcontextprotocol/sdk` client from npm
+//! (each installed once under the target directory by `mcp_support`):
 //! it lists the served graphs as tools, calls one whose run pauses, reads what is asked, and
 //! resumes it on the thread the result names; an unknown tool and a resume without a thread are
 //! errors that name the problem. Without the token, `/mcp` answers 401 like every route.
@@ -24,14 +25,14 @@ async fn serve(name: &str) -> (Server, String) {
     (server, format!("{base}/mcp"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_mcp_client_lists_calls_and_resumes_a_graph() {
-    let python = tokio::task::spawn_blocking(mcp_support::python)
-        .await
-        .expect("the Python SDK installs");
-    let (_server, url) = serve("serve-mcp-python").await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_serve_client.py");
-    let out = tokio::process::Command::new(python)
+/// Runs an official client's walk (`tests/sdk/mcp_serve_client.*`) with `cmd` against a new
+/// server, and checks what it saw.
+async fn walk(name: &str, mut cmd: tokio::process::Command, script: &str) {
+    let (_server, url) = serve(name).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(script);
+    let out = cmd
         .arg(script)
         .args([&url, TOKEN, "replier"])
         .arg(json!({"request": "refund the order"}).to_string())
@@ -43,7 +44,12 @@ async fn the_python_mcp_client_lists_calls_and_resumes_a_graph() {
     assert!(out.status.success(), "the client failed:\n{stderr}");
     let seen: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("the client's output is not JSON ({e}):\n{stderr}"));
+    check(&seen);
+}
 
+/// What a client saw: the tool and its schema, a pause that says what it asks and how to resume,
+/// the resumed run's values, and the two errors naming their problem.
+fn check(seen: &Value) {
     assert_eq!(seen["server"], "planwright");
     let tool = &seen["tools"]["replier"];
     let props = &tool["input_schema"]["properties"];
@@ -86,6 +92,25 @@ async fn the_python_mcp_client_lists_calls_and_resumes_a_graph() {
         bad["text"][0].as_str().unwrap().contains("thread_id"),
         "{bad}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_mcp_client_lists_calls_and_resumes_a_graph() {
+    let python = tokio::task::spawn_blocking(mcp_support::python)
+        .await
+        .expect("the Python SDK installs");
+    let cmd = tokio::process::Command::new(python);
+    walk("serve-mcp-python", cmd, "mcp_serve_client.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_mcp_client_lists_calls_and_resumes_a_graph() {
+    let sdk = tokio::task::spawn_blocking(mcp_support::npm_sdk_dir)
+        .await
+        .expect("the TypeScript SDK installs");
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.env("MCP_SDK_DIR", sdk);
+    walk("serve-mcp-typescript", cmd, "mcp_serve_client.mjs").await;
 }
 
 #[tokio::test]

@@ -1,9 +1,10 @@
 //! The tool servers the MCP tests call, from their registries: the official
 //! `@modelcontextprotocol/server-filesystem` and `@modelcontextprotocol/server-everything` from
 //! npm, and the official Python `mcp` SDK from PyPI (in a venv) running
-//! `fixtures/mcp/support_kb_server.py` over Streamable HTTP. Each is installed once under the
-//! target directory (once per process: tests that need it at the same time wait for one
-//! install). `fixtures/mcp/misbehaving_server.py` (standard library only) hangs, errors or returns
+//! `fixtures/mcp/support_kb_server.py` over Streamable HTTP; and the official clients that call
+//! `serve`'s own `/mcp` (the TypeScript `@modelcontextprotocol/sdk`, the Python SDK's). Each is
+//! installed once under the target directory (once per process: tests that need it at the same
+//! time wait for one install). `fixtures/mcp/misbehaving_server.py` (standard library only) hangs, errors or returns
 //! garbage.
 #![allow(dead_code)]
 
@@ -34,23 +35,46 @@ pub fn npm_dir() -> PathBuf {
 }
 
 fn install_npm() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-npm");
-    let ready = NPM_PACKAGES.iter().all(|p| {
+    npm_install("mcp-npm", &NPM_PACKAGES, NPM_VERSION)
+}
+
+/// The official TypeScript SDK's version, for the tests whose client it is.
+const NPM_SDK_VERSION: &str = "1.32.2";
+
+/// The directory whose `node_modules` has the official TypeScript SDK,
+/// `@modelcontextprotocol/sdk`.
+pub fn npm_sdk_dir() -> PathBuf {
+    static READY: OnceLock<PathBuf> = OnceLock::new();
+    READY
+        .get_or_init(|| {
+            npm_install(
+                "mcp-npm-sdk",
+                &["@modelcontextprotocol/sdk"],
+                NPM_SDK_VERSION,
+            )
+        })
+        .clone()
+}
+
+/// `packages` at `version` under the target directory's `name`, installed unless there.
+fn npm_install(name: &str, packages: &[&str], version: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let ready = packages.iter().all(|p| {
         std::fs::read_to_string(dir.join("node_modules").join(p).join("package.json"))
             .ok()
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .is_some_and(|v| v["version"] == NPM_VERSION)
+            .is_some_and(|v| v["version"] == version)
     });
     if !ready {
         std::fs::create_dir_all(&dir).unwrap();
         let ok = Command::new("npm")
             .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
             .arg(&dir)
-            .args(NPM_PACKAGES.map(|p| format!("{p}@{NPM_VERSION}")))
+            .args(packages.iter().map(|p| format!("{p}@{version}")))
             .status()
             .expect("npm runs")
             .success();
-        assert!(ok, "cannot install {NPM_PACKAGES:?} from npm");
+        assert!(ok, "cannot install {packages:?} from npm");
     }
     dir
 }
