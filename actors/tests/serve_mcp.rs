@@ -142,3 +142,73 @@ async fn mcp_is_behind_the_auth_of_every_route() {
         .unwrap();
     assert_eq!(r.status(), 202, "a notification has no answer");
 }
+
+/// One JSON-RPC request to `url` with `token`; its answer.
+async fn rpc(url: &str, token: &str, method: &str, params: Value) -> Value {
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let r = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .json(&msg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_call_on_another_users_thread_or_with_a_refused_input_is_a_tool_error() {
+    let dir = serve_support::fresh_dir("serve-mcp-owners");
+    let file = dir.join("tokens.json");
+    let users = json!({"tokens": {"ann-token": {"user": "ann"}, "bob-token": {"user": "bob"}}});
+    std::fs::write(&file, users.to_string()).unwrap();
+    let mut args = in_process::sqlite("serve-mcp-owners-db");
+    args.auth_file = Some(file);
+    let server = in_process::replier_server(args).await;
+    let url = format!("{}/mcp", in_process::listen(server.router()).await);
+
+    let call = |args: Value| json!({"name": "replier", "arguments": args});
+    let paused = rpc(
+        &url,
+        "ann-token",
+        "tools/call",
+        call(json!({"thread_id": "t-ann", "request": "ship it"})),
+    )
+    .await;
+    assert_eq!(
+        paused["result"]["structuredContent"]["status"], "interrupted",
+        "{paused}"
+    );
+    let theirs = rpc(
+        &url,
+        "bob-token",
+        "tools/call",
+        call(json!({"thread_id": "t-ann", "resume": "no"})),
+    )
+    .await;
+    assert_eq!(theirs["result"]["isError"], true, "{theirs}");
+    let why = theirs["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(why.contains("`t-ann` does not exist"), "{why}");
+    let state = rpc(
+        &url,
+        "ann-token",
+        "tools/call",
+        call(json!({"thread_id": "t-ann", "resume": "ok"})),
+    )
+    .await;
+    assert_eq!(
+        state["result"]["structuredContent"]["values"]["log"][0], "approved: \"ok\"",
+        "bob's answer did not reach ann's thread: {state}"
+    );
+
+    let refused = rpc(&url, "ann-token", "tools/call", call(json!({"request": 5}))).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let why = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        why.starts_with("replier: ") && why.contains("expected a string"),
+        "{why}"
+    );
+    let unknown = rpc(&url, "ann-token", "resources/list", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+}
