@@ -212,3 +212,47 @@ async fn a_call_on_another_users_thread_or_with_a_refused_input_is_a_tool_error(
     let unknown = rpc(&url, "ann-token", "resources/list", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
 }
+
+#[tokio::test]
+async fn a_graph_without_an_interrupt_answers_its_values_in_one_call() {
+    use planwright::graph::{StateGraph, END, START};
+    use serve_support::in_process::{Reply, ReplyUpdate};
+    let echo = StateGraph::<Reply>::new("echo")
+        .add_sync_node("draft", |s: &Reply, _: &planwright::NodeContext| {
+            Ok(ReplyUpdate::default().draft(format!("echo: {}", s.request)))
+        })
+        .add_edge(START, "draft")
+        .add_edge("draft", END)
+        .compile()
+        .expect("the graph compiles");
+    let mut args = in_process::sqlite("serve-mcp-echo");
+    args.token = Some(TOKEN.into());
+    let server = Server::builder(args)
+        .graph("replier", in_process::replier("replier"))
+        .graph("echo", echo)
+        .build()
+        .await
+        .expect("the server builds");
+    let url = format!("{}/mcp", in_process::listen(server.router()).await);
+    let tools = rpc(&url, TOKEN, "tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["replier", "echo"]);
+    let done = rpc(
+        &url,
+        TOKEN,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"request": "hi"}}),
+    )
+    .await;
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    assert_eq!(result["structuredContent"]["status"], "success", "{done}");
+    assert_eq!(result["structuredContent"]["values"]["draft"], "echo: hi");
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["draft"], "echo: hi");
+}
