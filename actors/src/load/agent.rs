@@ -227,15 +227,9 @@ impl AgentConversations {
                 continue;
             };
             let planwright = text.contains("planwright_node_executions_total");
-            let m = parse_metrics(&text);
             let (total, pw) = sum.get_or_insert_with(Default::default);
             *pw |= planwright;
-            total.node_executions += m.node_executions;
-            for (node, depth) in m.mailboxes {
-                *total.mailboxes.entry(node).or_default() += depth;
-            }
-            total.rss_kb = add(total.rss_kb, m.rss_kb);
-            total.cpu_us = add(total.cpu_us, m.cpu_us);
+            total.add(parse_metrics(&text));
         }
         sum
     }
@@ -438,13 +432,6 @@ fn detail(v: &Value) -> String {
     match &v["detail"] {
         Value::Null => v.to_string().chars().take(200).collect(),
         d => d.to_string().chars().take(200).collect(),
-    }
-}
-
-fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     }
 }
 

@@ -17,6 +17,23 @@ use tokio::sync::watch;
 /// The exit code of an interrupted run (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
 
+/// Says why `command` could not run and gives its exit code: 2 for bad input (a usage error, a
+/// model spec, a malformed checkpoint URL: the error alone), 1 for anything else (with its causes).
+fn failed(command: &str, e: &LoadError) -> ExitCode {
+    match e {
+        LoadError::Usage(_)
+        | LoadError::Model(_)
+        | LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl { .. }) => {
+            eprintln!("{command}: {e}");
+            ExitCode::from(2)
+        }
+        _ => {
+            eprintln!("{command}: {}", planwright::ErrorChain(e));
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Runs `load` as the command does and gives its exit code.
 pub async fn run(args: &LoadArgs) -> ExitCode {
     if let Some(addr) = &args.worker {
@@ -37,18 +54,7 @@ pub async fn run(args: &LoadArgs) -> ExitCode {
     };
     let report = match measured {
         Ok(r) => r,
-        Err(
-            e @ (LoadError::Usage(_)
-            | LoadError::Model(_)
-            | LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl { .. })),
-        ) => {
-            eprintln!("load: {e}");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("load: {}", planwright::ErrorChain(&e));
-            return ExitCode::from(1);
-        }
+        Err(e) => return failed("load", &e),
     };
     println!("{}", report.to_text());
     if let Err(e) = super::write_report(args.report.as_deref(), &report) {
@@ -78,18 +84,7 @@ pub async fn sweep(args: &super::sweep::SweepArgs) -> ExitCode {
     let interrupt = on_ctrl_c();
     let report = match super::sweep::run(args, Some(interrupt)).await {
         Ok(r) => r,
-        Err(
-            e @ (LoadError::Usage(_)
-            | LoadError::Model(_)
-            | LoadError::Checkpoint(planwright::checkpoint::CheckpointError::BadUrl { .. })),
-        ) => {
-            eprintln!("load sweep: {e}");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("load sweep: {}", planwright::ErrorChain(&e));
-            return ExitCode::from(1);
-        }
+        Err(e) => return failed("load sweep", &e),
     };
     println!("{}", report.to_text());
     if let Err(e) = super::write_sweep(args.run.report.as_deref(), &report) {

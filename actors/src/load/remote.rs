@@ -45,6 +45,23 @@ pub struct ServerMetrics {
     pub cpu_us: Option<u64>,
 }
 
+impl ServerMetrics {
+    /// Adds another replica's figures to these (mailbox depths by node; memory and CPU only
+    /// where some replica exports them).
+    pub fn add(&mut self, other: ServerMetrics) {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.node_executions += other.node_executions;
+        for (node, depth) in other.mailboxes {
+            *self.mailboxes.entry(node).or_default() += depth;
+        }
+        self.rss_kb = sum(self.rss_kb, other.rss_kb);
+        self.cpu_us = sum(self.cpu_us, other.cpu_us);
+    }
+}
+
 /// Parses a Prometheus text page.
 pub fn parse_metrics(text: &str) -> ServerMetrics {
     let mut m = ServerMetrics::default();
@@ -127,14 +144,8 @@ impl RemoteConversations {
             let Ok(text) = resp.text().await else {
                 continue;
             };
-            let m = parse_metrics(&text);
-            let total = sum.get_or_insert_with(ServerMetrics::default);
-            total.node_executions += m.node_executions;
-            for (node, depth) in m.mailboxes {
-                *total.mailboxes.entry(node).or_default() += depth;
-            }
-            total.rss_kb = add(total.rss_kb, m.rss_kb);
-            total.cpu_us = add(total.cpu_us, m.cpu_us);
+            sum.get_or_insert_with(ServerMetrics::default)
+                .add(parse_metrics(&text));
         }
         sum
     }
@@ -336,13 +347,6 @@ impl RemoteConversations {
                 }
             }
         }
-    }
-}
-
-fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     }
 }
 
