@@ -245,6 +245,9 @@ const PAYMENTS: u64 = 3;
 /// `plan` sends `PAYMENTS` tasks to `pay`, each of which charges a card and emails a receipt
 /// (two effects, logged at the tool as `<pid> <name> <key>`). With `die`, the last task SIGKILLs
 /// this process once its calls returned.
+/// Calls of the `pay` tasks that have returned in this process.
+static CALLS_RETURNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn pay_graph(log: std::path::PathBuf, die: bool, repeat: bool) -> CompiledGraph<Walk> {
     let mut options = NodeOptions::default();
     if repeat {
@@ -279,8 +282,15 @@ fn pay_graph(log: std::path::PathBuf, die: bool, repeat: bool) -> CompiledGraph<
                         })
                         .await?;
                     receipts.push(receipt);
+                    CALLS_RETURNED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 if die && ctx.input().and_then(|v| v.as_u64()) == Some(PAYMENTS - 1) {
+                    // Every task's calls have returned (so each is journaled, or, opted out,
+                    // made): the kill falls between the calls and this task's commit, never
+                    // inside another task's call.
+                    while CALLS_RETURNED.load(std::sync::atomic::Ordering::SeqCst) < 2 * PAYMENTS {
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
                     // Dead before this task's update is stored.
                     let _ = Command::new("kill")
                         .args(["-KILL", &std::process::id().to_string()])
